@@ -1,0 +1,76 @@
+"""What the pre-training heads say about a text: fill-mask and next-sentence scores."""
+from __future__ import annotations
+
+import re
+
+import torch
+
+MASK_RE = re.compile(r"\[mask\]", re.IGNORECASE)
+MAX_MASKS = 20
+
+
+def _check_text(text, what="text") -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"the {what} is empty: type a sentence")
+    return text
+
+
+@torch.no_grad()
+def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> list[list[dict]]:
+    """Top-k candidates for each [MASK], as Hugging Face's fill-mask widget reports them
+    (score, token, token_str, sequence). `causal` hides the right-hand context from every token."""
+    text = MASK_RE.sub("[MASK]", _check_text(text))
+    if not isinstance(top_k, int) or not 1 <= top_k <= 100:
+        raise ValueError(f"top_k must be an integer from 1 to 100, got {top_k!r}")
+    n = text.count("[MASK]")
+    if n == 0:
+        raise ValueError("no [MASK] in the text: write [MASK] where the model should guess a word")
+    if n > MAX_MASKS:
+        raise ValueError(f"{n} [MASK]s: at most {MAX_MASKS} at once")
+    enc = tok.encode(text)
+    ids = torch.tensor([enc.ids])
+    where = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
+    if len(where) < n:
+        raise ValueError(f"the text is longer than the model's {tok.model_max_length} tokens and "
+                         f"a [MASK] was cut off: shorten it")
+    out = model(ids, torch.tensor([enc.token_type_ids]), causal=causal)
+    probs = out.mlm_logits[0, where].float().softmax(-1)  # (n, V)
+    special = torch.tensor(sorted(tok.special_ids))
+    probs[:, special] = 0.0  # a [SEP] or [PAD] is never a useful answer
+    top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
+    results = []
+    for i, pos in enumerate(where):
+        cands = []
+        for p, t in zip(top.values[i].tolist(), top.indices[i].tolist()):
+            filled = list(enc.ids)
+            filled[pos] = t
+            cands.append({"score": p, "token": t, "token_str": tok.id_to_token(t),
+                          "sequence": _decode_keep_masks(tok, filled)})
+        results.append(cands)
+    return results
+
+
+def _decode_keep_masks(tok, ids: list[int]) -> str:
+    """Decode, showing the other [MASK]s instead of dropping them as special tokens."""
+    parts, run = [], []
+    for i in ids:
+        if i == tok.mask_token_id:
+            parts += [tok.decode(run), "[MASK]"] if run else ["[MASK]"]
+            run = []
+        else:
+            run.append(i)
+    if run:
+        parts.append(tok.decode(run))
+    return " ".join(p for p in parts if p)
+
+
+@torch.no_grad()
+def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
+    """P(IsNext) for each candidate second sentence (label 0 = IsNext, as in Hugging Face)."""
+    _check_text(first, "first sentence")
+    seconds = [_check_text(s, "second sentence") for s in seconds]
+    if not seconds:
+        raise ValueError("give at least one second sentence")
+    batch = tok.encode_batch([first] * len(seconds), pairs=seconds)
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    return out.nsp_logits.float().softmax(-1)[:, 0].tolist()

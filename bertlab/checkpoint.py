@@ -1,0 +1,187 @@
+"""Model folders in the Hugging Face layout: config.json + model.safetensors + tokenizer files.
+
+Loading never unpickles code (safetensors, or torch.load(weights_only=True)); saving writes a
+temporary folder and renames it, so a crash mid-write never leaves a half-written model behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import warnings
+from pathlib import Path
+
+import torch
+
+from .config import BertConfig
+from .model import BertForPreTraining
+from .tokenizer import WordPieceTokenizer
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "assets" / "default-model"
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+HUB_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+             "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+HEADS = {"bert.pooler.": "pooler", "cls.predictions.": "masked-LM head", "cls.seq_relationship.": "next-sentence head"}
+
+
+def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
+    """A local folder as is; anything else is taken as a hub id and downloaded (cached)."""
+    if path_or_hub_id is None:
+        return DEFAULT_MODEL_DIR
+    p = Path(path_or_hub_id).expanduser()
+    if p.is_dir():
+        return p
+    name = str(path_or_hub_id)
+    if p.exists():
+        raise ValueError(f"{name}: expected a model folder (config.json + weights), got a file")
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith((".", "/")):
+        raise ValueError(f"{name}: no such folder, and not a Hugging Face hub id")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    try:
+        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    except RepositoryNotFoundError as e:
+        raise ValueError(f"{name}: no such model on the Hugging Face hub (or it is private)") from e
+    except LocalEntryNotFoundError as e:
+        raise ValueError(f"{name}: not a local folder, and the Hugging Face hub cannot be reached "
+                         f"(offline?) and it is not in the local cache") from e
+    except (HfHubHTTPError, OSError) as e:
+        raise ValueError(f"{name}: download from the Hugging Face hub failed: {e}") from e
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """Tensors from safetensors (single or sharded) or a weights-only torch pickle."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    if (folder / "model.safetensors").exists():
+        files = [folder / "model.safetensors"]
+    elif (folder / "model.safetensors.index.json").exists():
+        idx = folder / "model.safetensors.index.json"
+        try:
+            shards = sorted(set(json.loads(idx.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{idx}: malformed shard index ({e})") from e
+        files = [folder / s for s in shards]
+    elif (folder / "pytorch_model.bin").exists():
+        f = folder / "pytorch_model.bin"
+        try:
+            sd = torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as e:  # weights_only refuses code; a torn file fails to unzip
+            raise ValueError(f"{f}: cannot read weights ({type(e).__name__}: {str(e)[:200]})") from e
+        if not isinstance(sd, dict):
+            raise ValueError(f"{f}: expected a state dict, got {type(sd).__name__}")
+        return sd
+    else:
+        raise ValueError(f"{folder}: no weights found (looked for {', '.join(WEIGHT_FILES)})")
+    sd = {}
+    for f in files:
+        try:
+            sd.update(load_file(f))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise ValueError(f"{f}: cannot read weights, the file is truncated or corrupt ({e})") from e
+    return sd
+
+
+def to_pretraining_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Rename BertModel / BertForMaskedLM / TF-era keys into BertForPreTraining's."""
+    out = {}
+    encoder_only = not any(k.startswith("bert.") for k in sd)
+    for k, v in sd.items():
+        k = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", k))
+        if encoder_only and k.split(".")[0] in ("embeddings", "encoder", "pooler"):
+            k = "bert." + k
+        out[k] = v
+    return out
+
+
+def load_model(folder: str | os.PathLike, config: BertConfig | None = None) -> BertForPreTraining:
+    """Weights of any BERT key layout into our BertForPreTraining; missing heads are initialised."""
+    folder = Path(folder)
+    if config is None:
+        if not (folder / "config.json").exists():
+            raise ValueError(f"{folder}: no config.json, so this is not a model folder")
+        config = BertConfig.from_json_file(folder / "config.json")
+    model = BertForPreTraining(config)
+    sd = to_pretraining_keys(read_weights(folder))
+    own = model.state_dict()
+    expected = {k for k in own if k not in TIED}
+    state, unexpected = {}, []
+    for k, v in sd.items():
+        if k in TIED or k.endswith("position_ids"):
+            continue
+        if k not in expected:
+            unexpected.append(k)
+            continue
+        if not torch.is_tensor(v) or tuple(v.shape) != tuple(own[k].shape):
+            shape = tuple(v.shape) if torch.is_tensor(v) else type(v).__name__
+            raise ValueError(f"{folder}: weight {k} has shape {shape}, but config.json implies "
+                             f"{tuple(own[k].shape)}: the weights do not match the config")
+        state[k] = v.float()
+    missing = sorted(expected - state.keys())
+    if any(not k.startswith(tuple(HEADS)) for k in missing):
+        enc = [k for k in missing if not k.startswith(tuple(HEADS))]
+        raise ValueError(f"{folder}: weights lack {len(enc)} encoder tensors (e.g. {enc[0]}): "
+                         f"not a BERT checkpoint, or a truncated one")
+    model.load_state_dict(state, strict=False)
+    model.tie_weights()
+    notes = sorted({name for k in missing for p, name in HEADS.items() if k.startswith(p)})
+    if notes:
+        warnings.warn(f"{folder}: no weights for the {', '.join(notes)}; initialised at random "
+                      f"(predictions from them mean nothing until trained)", stacklevel=2)
+    if unexpected:
+        warnings.warn(f"{folder}: ignored {len(unexpected)} weights this model has no place for "
+                      f"(e.g. {unexpected[0]})", stacklevel=2)
+    return model.eval()
+
+
+def load_pretrained(path_or_hub_id: str | os.PathLike | None = None):
+    """(model, tokenizer) from a local folder, a hub id, or, with no argument, the shipped default."""
+    folder = resolve_folder(path_or_hub_id)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such model folder")
+    model = load_model(folder)
+    tok = WordPieceTokenizer.from_pretrained(folder)
+    if tok.vocab_size > model.config.vocab_size:
+        raise ValueError(f"{folder}: the tokenizer has {tok.vocab_size} tokens but the model only "
+                         f"{model.config.vocab_size}: they do not belong together")
+    tok.model_max_length = min(tok.model_max_length, model.config.max_position_embeddings)
+    return model, tok
+
+
+def save_pretrained(model: BertForPreTraining, tokenizer: WordPieceTokenizer | None,
+                    folder: str | os.PathLike, dtype: torch.dtype = torch.float32,
+                    extra_files: dict[str, str] | None = None) -> Path:
+    """Write to a sibling temp folder, fsync, then rename into place: readers never see half a model."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        _write_folder(tmp, model, tokenizer, dtype, extra_files or {})
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = folder.parent / f".{folder.name}.old-{os.getpid()}"
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(tmp, folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def _write_folder(tmp: Path, model, tokenizer, dtype, extra_files: dict[str, str]) -> None:
+    from safetensors.torch import save_file
+    model.config.to_json_file(tmp / "config.json")
+    sd = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
+          for k, v in model.state_dict().items() if k not in TIED}
+    save_file(sd, tmp / "model.safetensors", metadata={"format": "pt"})
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    for name, text in extra_files.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    for f in tmp.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())

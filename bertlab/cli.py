@@ -1,0 +1,85 @@
+"""`python -m bertlab ...`: the backend from a terminal. Errors print one line, never a traceback."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+
+def cmd_fill_mask(a) -> int:
+    from .analysis.predict import fill_mask
+    from .checkpoint import load_pretrained
+    model, tok = load_pretrained(a.model)
+    results = fill_mask(model, tok, a.text, top_k=a.top_k)
+    if a.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+        return 0
+    for i, cands in enumerate(results, 1):
+        if len(results) > 1:
+            print(f"[MASK] #{i}")
+        for c in cands:
+            print(f"  {c['score']:6.1%}  {c['token_str']:<15} {c['sequence']}")
+    return 0
+
+
+def cmd_info(a) -> int:
+    from .analysis import sizing
+    from .config import PRESETS, BertConfig, preset
+    from .checkpoint import resolve_folder
+    if a.model in PRESETS:
+        config, where = preset(a.model), f"preset {a.model!r}"
+    else:
+        folder = resolve_folder(a.model)
+        config, where = BertConfig.from_json_file(folder / "config.json"), str(folder)
+    counts = sizing.param_counts(config)
+    mem = sizing.memory(config, batch_size=a.batch_size, seq_len=a.seq_len, training=True)
+    fl = sizing.flops(config, seq_len=a.seq_len)
+    if a.json:
+        print(json.dumps({"source": where, "config": config.to_dict(), "params": counts,
+                          "train_memory_bytes": mem, "forward_flops": fl}, indent=2))
+        return 0
+    print(f"{where}\n")
+    for k, v in config.to_dict().items():
+        print(f"  {k:<30} {v}")
+    print("\nparameters")
+    for k, v in counts.items():
+        print(f"  {k:<30} {v:>14,}  ({sizing.humanize(v)})")
+    print(f"\ntraining memory, batch {a.batch_size} x {a.seq_len} tokens, fp32 + AdamW")
+    for k, v in mem.items():
+        print(f"  {k:<30} {sizing.humanize(v, 'B')}")
+    print(f"\nforward FLOPs per sequence of {a.seq_len} tokens: {sizing.humanize(fl['total'])}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bertlab", description="See and train BERT end to end.")
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fill-mask", help="predict the words hidden behind [MASK]")
+    f.add_argument("text", help='e.g. "the acting was [MASK] ."')
+    f.add_argument("--model", default=None, help="model folder or hub id (default: the shipped model)")
+    f.add_argument("--top-k", type=int, default=5)
+    f.add_argument("--json", action="store_true", help="print Hugging Face widget fields as JSON")
+    f.set_defaults(run=cmd_fill_mask)
+    i = sub.add_parser("info", help="a model's config, parameter counts, memory and FLOPs")
+    i.add_argument("model", nargs="?", default=None, help="model folder, hub id or preset name")
+    i.add_argument("--batch-size", type=int, default=32)
+    i.add_argument("--seq-len", type=int, default=128)
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(run=cmd_info)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda m, *a, **k: print(f"warning: {m}", file=sys.stderr)
+            return args.run(args)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,118 @@
+"""One dataclass describes every BERT we build; field names are Hugging Face's so config.json round-trips."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields, replace
+
+# [PAD] [UNK] [CLS] [SEP] [MASK]: a vocabulary smaller than this cannot even hold its own markers.
+NUM_SPECIAL_TOKENS = 5
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def validate(self) -> "BertConfig":
+        """Raise one ValueError naming the first impossible field, so a UI can show it as is."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if self.vocab_size < NUM_SPECIAL_TOKENS:
+            raise ValueError(f"vocab_size must be at least {NUM_SPECIAL_TOKENS} to hold "
+                             f"[PAD] [UNK] [CLS] [SEP] [MASK], got {self.vocab_size}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) must be divisible by "
+                             f"num_attention_heads ({self.num_attention_heads})")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act must be one of {', '.join(ACTIVATIONS)}, got {self.hidden_act!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {v!r}")
+        for name in ("initializer_range", "layer_norm_eps"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{name} must be a positive number, got {v!r}")
+        if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"pad_token_id must be in [0, vocab_size), got {self.pad_token_id!r}")
+        return self
+
+    # ---- Hugging Face config.json -------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_hf_dict(self, architecture: str = "BertForPreTraining") -> dict:
+        return {"architectures": [architecture], "model_type": "bert", **self.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BertConfig":
+        """Keep the fields we know and ignore the rest (HF configs carry many we do not use)."""
+        if d.get("model_type", "bert") not in ("bert",):
+            raise ValueError(f"model_type must be 'bert', got {d.get('model_type')!r}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known and v is not None})
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        try:
+            with open(path, encoding="utf-8") as f:
+                d = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a readable JSON config ({e})") from e
+        if not isinstance(d, dict):
+            raise ValueError(f"{path}: a config must be a JSON object")
+        try:
+            return cls.from_dict(d)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from e
+
+    def to_json_file(self, path: str | os.PathLike, architecture: str = "BertForPreTraining") -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_hf_dict(architecture), f, indent=2)
+            f.write("\n")
+
+    def replace(self, **changes) -> "BertConfig":
+        return replace(self, **changes)
+
+
+# Google's BERT miniatures (Turc et al. 2019) plus the paper's two sizes; FFN is always 4 × hidden.
+PRESETS: dict[str, tuple[int, int, int]] = {  # name: (layers, hidden, heads)
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+def preset(name: str, **overrides) -> BertConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    L, H, A = PRESETS[name]
+    kw = dict(num_hidden_layers=L, hidden_size=H, num_attention_heads=A, intermediate_size=4 * H)
+    kw.update(overrides)
+    return BertConfig(**kw)

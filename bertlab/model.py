@@ -1,0 +1,290 @@
+"""BERT from scratch, readable in one sitting.
+
+Module and parameter names copy Hugging Face's modeling_bert.py, so a checkpoint converts by
+renaming prefixes at most, and every number can be checked against `transformers`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import BertConfig
+
+ACT = {
+    "gelu": nn.GELU(),  # exact erf form, as in the original BERT
+    "gelu_new": nn.GELU(approximate="tanh"),
+    "gelu_pytorch_tanh": nn.GELU(approximate="tanh"),
+    "relu": nn.ReLU(),
+}
+
+
+@dataclass
+class BertOutput:
+    loss: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    nsp_loss: torch.Tensor | None = None
+    mlm_logits: torch.Tensor | None = None  # (B, T, V), or (N, V) at the N labelled positions when sparse
+    nsp_logits: torch.Tensor | None = None  # (B, 2)
+    last_hidden_state: torch.Tensor | None = None  # (B, T, H)
+    pooler_output: torch.Tensor | None = None  # (B, H)
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # L+1 of (B, T, H): embeddings, then each layer
+    attentions: tuple[torch.Tensor, ...] | None = None  # L of (B, A, T, T)
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+
+    def forward(self, input_ids, token_type_ids):  # (B, T) each
+        pos = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = x + self.position_embeddings(pos)  # broadcast over B
+        return self.dropout(self.LayerNorm(x))  # (B, T, H)
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.n_head, self.head_dim = c.num_attention_heads, c.head_dim
+        self.query = nn.Linear(c.hidden_size, c.hidden_size)
+        self.key = nn.Linear(c.hidden_size, c.hidden_size)
+        self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dropout_p = c.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(c.attention_probs_dropout_prob)
+
+        self._fused, self._fused_key = None, None
+
+    def qkv(self, x):
+        """Without autograd, one GEMM against a cached [Wq; Wk; Wv] is ~30 % faster than three."""
+        ps = [m.weight for m in (self.query, self.key, self.value)] + [m.bias for m in (self.query, self.key, self.value)]
+        if torch.is_grad_enabled():  # training: concatenate anew, so gradients flow to each matrix
+            return F.linear(x, torch.cat(ps[:3]), torch.cat(ps[3:])).chunk(3, dim=-1)
+        key = tuple((p.data_ptr(), p._version, p.dtype) for p in ps)  # in-place updates bump _version
+        if key != self._fused_key:
+            self._fused, self._fused_key = (torch.cat(ps[:3]), torch.cat(ps[3:])), key
+        return F.linear(x, *self._fused).chunk(3, dim=-1)
+
+    def forward(self, x, bias, need_weights: bool):
+        B, T, H = x.shape
+        split = lambda t: t.reshape(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, A, T, d)
+        q, k, v = map(split, self.qkv(x))
+        if need_weights:  # explicit softmax: the probabilities are what the attention views show
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, A, T, T)
+            probs = F.softmax(scores if bias is None else scores + bias, dim=-1)
+            y = self.dropout(probs) @ v  # (B, A, T, d)
+        else:  # fused kernel, same numbers
+            p = self.dropout_p if self.training else 0.0
+            mask = None if bias is None else bias.to(q.dtype)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            probs = None
+        return y.transpose(1, 2).reshape(B, T, H), probs
+
+
+class BertSelfOutput(nn.Module):
+    """Project, dropout, add the residual, then LayerNorm (post-LN, as in the paper)."""
+
+    def __init__(self, c: BertConfig, d_in: int):
+        super().__init__()
+        self.dense = nn.Linear(d_in, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.hidden_dropout_prob)
+
+    def forward(self, h, residual):
+        h = self.dropout(self.dense(h))
+        # Without autograd, add in place: one fewer large temporary per block.
+        h = h.add_(residual) if not torch.is_grad_enabled() else h + residual
+        return self.LayerNorm(h)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(c)
+        self.output = BertSelfOutput(c, c.hidden_size)
+
+    def forward(self, x, bias, need_weights):
+        y, probs = self.self(x, bias, need_weights)
+        return self.output(y, x), probs
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.act = ACT[c.hidden_act]
+
+    def forward(self, x):
+        return self.act(self.dense(x))  # (B, T, I)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(c)
+        self.intermediate = BertIntermediate(c)
+        self.output = BertSelfOutput(c, c.intermediate_size)  # HF's BertOutput has the same shape
+
+    def forward(self, x, bias, need_weights):
+        x, probs = self.attention(x, bias, need_weights)
+        return self.output(self.intermediate(x), x), probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
+
+
+class BertPooler(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+
+    def forward(self, h):
+        return torch.tanh(self.dense(h[:, 0]))  # (B, H) from [CLS]
+
+
+def attention_bias(attention_mask, T: int, dtype, causal: bool = False):
+    """Additive (B, 1, T, T) bias: 0 where a query may look, the dtype's minimum where it may not."""
+    allowed = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T) over keys
+    if causal:  # "left context only": what a GPT-style model would see
+        allowed = allowed & torch.ones(T, T, dtype=torch.bool, device=allowed.device).tril()
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return bias.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+class BertModel(nn.Module):
+    """The encoder alone; its state-dict keys are those of Hugging Face's BertModel."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.apply(lambda m: init_weights(m, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None,
+                output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
+        B, T = input_ids.shape
+        if T > self.config.max_position_embeddings:
+            raise ValueError(f"sequence length {T} exceeds max_position_embeddings "
+                             f"({self.config.max_position_embeddings})")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        # No padding and no causal mask: no bias at all, which lets SDPA pick its fastest kernel.
+        bias = None if (not causal and bool(attention_mask.all())) else \
+            attention_bias(attention_mask, T, x.dtype, causal)  # (B, 1, T, T)
+        hidden, attns = [x], []
+        for layer in self.encoder.layer:
+            x, probs = layer(x, bias, output_attentions)
+            hidden.append(x)
+            attns.append(probs)
+        return BertOutput(
+            last_hidden_state=x,
+            pooler_output=self.pooler(x) if self.pooler is not None else None,
+            hidden_states=tuple(hidden) if output_hidden_states else None,
+            attentions=tuple(attns) if output_attentions else None,
+        )
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.act = ACT[c.hidden_act]
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, h):
+        return self.LayerNorm(self.act(self.dense(h)))
+
+
+class BertLMPredictionHead(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(c)
+        self.decoder = nn.Linear(c.hidden_size, c.vocab_size, bias=False)  # weight tied to word embeddings
+        self.bias = nn.Parameter(torch.zeros(c.vocab_size))
+
+    def forward(self, h):
+        return F.linear(self.transform(h), self.decoder.weight, self.bias)  # (..., V), bias fused in the GEMM
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, c: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(c)
+        self.seq_relationship = nn.Linear(c.hidden_size, 2)
+
+
+class BertForPreTraining(nn.Module):
+    """Encoder + masked-LM head + next-sentence head; keys match HF's BertForPreTraining."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.cls.apply(lambda m: init_weights(m, config))
+        self.tie_weights()
+
+    def tie_weights(self):
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_attentions=False,
+                output_hidden_states=False, labels=None, next_sentence_label=None,
+                sparse_mlm=False, causal=False) -> BertOutput:
+        """`sparse_mlm` with `labels`: vocabulary logits only where labels != -100 (same loss,
+        far less work, since the H×V projection dominates small models)."""
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_attentions,
+                        output_hidden_states, causal)
+        h = out.last_hidden_state  # (B, T, H)
+        if sparse_mlm and labels is not None:
+            keep = labels.ne(-100)  # (B, T)
+            out.mlm_logits = self.cls.predictions(h[keep])  # (N, V)
+            mlm_targets = labels[keep]  # (N,)
+        else:
+            out.mlm_logits = self.cls.predictions(h)  # (B, T, V)
+            mlm_targets = labels
+        out.nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        losses = []
+        if labels is not None:
+            V = self.config.vocab_size
+            out.mlm_loss = F.cross_entropy(out.mlm_logits.reshape(-1, V).float(),
+                                           mlm_targets.reshape(-1), ignore_index=-100)
+            losses.append(out.mlm_loss)
+        if next_sentence_label is not None:
+            out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), next_sentence_label.reshape(-1),
+                                           ignore_index=-100)
+            losses.append(out.nsp_loss)
+        if losses:
+            out.loss = sum(losses)
+        return out
+
+
+@torch.no_grad()
+def init_weights(m: nn.Module, c: BertConfig):
+    """BERT's initialisation: N(0, 0.02) weights, zero biases, identity LayerNorms."""
+    if isinstance(m, (nn.Linear, nn.Embedding)):
+        m.weight.normal_(0.0, c.initializer_range)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            m.bias.zero_()
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            m.weight[m.padding_idx].zero_()
+    elif isinstance(m, nn.LayerNorm):
+        m.weight.fill_(1.0)
+        m.bias.zero_()
+    elif isinstance(m, BertLMPredictionHead):
+        m.bias.zero_()

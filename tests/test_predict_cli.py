@@ -1,0 +1,91 @@
+"""Fill-mask and NSP scores, checked against transformers' pipeline; the CLI on top of them."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bertlab import BertConfig, BertForPreTraining, save_pretrained
+from bertlab.analysis.predict import fill_mask, nsp_scores
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=40,
+             max_position_embeddings=24)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, vocab_tokenizer):
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(vocab_size=vocab_tokenizer.vocab_size, **SMALL)).eval()
+    return save_pretrained(m, vocab_tokenizer, tmp_path_factory.mktemp("m") / "model"), m
+
+
+def test_fill_mask_matches_transformers_pipeline(model_dir, vocab_tokenizer):
+    import transformers
+    path, m = model_dir
+    ours = fill_mask(m, vocab_tokenizer, "the acting was [MASK] .", top_k=5)[0]
+    pipe = transformers.pipeline("fill-mask", model=str(path), tokenizer=str(path), top_k=30)
+    theirs = [c for c in pipe("the acting was [MASK] .") if c["token"] not in vocab_tokenizer.special_ids][:5]
+    assert [c["token"] for c in ours] == [c["token"] for c in theirs]
+    for a, b in zip(ours, theirs):
+        assert abs(a["score"] - b["score"]) < 1e-5 and a["token_str"] == b["token_str"]
+    assert ours[0]["sequence"].startswith("the acting was ")
+    assert set(ours[0]) == {"score", "token", "token_str", "sequence"}
+
+
+def test_several_masks_lower_case_and_left_context(model_dir, vocab_tokenizer):
+    _, m = model_dir
+    res = fill_mask(m, vocab_tokenizer, "the [mask] was [MASK] .", top_k=3)
+    assert len(res) == 2 and all(len(r) == 3 for r in res)
+    assert "[MASK]" in res[0][0]["sequence"]  # the other gap stays visible
+    left = fill_mask(m, vocab_tokenizer, "the acting was [MASK] .", causal=True)
+    assert left[0][0]["score"] != fill_mask(m, vocab_tokenizer, "the acting was [MASK] .")[0][0]["score"]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("", "empty"), ("   \n", "empty"), ("no gap here", "no \\[MASK\\]"),
+    ("[MASK] " * 21, "at most"), ("word " * 40 + "[MASK]", "cut off"), (None, "empty"),
+])
+def test_fill_mask_bad_input(model_dir, vocab_tokenizer, text, match, monkeypatch):
+    _, m = model_dir
+    monkeypatch.setattr(vocab_tokenizer, "model_max_length", 24)
+    with pytest.raises(ValueError, match=match):
+        fill_mask(m, vocab_tokenizer, text)
+
+
+def test_odd_unicode_does_not_crash(model_dir, vocab_tokenizer):
+    _, m = model_dir
+    for t in ("😀 [MASK] \u200b\u0301 é", "日本語 [MASK]", "\x00\x07 [MASK] \u202e"):
+        assert len(fill_mask(m, vocab_tokenizer, t)[0]) == 5
+
+
+def test_nsp_scores_are_probabilities(model_dir, vocab_tokenizer):
+    _, m = model_dir
+    s = nsp_scores(m, vocab_tokenizer, "the film was great .", ["i love it .", "the bank of the river ."])
+    assert len(s) == 2 and all(0 <= p <= 1 for p in s)
+    with pytest.raises(ValueError):
+        nsp_scores(m, vocab_tokenizer, "x", [])
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "bertlab", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_fill_mask_json_and_info(model_dir):
+    path, _ = model_dir
+    r = run_cli("fill-mask", "--model", str(path), "--json", "--top-k", "3", "the film was [MASK] .")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out) == 3 and {"score", "token", "token_str", "sequence"} <= set(out[0])
+    r = run_cli("info", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["params"]["total"] == sum(p.numel() for p in model_dir[1].parameters())
+    r = run_cli("info", "base")
+    assert r.returncode == 0 and "109,482,240" in r.stdout
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    r = run_cli("fill-mask", "--model", str(tmp_path / "nope"), "a [MASK]")
+    assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
+    r = run_cli("fill-mask", "--model", str(tmp_path), "a [MASK]")
+    assert r.returncode == 2 and "config.json" in r.stderr and "Traceback" not in r.stderr

@@ -32,7 +32,7 @@ def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
         return DEFAULT_MODEL_DIR
     p = Path(path_or_hub_id).expanduser()
     if p.is_dir():
-        return p
+        return p if (p / "config.json").exists() else _model_in_run(p)
     name = str(path_or_hub_id)
     if p.exists():
         raise ValueError(f"{name}: expected a model folder (config.json + weights), got a file")
@@ -49,6 +49,15 @@ def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
                          f"(offline?) and it is not in the local cache") from e
     except (HfHubHTTPError, OSError) as e:
         raise ValueError(f"{name}: download from the Hugging Face hub failed: {e}") from e
+
+
+def _model_in_run(run: Path) -> Path:
+    """A training run folder stands for its exported model, else its newest checkpoint."""
+    if (run / "model" / "config.json").exists():
+        return run / "model"
+    steps = sorted((int(m.group(1)), c) for c in (run / "checkpoints").glob("step-*")
+                   if (m := re.fullmatch(r"step-(\d+)", c.name)) and (c / "config.json").exists())
+    return steps[-1][1] if steps else run
 
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -160,7 +169,7 @@ def save_pretrained(model: BertForPreTraining, tokenizer: WordPieceTokenizer | N
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        _write_folder(tmp, model, tokenizer, dtype, extra_files or {})
+        write_model_files(tmp, model, tokenizer, dtype, extra_files or {})
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -172,7 +181,8 @@ def save_pretrained(model: BertForPreTraining, tokenizer: WordPieceTokenizer | N
     return folder
 
 
-def _write_folder(tmp: Path, model, tokenizer, dtype, extra_files: dict[str, str]) -> None:
+def write_model_files(tmp: Path, model, tokenizer, dtype=torch.float32, extra_files: dict[str, str] | None = None) -> None:
+    """config.json + model.safetensors (+ tokenizer files) into an existing folder."""
     from safetensors.torch import save_file
     model.config.to_json_file(tmp / "config.json")
     sd = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
@@ -180,7 +190,7 @@ def _write_folder(tmp: Path, model, tokenizer, dtype, extra_files: dict[str, str
     save_file(sd, tmp / "model.safetensors", metadata={"format": "pt"})
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
-    for name, text in extra_files.items():
+    for name, text in (extra_files or {}).items():
         (tmp / name).write_text(text, encoding="utf-8")
     for f in tmp.iterdir():
         with open(f, "rb") as fh:

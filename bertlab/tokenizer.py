@@ -179,6 +179,11 @@ class WordPieceTokenizer:
                 json.dump(obj, f, indent=2)
 
     @property
+    def backend(self) -> Tokenizer:
+        """The underlying `tokenizers.Tokenizer`, for fast batch work (read-only use, please)."""
+        return self._tok
+
+    @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
 

@@ -1,0 +1,248 @@
+"""Dynamic masked-language-model corruption (BERT's 80/10/10 rule), drawn fresh for every batch,
+and the tensor side of the data pipeline: collate examples, mask them, shuffle/shard/resume.
+
+Every random number comes from one `torch.Generator`, always drawn in the same order and amount,
+so a seeded generator reproduces the exact same masks (which is what makes a resumed run exact).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+import torch
+
+if TYPE_CHECKING:
+    from .data import Example
+
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4  # bertlab.tokenizer's fixed special ids
+SPECIAL_IDS = (PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID)  # never selected ([UNK] neither, like HF)
+# What happened to each position; stored in `MaskResult.rule` so a UI can colour it.
+NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3
+IGNORE_INDEX = -100  # the label PyTorch's cross_entropy skips
+
+
+@dataclass
+class MaskResult:
+    input_ids: torch.Tensor  # (B, T) long: the corrupted input the model sees
+    labels: torch.Tensor  # (B, T) long: original id where selected, else -100
+    rule: torch.Tensor  # (B, T) int8: 0 not selected, 1 [MASK], 2 random token, 3 kept as is
+
+
+def special_tokens_mask(input_ids: torch.Tensor, special_ids: Iterable[int]) -> torch.Tensor:
+    """True where the id is a special token ([CLS], [SEP], [PAD], ...): never a prediction target."""
+    ids = torch.as_tensor(list(special_ids), dtype=input_ids.dtype, device=input_ids.device)
+    return torch.isin(input_ids, ids)
+
+
+def word_ids_from_pieces(input_ids: torch.Tensor, is_continuation: torch.Tensor,
+                         special_mask: torch.Tensor) -> torch.Tensor:
+    """Word index per position (-1 at specials) from a (V,) bool table marking '##' pieces,
+    so whole-word masking works on examples that only kept their token ids."""
+    cont = is_continuation.to(input_ids.device)[input_ids] & ~special_mask  # (B, T)
+    start = ~cont & ~special_mask  # a word begins at every non-'##' ordinary token
+    word = start.long().cumsum(-1) - 1  # (B, T)
+    return torch.where(special_mask, torch.full_like(word, -1), word.clamp(min=0))
+
+
+def continuation_table(vocab: Sequence[str], prefix: str = "##") -> torch.Tensor:
+    """(V,) bool: which vocabulary entries continue a word (WordPiece's '##ing')."""
+    return torch.tensor([t.startswith(prefix) for t in vocab], dtype=torch.bool)
+
+
+def _check(input_ids, special_mask, word_ids, vocab_size, mask_token_id, rate, mask_frac,
+           random_frac, first_random_id):
+    if input_ids.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"input_ids must be an integer tensor, got {input_ids.dtype}")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be (B, T), got shape {tuple(input_ids.shape)}")
+    if special_mask.shape != input_ids.shape or special_mask.dtype != torch.bool:
+        raise ValueError(f"special_mask must be a bool tensor of shape {tuple(input_ids.shape)}, "
+                         f"got {special_mask.dtype} {tuple(special_mask.shape)}")
+    if word_ids is not None and word_ids.shape != input_ids.shape:
+        raise ValueError(f"word_ids must have shape {tuple(input_ids.shape)}, got {tuple(word_ids.shape)}")
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"rate must be in (0, 1], got {rate}")
+    for name, v in (("mask_frac", mask_frac), ("random_frac", random_frac)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {v}")
+    if mask_frac + random_frac > 1.0 + 1e-9:
+        raise ValueError(f"mask_frac + random_frac must be <= 1, got {mask_frac} + {random_frac}")
+    if not 0 <= mask_token_id < vocab_size:
+        raise ValueError(f"mask_token_id {mask_token_id} is outside the vocabulary [0, {vocab_size})")
+    if random_frac > 0 and not 0 <= first_random_id < vocab_size:
+        raise ValueError(f"no ordinary tokens to draw random replacements from: "
+                         f"first_random_id={first_random_id}, vocab_size={vocab_size}")
+
+
+def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, vocab_size: int,
+                mask_token_id: int, rate: float = 0.15, mask_frac: float = 0.8,
+                random_frac: float = 0.1, word_ids: torch.Tensor | None = None,
+                first_random_id: int = 5, generator: torch.Generator | None = None) -> MaskResult:
+    """Select each eligible token (or whole word) with probability `rate`; of those, `mask_frac`
+    become [MASK], `random_frac` a random ordinary token, the rest stay as they were.
+
+    Whole-word masking (`word_ids`, -1 at specials): a word is a run of positions sharing a word
+    id; the whole word is selected or not, and ONE 80/10/10 rule is drawn per word (so a word is
+    either fully [MASK]ed, fully randomised piece by piece, or fully kept).
+    Every sequence with at least one eligible token gets at least one selection, so a short
+    sentence always shows a mask and a batch never has zero labels (this nudges the effective
+    rate up only for very short sequences: P(no pick) = (1-rate)^n).
+    """
+    squeeze = input_ids.dim() == 1
+    if squeeze:  # a single (T,) sequence is fine too
+        input_ids, special_mask = input_ids[None], special_mask[None]
+        word_ids = None if word_ids is None else word_ids[None]
+    _check(input_ids, special_mask, word_ids, vocab_size, mask_token_id, rate, mask_frac,
+           random_frac, first_random_id)
+    B, T = input_ids.shape
+    dev = input_ids.device
+    eligible = ~special_mask  # (B, T)
+    pos = torch.arange(T, device=dev).expand(B, T)
+    if word_ids is None:
+        group = pos  # every token is its own "word"
+    else:
+        word_ids = word_ids.to(dev)
+        eligible = eligible & (word_ids >= 0)
+        prev = torch.cat([torch.full_like(word_ids[:, :1], -1), word_ids[:, :-1]], 1)
+        start = eligible & ((word_ids != prev) | (prev < 0))  # first piece of each word
+        group = (start.long().cumsum(1) - 1).clamp(min=0)  # (B, T) word index, < T
+    # Four fixed-size draws, always in this order: same generator state -> same masks.
+    u_sel = torch.rand(B, T, generator=generator).to(dev).gather(1, group)  # one draw per word
+    u_rule = torch.rand(B, T, generator=generator).to(dev).gather(1, group)
+    rand_ids = torch.randint(max(first_random_id, 0), max(vocab_size, first_random_id + 1), (B, T),
+                             generator=generator).to(dev)
+    score = torch.rand(B, T, generator=generator).to(dev)
+
+    selected = eligible & (u_sel < rate)  # (B, T)
+    need = eligible.any(1) & ~selected.any(1)  # (B,) rows that drew nothing
+    if need.any():  # force one random eligible word (its whole group) in those rows
+        pick = score.masked_fill(~eligible, -1.0).argmax(1, keepdim=True)  # (B, 1)
+        forced = eligible & (group == group.gather(1, pick)) & need[:, None]
+        selected |= forced
+
+    rule = torch.zeros(B, T, dtype=torch.int8, device=dev)
+    rule[selected & (u_rule < mask_frac)] = MASKED
+    rule[selected & (u_rule >= mask_frac) & (u_rule < mask_frac + random_frac)] = RANDOM
+    rule[selected & (u_rule >= mask_frac + random_frac)] = KEPT
+    out = input_ids.clone()
+    out[rule == MASKED] = mask_token_id
+    out = torch.where(rule == RANDOM, rand_ids.to(out.dtype), out)
+    labels = torch.where(selected, input_ids.long(), torch.full_like(input_ids, IGNORE_INDEX).long())
+    if squeeze:
+        return MaskResult(out[0], labels[0], rule[0])
+    return MaskResult(out, labels, rule)
+
+
+# ---- batches: collate, mask, shuffle, shard, resume ---------------------------------------------
+
+
+def collate(examples: Sequence[Example], pad_id: int = PAD_ID,
+            special_ids: Sequence[int] = SPECIAL_IDS) -> dict[str, torch.Tensor]:
+    """Right-pad to the longest example in the batch (no wasted attention on a global max_len)."""
+    if not examples:
+        raise ValueError("cannot collate an empty list of examples")
+    T = max(len(e.ids) for e in examples)
+    input_ids = torch.tensor([e.ids + [pad_id] * (T - len(e.ids)) for e in examples])  # (B, T)
+    token_type_ids = torch.tensor([e.token_type_ids + [0] * (T - len(e.ids)) for e in examples])  # (B, T)
+    attention_mask = torch.tensor([[1] * len(e.ids) + [0] * (T - len(e.ids)) for e in examples])  # (B, T)
+    special_mask = special_tokens_mask(input_ids, special_ids) | (attention_mask == 0)  # (B, T)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "special_mask": special_mask,
+            "next_sentence_label": torch.tensor([e.label for e in examples], dtype=torch.long)}  # (B,)
+
+
+def _seed(*xs: int) -> int:
+    """A 63-bit seed from several integers, so (seed, rank, epoch, step) never collide."""
+    return int.from_bytes(hashlib.blake2b(repr(xs).encode(), digest_size=8).digest(), "little") >> 1
+
+
+class Batcher:
+    """Shuffled, sharded, dynamically masked batches that resume exactly.
+
+    The order of epoch e is a permutation seeded by (seed, e); rank r takes its own contiguous
+    share (the last n % world_size examples of a permutation sit the epoch out). The masks of
+    batch k are drawn from a generator seeded by (seed, rank, epoch, k). So (epoch, position) is the
+    whole state: no generator state needs saving, and a resumed run sees the same batches and masks.
+
+    Yields input_ids (masked), token_type_ids, attention_mask, labels (-100 = not a target) and
+    next_sentence_label, the latter only when some label is set (an all -100 NSP loss would be NaN).
+    """
+
+    def __init__(self, examples: Sequence[Example], batch_size: int, *, vocab_size: int,
+                 mask_token_id: int = MASK_ID, pad_id: int = PAD_ID, special_ids: Sequence[int] = SPECIAL_IDS,
+                 rate: float = 0.15, mask_frac: float = 0.8, random_frac: float = 0.1,
+                 first_random_id: int = 5, is_continuation: torch.Tensor | None = None,
+                 shuffle: bool = True, drop_last: bool = False, seed: int = 0, rank: int = 0,
+                 world_size: int = 1):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+        if len(examples) < world_size:
+            raise ValueError(f"{len(examples)} examples cannot be shared among {world_size} ranks")
+        self.examples, self.batch_size = examples, batch_size
+        self.drop_last, self.shuffle = drop_last, shuffle
+        self.seed, self.rank, self.world_size, self.pad_id = seed, rank, world_size, pad_id
+        self.special_ids, self.is_continuation = tuple(special_ids), is_continuation
+        self.mask_kw = dict(vocab_size=vocab_size, mask_token_id=mask_token_id, rate=rate,
+                            mask_frac=mask_frac, random_frac=random_frac, first_random_id=first_random_id)
+        mask_tokens(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool), **self.mask_kw)
+        self.epoch, self.position = 0, 0  # position = batches of this epoch already handed out
+        self.per_rank = len(examples) // world_size
+
+    @classmethod
+    def from_tokenizer(cls, examples: Sequence[Example], batch_size: int, tokenizer, **kw) -> "Batcher":
+        """Vocabulary size, [PAD], [MASK] and the special ids from a WordPieceTokenizer."""
+        return cls(examples, batch_size, vocab_size=tokenizer.vocab_size,
+                   mask_token_id=tokenizer.mask_token_id, pad_id=tokenizer.pad_token_id,
+                   special_ids=sorted(tokenizer.special_ids), **kw)
+
+    def __len__(self) -> int:
+        """Batches per epoch (the same on every rank, so distributed steps stay in lock-step)."""
+        n, bs = self.per_rank, self.batch_size
+        return n // bs if self.drop_last else math.ceil(n / bs)
+
+    def indices(self, epoch: int) -> list[int]:
+        """This rank's example indices for `epoch`, in order."""
+        n = len(self.examples)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(_seed(self.seed, epoch))) \
+            if self.shuffle else torch.arange(n)
+        return order[self.rank * self.per_rank:(self.rank + 1) * self.per_rank].tolist()
+
+    def make_batch(self, examples: Sequence[Example], generator: torch.Generator | None = None) -> dict:
+        """Collate and mask a list of examples (also handy on its own, e.g. for a UI preview)."""
+        b = collate(examples, self.pad_id, self.special_ids)
+        special = b.pop("special_mask")
+        word_ids = None if self.is_continuation is None else \
+            word_ids_from_pieces(b["input_ids"], self.is_continuation, special)
+        m = mask_tokens(b["input_ids"], special, word_ids=word_ids, generator=generator, **self.mask_kw)
+        b["input_ids"], b["labels"] = m.input_ids, m.labels  # (B, T) each
+        if bool((b["next_sentence_label"] == IGNORE_INDEX).all()):
+            del b["next_sentence_label"]
+        return b
+
+    def __iter__(self) -> Iterator[dict]:
+        """The rest of the current epoch; the next `iter()` starts the following one."""
+        if self.position >= len(self):
+            self.epoch, self.position = self.epoch + 1, 0
+        order, bs = self.indices(self.epoch), self.batch_size
+        while self.position < len(self):
+            k = self.position
+            g = torch.Generator().manual_seed(_seed(self.seed, self.rank, self.epoch, k))
+            batch = self.make_batch([self.examples[i] for i in order[k * bs:(k + 1) * bs]], g)
+            self.position += 1  # count it before handing it out: a checkpoint then skips it
+            yield batch
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
+                "world_size": self.world_size, "num_examples": len(self.examples),
+                "batch_size": self.batch_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = self.state_dict()
+        for k in ("seed", "world_size", "num_examples", "batch_size"):
+            if k in state and state[k] != mine[k]:
+                raise ValueError(f"cannot resume exactly: saved {k}={state[k]}, this Batcher has {mine[k]}")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])

@@ -52,6 +52,68 @@ def cmd_info(a) -> int:
     return 0
 
 
+def cmd_pretrain(a) -> int:
+    import re
+    import time
+
+    import torch
+    from tqdm import tqdm
+
+    from .train.cli_args import specs_from_args
+    from .train.loop import init_distributed
+    from .train.pretrain import pretrain
+    from .train.runs import read_metrics
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    spec, targs = specs_from_args(a)
+    rank, world = init_distributed() if "WORLD_SIZE" in __import__("os").environ else (0, 1)
+    bar = tqdm(total=targs.steps, unit="step", disable=rank != 0 or not sys.stderr.isatty(), dynamic_ncols=True)
+
+    def log(msg: str) -> None:
+        m = re.match(r"step (\d+)/(\d+)", msg)
+        if m and not bar.disable:
+            bar.total = int(m.group(2))
+            bar.update(int(m.group(1)) - bar.n)
+            bar.set_postfix_str(msg.split("  ", 1)[1][:60] if "  " in msg else "")
+        elif rank == 0:
+            tqdm.write(msg, file=sys.stderr)
+    t = time.time()
+    status = pretrain(a.out, spec, targs, resume=a.resume, log=log)
+    bar.close()
+    if rank != 0:
+        return 0
+    evals = [r for r in read_metrics(a.out)[0] if r.get("split") == "eval"]
+    print(f"\n{status['state']} at step {status['step']} of {status['total_steps']} "
+          f"in {time.time() - t:.0f} s (run time {status.get('elapsed', 0):.0f} s)")
+    if evals:
+        e = evals[-1]
+        line = f"held-out: MLM loss {e['mlm_loss']:.3f}, masked-token accuracy {e['mlm_acc']:.1%}"
+        line += f" (unigram guess {e['unigram_acc']:.1%})"
+        if "nsp_acc" in e:
+            line += f", {spec.objective.upper()} accuracy {e['nsp_acc']:.1%}"
+        print(line)
+    if status["state"] == "failed":
+        print(f"error: {status['message']}", file=sys.stderr)
+        return 1
+    print(f"model: {a.out}/model   (python -m bertlab fill-mask --model {a.out} \"the acting was [MASK] .\")")
+    return 0
+
+
+def cmd_evaluate(a) -> int:
+    from .train.evaluate import evaluate_model
+    res = evaluate_model(a.model, corpus=a.corpus, max_docs=a.max_docs, batches=a.batches,
+                         batch_size=a.batch_size)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"{res['source']}: {res['examples']} held-out examples, {res['masked_tokens']} masked tokens")
+    print(f"  MLM loss              {res['mlm_loss']:.4f}")
+    print(f"  masked-token accuracy {res['mlm_acc']:.1%}   (always guessing the commonest token: {res['unigram_acc']:.1%})")
+    if "nsp_acc" in res:
+        print(f"  next-sentence acc.    {res['nsp_acc']:.1%}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bertlab", description="See and train BERT end to end.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -67,6 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--seq-len", type=int, default=128)
     i.add_argument("--json", action="store_true")
     i.set_defaults(run=cmd_info)
+    from .train.cli_args import add_pretrain_args
+    t = sub.add_parser("pretrain", help="pre-train a BERT (MLM + NSP/SOP) into a run folder")
+    add_pretrain_args(t)
+    t.set_defaults(run=cmd_pretrain)
+    e = sub.add_parser("evaluate", help="held-out MLM loss and masked-token accuracy of a model or run")
+    e.add_argument("model", nargs="?", default=None, help="run folder, model folder or hub id (default: shipped)")
+    e.add_argument("--corpus", default="imdb", help="ignored for a run folder: its own held-out split is used")
+    e.add_argument("--max-docs", type=int, default=None)
+    e.add_argument("--batches", type=int, default=50)
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(run=cmd_evaluate)
     return p
 
 

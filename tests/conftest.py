@@ -4,6 +4,10 @@ for k, v in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "GRADIO_ANALYTIC
              "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
     os.environ.setdefault(k, v)
 
+import tempfile  # noqa: E402
+
+os.environ.setdefault("BERTLAB_CACHE", tempfile.mkdtemp(prefix="bertlab-cache-"))  # never the user's cache
+
 import pytest  # noqa: E402
 
 WORDS = ("the a an film movie was is were acting plot story great good bad terrible boring fun i you "
@@ -20,3 +24,29 @@ def vocab_tokenizer(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(dict.fromkeys(vocab)) + "\n", encoding="utf-8")
     return WordPieceTokenizer.from_vocab(str(path), lowercase=True)
+
+
+TOPICS = {
+    "film": "the film was {a} . the acting was {a} and the plot was {b} . i would {c} recommend it .",
+    "bank": "we walked along the river bank . the water was {a} and the trees were {b} . it was {c} quiet .",
+    "food": "the soup was {a} . the bread was {b} and the wine was {a} . we will {c} come back .",
+}
+
+
+def write_corpus(path, n_docs=60):
+    """Small documents of several sentences, separated by blank lines, with learnable regularities."""
+    import random
+    rng = random.Random(0)
+    words = ["great", "good", "bad", "boring", "fine", "slow", "warm", "cold"]
+    docs = []
+    for i in range(n_docs):
+        t = list(TOPICS.values())[i % len(TOPICS)]
+        docs.append(" ".join(t.format(a=rng.choice(words), b=rng.choice(words), c=rng.choice(["really", "never", "not"]))
+                             for _ in range(3)))
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.txt")

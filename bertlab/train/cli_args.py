@@ -1,0 +1,54 @@
+"""Command-line flags of `pretrain`, kept beside the training code they configure."""
+from __future__ import annotations
+
+import argparse
+
+from ..config import PRESETS
+from ..data import OBJECTIVES
+
+
+def add_pretrain_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="mini", choices=list(PRESETS), help="model size (default: mini)")
+    p.add_argument("--corpus", default="imdb", help="imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
+    p.add_argument("--text-column", default="text", help="column holding the text in .csv/.jsonl")
+    p.add_argument("--max-docs", type=int, default=None, help="use only the first N documents")
+    p.add_argument("--init-from", default=None, help="continue pre-training this model (keeps its vocabulary)")
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--max-len", type=int, default=128, help="tokens per example")
+    p.add_argument("--objective", default="nsp", choices=OBJECTIVES, help="pair task besides MLM")
+    p.add_argument("--mask-rate", type=float, default=0.15)
+    p.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
+    p.add_argument("--dropout", type=float, default=None, help="hidden and attention dropout (default 0.1)")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (or steps if >= 1)")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (faster on recent CPUs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--eval-every", type=int, default=200)
+    p.add_argument("--save-every", type=int, default=500)
+    p.add_argument("--keep-last", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+def specs_from_args(a):
+    from .loop import TrainArgs
+    from .pretrain import PretrainSpec
+    config = {}
+    if a.dropout is not None:
+        config = {"hidden_dropout_prob": a.dropout, "attention_probs_dropout_prob": a.dropout}
+    spec = PretrainSpec(preset=a.preset, corpus=a.corpus, text_column=a.text_column, max_docs=a.max_docs,
+                        vocab_size=a.vocab_size, max_len=a.max_len, objective=a.objective,
+                        mask_rate=a.mask_rate, whole_word=a.whole_word, batch_size=a.batch_size,
+                        init_from=a.init_from, config=config)
+    targs = TrainArgs(steps=a.steps, lr=a.lr, warmup=a.warmup, weight_decay=a.weight_decay, clip=a.clip,
+                      accum=a.accum, bf16=a.bf16, seed=a.seed, log_every=a.log_every,
+                      eval_every=a.eval_every, save_every=a.save_every, keep_last=a.keep_last, device=a.device)
+    return spec, targs

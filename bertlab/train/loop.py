@@ -1,0 +1,398 @@
+"""A small, model-agnostic training loop (minGPT-style) whose runs survive a stop, a crash or a kill.
+
+The newest checkpoint holds everything a run needs to go on bit for bit: weights, AdamW and
+schedule state, every RNG stream (dropout!) and the batch source's position. So stopping and
+resuming ends with exactly the parameters of an uninterrupted run with the same seed.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch.optim.lr_scheduler import LambdaLR
+
+from . import runs
+from .runs import load_weights, rng_state, save_weights, seed_everything, set_rng_state
+
+# On resume these come from the run's train_args.json (changing them mid-run breaks the schedule
+# or the data order); `steps` may only grow. Everything else (logging, device, ...) is the caller's.
+RESUME_FIXED = ("lr", "warmup", "weight_decay", "betas", "eps", "clip", "accum", "seed")
+
+
+@dataclass
+class TrainArgs:
+    steps: int  # optimizer steps (each of `accum` micro-batches)
+    lr: float = 5e-4
+    warmup: float = 0.05  # a fraction of `steps` if < 1, else a number of steps
+    weight_decay: float = 0.01  # on matrices only; never on biases, LayerNorms, 1-D params
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-6
+    clip: float = 1.0  # max global grad norm; 0 = no clipping (the norm is still logged)
+    accum: int = 1
+    bf16: bool = False
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int = 200
+    save_every: int = 500
+    keep_last: int = 2
+    device: str = "cpu"  # "cpu", "cuda", "cuda:N" or "auto"
+
+    def __post_init__(self):
+        self.betas = tuple(self.betas)
+        for name in ("steps", "accum", "log_every", "eval_every", "save_every", "keep_last"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name, ok in (("lr", self.lr > 0), ("warmup", self.warmup >= 0), ("clip", self.clip >= 0),
+                         ("weight_decay", self.weight_decay >= 0), ("eps", self.eps > 0),
+                         ("betas", len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas))):
+            if not ok:
+                raise ValueError(f"{name} is out of range: {getattr(self, name)!r}")
+
+    @property
+    def warmup_steps(self) -> int:
+        return min(self.steps, int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup))
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "betas": list(self.betas)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainArgs":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def lr_lambda(steps: int, warmup_steps: int) -> Callable[[int], float]:
+    """Linear warmup from 0, then linear decay to 0 at `steps` (HF's get_linear_schedule_with_warmup).
+    A closure, not an object, so LambdaLR's state_dict leaves it out and a resume may extend steps."""
+    def f(s: int) -> float:
+        if s < warmup_steps:
+            return s / warmup_steps
+        return max(0.0, (steps - s) / max(1, steps - warmup_steps))
+    return f
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices only: shrinking biases or LayerNorm gains towards 0 regularises nothing useful."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [(n, p) for n, p in named if p.ndim >= 2], "weight_decay": weight_decay},
+              {"params": [(n, p) for n, p in named if p.ndim < 2], "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]  # names land in group["param_names"]
+
+
+# ---- RNG, devices, batches --------------------------------------------------------------------
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} asked for, but PyTorch sees no CUDA GPU; use 'cpu'")
+        if name == "cuda" and dist.is_initialized():
+            name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    return torch.device(name)
+
+
+def init_distributed(backend: str | None = None) -> tuple[int, int]:
+    """Join the process group torchrun describes in the environment (gloo on CPU, NCCL on GPU);
+    (0, 1) when started plainly."""
+    if dist.is_available() and not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        cuda = torch.cuda.is_available() and backend != "gloo"
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        dist.init_process_group(backend or ("nccl" if cuda else "gloo"))
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _to(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, dict):
+        return {k: _to(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to(v, device) for v in batch)
+    return batch.to(device, non_blocking=True) if torch.is_tensor(batch) else batch
+
+
+def _tokens(batch: Any) -> int:
+    """Non-pad tokens, for tokens/s: attention_mask if present, else every input id."""
+    b = batch if isinstance(batch, dict) else {}
+    if torch.is_tensor(b.get("attention_mask")):
+        return int(b["attention_mask"].sum())
+    return b["input_ids"].numel() if torch.is_tensor(b.get("input_ids")) else 0
+
+
+# ---- the trainer ------------------------------------------------------------------------------
+
+class Trainer:
+    """Run `compute_loss(model, batch) -> (loss, {name: float})` over `batches` for `args.steps`
+    AdamW steps, logging, evaluating and checkpointing into `run_dir` (see runs.py)."""
+
+    def __init__(self, model: torch.nn.Module, batches, args: TrainArgs, run_dir: str | os.PathLike,
+                 compute_loss: Callable, evaluate: Callable | None = None, on_save: Callable | None = None,
+                 log_fn: Callable[[str], None] | None = None, *, on_load: Callable | None = None,
+                 stop_event: threading.Event | None = None, find_unused_parameters: bool = True):
+        self.batches, self.args, self.run_dir = batches, args, Path(run_dir)
+        self.compute_loss, self.evaluate, self.log_fn, self.stop_event = compute_loss, evaluate, log_fn, stop_event
+        self.on_save, self.on_load = on_save or save_weights, on_load or load_weights
+        self.find_unused_parameters = find_unused_parameters  # heads outside the loss (MLM-only: NSP)
+        ddp = dist.is_available() and dist.is_initialized()
+        self.rank, self.world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+        self.device = resolve_device(args.device)
+        self.comm_device = self.device if ddp and dist.get_backend() == "nccl" else torch.device("cpu")
+        self.model = model.to(self.device)
+        self.step, self.elapsed, self.started = 0, 0.0, time.time()
+        self._build()
+
+    def _build(self) -> None:
+        a = self.args
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, a.weight_decay), lr=a.lr,
+                                           betas=a.betas, eps=a.eps)
+        self.lr_fn = lr_lambda(a.steps, a.warmup_steps)
+        self.scheduler = LambdaLR(self.optimizer, self.lr_fn)
+
+    def _say(self, msg: str) -> None:
+        if self.log_fn is not None and self.rank == 0:
+            self.log_fn(msg)
+
+    def _status(self, state: str, message: str = "") -> dict:
+        st = dict(state=state, step=self.step, total_steps=self.args.steps, message=message,
+                  pid=os.getpid(), started=self.started, elapsed=round(self._now(), 3))
+        return runs.write_status(self.run_dir, **st) if self.rank == 0 else st
+
+    def _now(self) -> float:
+        return self.elapsed + (time.monotonic() - self._t0 if hasattr(self, "_t0") else 0.0)
+
+    def fit(self, resume: bool = False) -> dict:
+        """Train to `args.steps` (resume=True: from the newest complete checkpoint, if any).
+        Returns the final status; "failed" on a non-finite loss; other errors are re-raised."""
+        with runs.RunLock(self.run_dir) if self.rank == 0 else contextlib.nullcontext():
+            ckpt = runs.latest_checkpoint(self.run_dir)
+            if ckpt is not None and not resume:  # refuse before touching the run's status
+                raise ValueError(f"run {self.run_dir.name} already has checkpoints (newest {ckpt.name}): "
+                                 f"resume it, or delete the folder to start over")
+            try:
+                return self._fit(resume)
+            except BaseException as e:
+                if self.rank == 0:
+                    self._status("failed", f"{type(e).__name__}: {e}")
+                raise
+
+    def _prepare(self, resume: bool) -> Path | None:
+        rd, a = self.run_dir, self.args
+        ckpt = runs.latest_checkpoint(rd) if resume else None
+        stored = runs.read_args(rd) if ckpt is not None else None
+        if stored:  # the run's own schedule wins; steps may only grow
+            kept = {k: stored[k] for k in RESUME_FIXED if k in stored}
+            changed = [k for k, v in kept.items() if json.dumps(v) != json.dumps(a.to_dict()[k])]
+            old = int(stored.get("steps", a.steps))
+            steps = max(a.steps, old)
+            if changed or steps > old:
+                self._say(f"resuming with the run's own {', '.join(changed) or 'settings'}; steps {old} -> {steps}")
+            self.args = replace(a, **kept, steps=steps)
+            self._build()
+        if self.rank == 0:
+            runs.prepare_run(rd, self.args.to_dict(), None if ckpt is None else runs.checkpoint_step(ckpt))
+        return ckpt
+
+    def _load(self, ckpt: Path) -> None:
+        self.on_load(self.model, ckpt)
+        self.optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=self.device, weights_only=True))
+        self.scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+        for g, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):  # steps may have grown
+            g["lr"] = base * self.lr_fn(self.scheduler.last_epoch)
+        st = json.loads((ckpt / runs.COMPLETE).read_text())
+        self.step, self.elapsed = int(st["step"]), float(st["elapsed"])
+        bs = torch.load(ckpt / st["batches_file"], weights_only=True) if "batches_file" in st else st.get("batches")
+        if bs is not None and hasattr(self.batches, "load_state_dict"):
+            self.batches.load_state_dict(bs)
+        rngs = torch.load(ckpt / "rng.pt", weights_only=True)  # one per rank
+        if len(rngs) == self.world:
+            set_rng_state(rngs[self.rank])
+        else:
+            self._say(f"saved with {len(rngs)} processes, resumed with {self.world}: RNG streams reseeded")
+            seed_everything(self.args.seed + self.rank + 1_000_003 * self.step)
+        self._say(f"resumed from {ckpt} at step {self.step}")
+
+    # -- the loop --
+    def _fit(self, resume: bool) -> dict:
+        ckpt = self._prepare(resume)
+        a = self.args
+        seed_everything(a.seed + self.rank)  # ranks drop out different units
+        if ckpt is not None:
+            self._load(ckpt)
+        self._t0 = time.monotonic()
+        if self.step >= a.steps:
+            return self._status("finished", f"already at step {self.step} of {a.steps}")
+        model = self.model
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            model = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                        find_unused_parameters=self.find_unused_parameters)
+        self.model.train()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self._status("running")
+        it, acc = iter(self.batches), _Interval()
+        while self.step < a.steps:
+            t, loss_sum = time.monotonic(), 0.0
+            for micro in range(a.accum):
+                batch, it = self._next(it)
+                acc.tokens += _tokens(batch)
+                batch = _to(batch, self.device)
+                sync = model is self.model or micro == a.accum - 1
+                with contextlib.nullcontext() if sync else model.no_sync():
+                    with torch.autocast(self.device.type, torch.bfloat16, enabled=a.bf16):
+                        loss, metrics = self.compute_loss(model, batch)
+                    (loss / a.accum).backward()
+                loss_sum += float(loss.detach())
+                acc.add_metrics(metrics)
+            gn = float(torch.nn.utils.clip_grad_norm_(params, a.clip if a.clip > 0 else math.inf))
+            loss_avg = loss_sum / a.accum
+            bad = not (math.isfinite(loss_avg) and math.isfinite(gn))
+            stop = (self.rank == 0 and runs.stop_requested(self.run_dir)) or \
+                bool(self.stop_event is not None and self.stop_event.is_set())
+            bad, stop = self._agree(bad, stop)
+            if bad:
+                self.optimizer.zero_grad(set_to_none=True)
+                what, v = ("loss", loss_avg) if not math.isfinite(loss_avg) else ("gradient norm", gn)
+                msg = (f"{what} became {v} at step {self.step + 1}; try a lower learning rate or bf16 off "
+                       f"(the last good checkpoint is kept)")
+                self._say(msg)
+                return self._status("failed", msg)
+            lr = self.optimizer.param_groups[0]["lr"]
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step += 1
+            acc.add_step(loss_avg, gn, lr, time.monotonic() - t)
+            final = self.step == a.steps
+            if self.step % a.log_every == 0 or final or stop:
+                self._log(acc)
+                acc = _Interval()
+            if self.evaluate is not None and (self.step % a.eval_every == 0 or final):
+                self._eval()
+            if self.step % a.save_every == 0 or final or stop:
+                if stop and not final:
+                    self._status("stopping")
+                self._save()
+            if stop and not final:
+                self._say(f"stopped at step {self.step}")
+                return self._finish("stopped", f"stopped at step {self.step}; resume to continue")
+        return self._finish("finished", "")
+
+    def _finish(self, state: str, message: str) -> dict:
+        if self.rank == 0:
+            runs.clear_stop(self.run_dir)  # a request that came too late to matter, too
+        st = self._status(state, message)
+        if self.world > 1:
+            dist.barrier()  # every rank returns after rank 0 has written the checkpoint
+        return st
+
+    def _next(self, it):
+        """The next batch; an exhausted iterator means an epoch ended: start the next one."""
+        for _ in range(2):
+            try:
+                return next(it), it
+            except StopIteration:
+                it = iter(self.batches)
+        raise ValueError("the batch source yielded no batches")
+
+    def _agree(self, bad: bool, stop: bool) -> tuple[bool, bool]:
+        """All ranks fail or stop at the same step, or the others would wait forever."""
+        if self.world == 1:
+            return bad, stop
+        flags = torch.tensor([float(bad), float(stop)], device=self.comm_device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0]), bool(flags[1])
+
+    def _log(self, acc: "_Interval") -> None:
+        keys = sorted(acc.sums)
+        vals = [acc.loss, acc.grad_norm, acc.tokens] + [acc.sums[k] / acc.counts[k] for k in keys]
+        if self.world > 1:  # average over ranks; compute_loss must return the same keys on every rank
+            t = torch.tensor(vals, dtype=torch.float64, device=self.comm_device)
+            dist.all_reduce(t)
+            vals = [v / self.world for v in t.tolist()]
+            vals[2] *= self.world  # tokens add up
+        if self.rank != 0:
+            return
+        loss, gn, tokens, *ms = vals
+        n = max(acc.steps, 1)
+        row = {"step": self.step, "time": round(self._now(), 3), "lr": acc.lr, "loss": loss / n}
+        row.update({k: v for k, v in zip(keys, ms) if k not in row})
+        row.update(grad_norm=gn / n, tokens_per_s=round(tokens / max(acc.seconds, 1e-9), 1), split="train")
+        runs.append_metrics(self.run_dir, row)
+        self._status("running")
+        self._say(f"step {self.step}/{self.args.steps}  loss {row['loss']:.4f}  lr {acc.lr:.2e}  "
+                  f"grad norm {row['grad_norm']:.2f}  {row['tokens_per_s']:.0f} tok/s")
+
+    def _eval(self) -> None:
+        """Rank 0 only, on the unwrapped model, inside a saved-and-restored RNG state, so evaluating
+        (with any random masking it does) never changes what training sees."""
+        if self.rank != 0:
+            return
+        state = rng_state()
+        self.model.eval()
+        try:
+            with torch.no_grad(), torch.autocast(self.device.type, torch.bfloat16, enabled=self.args.bf16):
+                res = self.evaluate(self.model)
+        finally:
+            self.model.train()
+            set_rng_state(state)
+        row = {"step": self.step, "time": round(self._now(), 3), "split": "eval"}
+        row.update({k: float(v) for k, v in (res or {}).items() if k not in row})
+        runs.append_metrics(self.run_dir, row)
+        shown = {k: v for k, v in row.items() if k not in ("step", "time", "split") and "_L" not in k}
+        self._say(f"eval at step {self.step}: " + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+
+    def _save(self) -> Path | None:
+        """All ranks hand in their RNG state; rank 0 writes (runs.write_checkpoint makes it atomic)."""
+        rngs = [rng_state()]
+        if self.world > 1:
+            rngs = [None] * self.world
+            dist.all_gather_object(rngs, rng_state())
+        if self.rank != 0:
+            return None
+        state = {"step": self.step, "elapsed": round(self._now(), 3), "total_steps": self.args.steps,
+                 "world_size": self.world}
+        bs = self.batches.state_dict() if hasattr(self.batches, "state_dict") else None
+
+        def write(tmp: Path) -> None:
+            self.on_save(self.model, tmp)
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(self.scheduler.state_dict(), tmp / "scheduler.pt")
+            torch.save(rngs, tmp / "rng.pt")
+            try:
+                json.dumps(bs)
+                state["batches"] = bs
+            except (TypeError, ValueError):  # e.g. tensors: a weights-only pickle instead
+                torch.save(bs, tmp / "batches.pt")
+                state["batches_file"] = "batches.pt"
+        final = runs.write_checkpoint(self.run_dir, self.step, write, state, self.args.keep_last)
+        self._say(f"saved {final}")
+        return final
+
+
+class _Interval:
+    """Sums over the steps since the last metrics row."""
+
+    def __init__(self):
+        self.steps, self.loss, self.grad_norm, self.lr, self.seconds, self.tokens = 0, 0.0, 0.0, 0.0, 0.0, 0
+        self.sums, self.counts = {}, {}
+
+    def add_metrics(self, metrics: dict | None) -> None:
+        for k, v in (metrics or {}).items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(v)
+            self.counts[k] = self.counts.get(k, 0) + 1
+
+    def add_step(self, loss: float, grad_norm: float, lr: float, seconds: float) -> None:
+        self.steps, self.loss, self.grad_norm = self.steps + 1, self.loss + loss, self.grad_norm + grad_norm
+        self.lr, self.seconds = lr, self.seconds + seconds

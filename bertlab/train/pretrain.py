@@ -1,0 +1,269 @@
+"""Pre-training BERT: corpus → tokenizer → examples → masked batches → the shared Trainer.
+
+Everything a run needs to resume exactly lives in its folder: the tokenizer it trained (WordPiece
+training is not deterministic), the tokenized examples, the settings and the checkpoints.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..analysis.attention import layer_diagnostics
+from ..checkpoint import load_model, resolve_folder, save_pretrained, write_model_files
+from ..config import preset
+from ..data import Example, OBJECTIVES, load_documents, make_pretraining_examples, split_heldout, tokenize_documents
+from ..masking import Batcher, continuation_table
+from ..model import BertForPreTraining
+from ..tokenizer import WordPieceTokenizer
+from . import runs
+from .loop import TrainArgs, Trainer
+
+PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
+          "this is one of the worst [MASK] i have ever seen .", "the [MASK] was slow but the ending was great ."]
+
+
+@dataclass
+class PretrainSpec:
+    """What to train on and how to build the model; saved in the run as pretrain.json."""
+    preset: str = "mini"
+    corpus: str = "imdb"
+    text_column: str = "text"
+    max_docs: int | None = None
+    vocab_size: int = 8192
+    max_len: int = 128
+    objective: str = "nsp"
+    mask_rate: float = 0.15
+    whole_word: bool = False
+    heldout: float = 0.02
+    batch_size: int = 32
+    eval_batches: int = 16
+    init_from: str | None = None  # continue from an existing model (its tokenizer is kept)
+    config: dict = field(default_factory=dict)  # BertConfig overrides, e.g. {"hidden_dropout_prob": 0.0}
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not 0 < self.mask_rate < 1:
+            raise ValueError(f"mask_rate must be between 0 and 1, got {self.mask_rate}")
+        for name in ("vocab_size", "max_len", "batch_size", "eval_batches"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if self.max_len < 8:
+            raise ValueError(f"max_len must be at least 8, got {self.max_len}")
+        if not 0 < self.heldout < 0.5:
+            raise ValueError(f"heldout must be a fraction between 0 and 0.5, got {self.heldout}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PretrainSpec":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# ---- data, cached in the run folder ---------------------------------------------------------------
+
+def _pack(examples: list[Example]) -> dict[str, torch.Tensor]:
+    """Examples as flat tensors: loads with torch.load(weights_only=True), ~10x smaller than JSON."""
+    lens = torch.tensor([len(e.ids) for e in examples], dtype=torch.long)
+    return {"ids": torch.tensor([i for e in examples for i in e.ids], dtype=torch.int32),
+            "tt": torch.tensor([t for e in examples for t in e.token_type_ids], dtype=torch.int8),
+            "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)]),
+            "labels": torch.tensor([e.label for e in examples], dtype=torch.long)}
+
+
+def _unpack(d: dict[str, torch.Tensor]) -> list[Example]:
+    ids, tt, off, lab = d["ids"].tolist(), d["tt"].tolist(), d["offsets"].tolist(), d["labels"].tolist()
+    return [Example(ids[a:b], tt[a:b], y) for a, b, y in zip(off[:-1], off[1:], lab)]
+
+
+def _cache_dir(spec: PretrainSpec, seed: int) -> Path | None:
+    """Prepared data is shared by runs with the same corpus and data settings: faster starts, and
+    runs that differ only in model or optimisation see the very same vocabulary and examples."""
+    corpus = Path(spec.corpus)
+    if spec.init_from or (corpus.exists() and not corpus.is_file()):
+        return None
+    stamp = [spec.corpus, spec.text_column, spec.max_docs, spec.vocab_size, spec.max_len, spec.objective,
+             spec.heldout, seed, *((corpus.resolve().as_posix(), corpus.stat().st_size, corpus.stat().st_mtime)
+                                   if corpus.is_file() else ())]
+    key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:16]
+    root = Path(os.environ.get("BERTLAB_CACHE", Path.home() / ".cache" / "bertlab"))
+    return root / "pretrain-data" / key
+
+
+def prepare_data(run_dir: Path, spec: PretrainSpec, seed: int, log=print):
+    """Tokenizer + train/held-out examples, built once per run and read back on resume."""
+    data = run_dir / "data"
+    cache = _cache_dir(spec, seed)
+    if not (data / "examples.pt").exists() and cache is not None and (cache / "examples.pt").exists():
+        log(f"reusing prepared data from {cache}")
+        tmp = run_dir / ".data-tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(cache, tmp)
+        os.replace(tmp, data)
+    if (data / "examples.pt").exists():
+        tok = WordPieceTokenizer.from_pretrained(data)
+        blob = torch.load(data / "examples.pt", weights_only=True)
+        return tok, _unpack(blob["train"]), _unpack(blob["heldout"]), blob["unigram"].tolist()
+    log(f"loading corpus {spec.corpus!r} ...")
+    docs = load_documents(spec.corpus, spec.text_column, spec.max_docs)
+    train_docs, held_docs = split_heldout(docs, spec.heldout, seed)
+    if not held_docs or len(train_docs) < 2:
+        raise ValueError(f"{spec.corpus}: {len(docs)} documents are too few to hold some out for "
+                         f"evaluation; give at least 3 documents (separate them with blank lines)")
+    if spec.init_from:  # keep the model's own vocabulary
+        tok = WordPieceTokenizer.from_pretrained(resolve_folder(spec.init_from))
+    else:
+        log(f"training a {spec.vocab_size}-token WordPiece vocabulary on {len(train_docs)} documents ...")
+        tok = WordPieceTokenizer.train(train_docs, vocab_size=spec.vocab_size)
+    tok.model_max_length = spec.max_len
+    log("splitting sentences and tokenizing ...")
+    train_tok, held_tok = tokenize_documents(train_docs, tok), tokenize_documents(held_docs, tok)
+    kw = dict(max_len=spec.max_len, objective=spec.objective, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
+    train = make_pretraining_examples(train_tok, seed=seed, **kw)
+    # NSP draws random B's from another document: a single held-out document borrows one to draw from.
+    held = make_pretraining_examples(held_tok if len(held_tok) >= 2 else held_tok + train_tok[:1], seed=seed + 1, **kw)
+    if not train or not held:
+        raise ValueError(f"{spec.corpus}: no training examples could be built (is the text too short?)")
+    counts = torch.bincount(torch.tensor([i for d in train_tok for s in d for i in s], dtype=torch.long),
+                            minlength=tok.vocab_size)
+    counts[sorted(tok.special_ids)] = 0
+    tmp = run_dir / ".data-tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    tok.save_pretrained(tmp)
+    torch.save({"train": _pack(train), "heldout": _pack(held), "unigram": counts}, tmp / "examples.pt")
+    if cache is not None:  # best effort: a full disk or a race with another run only costs speed
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            ctmp = cache.parent / f".{cache.name}.tmp-{os.getpid()}"
+            shutil.copytree(tmp, ctmp, dirs_exist_ok=True)
+            os.replace(ctmp, cache)
+        except OSError:
+            shutil.rmtree(ctmp, ignore_errors=True)
+    os.replace(tmp, data)
+    log(f"{len(train)} training and {len(held)} held-out examples of up to {spec.max_len} tokens")
+    return tok, train, held, counts.tolist()
+
+
+def build_model(spec: PretrainSpec, tok: WordPieceTokenizer) -> BertForPreTraining:
+    if spec.init_from:
+        model = load_model(resolve_folder(spec.init_from))
+    else:
+        overrides = {"vocab_size": tok.vocab_size, "max_position_embeddings": spec.max_len, **spec.config}
+        model = BertForPreTraining(preset(spec.preset, **overrides))
+    if model.config.max_position_embeddings < spec.max_len:
+        raise ValueError(f"max_len {spec.max_len} exceeds the model's max_position_embeddings "
+                         f"({model.config.max_position_embeddings})")
+    return model
+
+
+# ---- loss and evaluation -------------------------------------------------------------------------
+
+def compute_loss(model, batch):
+    """Sparse MLM (logits only where a label is) + NSP/SOP when the batch has pair labels."""
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                labels=batch["labels"], next_sentence_label=batch.get("next_sentence_label"), sparse_mlm=True)
+    with torch.no_grad():
+        targets = batch["labels"][batch["labels"] != -100]
+        m = {"mlm_loss": float(out.mlm_loss), "mlm_acc": float((out.mlm_logits.argmax(-1) == targets).float().mean())}
+        if out.nsp_loss is not None:
+            y = batch["next_sentence_label"]
+            m.update(nsp_loss=float(out.nsp_loss), nsp_acc=float((out.nsp_logits.argmax(-1) == y).float().mean()))
+    return out.loss, m
+
+
+class Evaluator:
+    """Held-out loss and accuracy on fixed masks (comparable across steps), the unigram baseline on
+    the same masks, per-layer attention diagnostics, and the probe sentences' top guesses."""
+
+    def __init__(self, batcher: Batcher, examples: list[Example], n_batches: int, unigram: list[int],
+                 tok: WordPieceTokenizer, run_dir: Path | None = None):
+        bs = batcher.batch_size
+        chunks = [examples[i:i + bs] for i in range(0, min(len(examples), n_batches * bs), bs)]
+        self.batches = [batcher.make_batch(c, torch.Generator().manual_seed(1234 + k)) for k, c in enumerate(chunks)]
+        self.top_unigram = int(torch.tensor(unigram).argmax())
+        self.tok, self.run_dir = tok, run_dir
+
+    @torch.no_grad()
+    def __call__(self, model) -> dict[str, float]:
+        dev = next(model.parameters()).device
+        n = loss = correct = uni = nsp_ok = nsp_n = 0.0
+        for b in self.batches:
+            b = {k: v.to(dev) for k, v in b.items()}
+            out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
+                        next_sentence_label=b.get("next_sentence_label"), sparse_mlm=True)
+            y = b["labels"][b["labels"] != -100]
+            loss += float(out.mlm_loss) * len(y)
+            correct += float((out.mlm_logits.argmax(-1) == y).sum())
+            uni += float((y == self.top_unigram).sum())
+            n += len(y)
+            if out.nsp_loss is not None:
+                nsp_ok += float((out.nsp_logits.argmax(-1) == b["next_sentence_label"]).sum())
+                nsp_n += len(b["next_sentence_label"])
+        res = {"mlm_loss": loss / n, "mlm_acc": correct / n, "unigram_acc": uni / n}
+        if nsp_n:
+            res["nsp_acc"] = nsp_ok / nsp_n
+        b = {k: v.to(dev) for k, v in self.batches[0].items()}
+        att = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], output_attentions=True).attentions
+        for k, per_layer in layer_diagnostics(att, b["attention_mask"]).items():
+            res[k] = sum(per_layer) / len(per_layer)
+            res.update({f"{k}_L{i}": v for i, v in enumerate(per_layer)})
+        if self.run_dir is not None:
+            self._probe(model)
+        return res
+
+    def _probe(self, model) -> None:
+        from ..analysis.predict import fill_mask
+        rows = {}
+        for s in PROBES:
+            try:
+                rows[s] = [c["token_str"] for c in fill_mask(model, self.tok, s, top_k=3)[0]]
+            except ValueError:
+                continue
+        with open(self.run_dir / "probes.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": int(runs.read_status(self.run_dir).get("step", 0)), "top3": rows}) + "\n")
+
+
+# ---- the whole run -------------------------------------------------------------------------------
+
+def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, args: TrainArgs, resume: bool = False,
+             log=print, stop_event=None) -> dict:
+    """Train (or resume) the run in `run_dir`; returns the final status. Under torchrun, every rank
+    calls this after `init_distributed()`; rank 0 prepares the data, the others wait and read it."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ddp = dist.is_available() and dist.is_initialized()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    saved = run_dir / "pretrain.json"
+    if resume and saved.exists():
+        spec = PretrainSpec.from_dict(json.loads(saved.read_text()))  # the run's own data and model
+    if rank == 0:
+        tok, train, held, unigram = prepare_data(run_dir, spec, args.seed, log)
+        runs.write_json_atomic(saved, asdict(spec))
+    if ddp:
+        dist.barrier()
+    if rank != 0:
+        tok, train, held, unigram = prepare_data(run_dir, spec, args.seed, log=lambda *_: None)
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    model = build_model(spec, tok)
+    cont = continuation_table([tok.id_to_token(i) for i in range(tok.vocab_size)]) if spec.whole_word else None
+    batcher = Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=args.seed,
+                                     rank=rank, world_size=world, is_continuation=cont, drop_last=True)
+    evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run_dir if rank == 0 else None)
+
+    def on_save(m, folder):
+        write_model_files(Path(folder), m, tok)
+
+    trainer = Trainer(model, batcher, args, run_dir, compute_loss, evaluate, on_save, log_fn=log,
+                      stop_event=stop_event, find_unused_parameters=spec.objective == "mlm")
+    status = trainer.fit(resume=resume)
+    if rank == 0 and status.get("state") in ("finished", "stopped"):
+        save_pretrained(model, tok, run_dir / "model")  # the run's latest model, where pickers look
+    return status

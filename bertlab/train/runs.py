@@ -1,0 +1,318 @@
+"""A training run is a folder, so a UI in another process can watch, stop and resume it.
+
+    runs/<name>/train_args.json      the TrainArgs it runs with
+                status.json          {"state", "step", "total_steps", "message", "pid", "updated", ...}
+                metrics.jsonl        one JSON object per line, appended while training
+                STOP                 exists = "please stop" (any process may create it)
+                .lock                flock-ed by the process that trains the run
+                checkpoints/step-N/  complete checkpoints only (written as .tmp-step-N, then renamed)
+
+Every reader here tolerates half-written files: a trainer may be killed at any moment.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import random
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+STATES = ("running", "stopping", "stopped", "finished", "failed")
+STATUS, METRICS, ARGS, STOP, LOCK, CHECKPOINTS = (
+    "status.json", "metrics.jsonl", "train_args.json", "STOP", ".lock", "checkpoints")
+COMPLETE = "trainer_state.json"  # written last into a checkpoint: its presence means "complete"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    """Write a sibling temp file, fsync, rename: a reader sees the old file or the new, never half."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# ---- status -----------------------------------------------------------------------------------
+
+def _pid_alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, TypeError, ValueError):
+        return True  # exists (someone else's) or unknowable: do not cry wolf
+    return True
+
+
+def read_status(run_dir: str | os.PathLike) -> dict:
+    """The status, with state "unknown" if missing or corrupt. A "running"/"stopping" run whose
+    process is gone (killed, machine rebooted) is reported as "failed" (the file is left alone)."""
+    st = {"state": "unknown", "step": 0, "total_steps": None, "message": "", "pid": None, "updated": None}
+    d = _read_json(Path(run_dir) / STATUS)
+    if isinstance(d, dict):
+        st.update(d)
+    if st["state"] in ("running", "stopping") and st["pid"] is not None and not _pid_alive(st["pid"]):
+        st.update(state="failed", message=f"the training process (pid {st['pid']}) ended without "
+                                          f"saying why (killed?); resume from the last checkpoint")
+    return st
+
+
+def write_status(run_dir: str | os.PathLike, **fields) -> dict:
+    """Merge `fields` into status.json atomically; stamps pid and time. Returns the new status."""
+    d = _read_json(Path(run_dir) / STATUS)
+    st = d if isinstance(d, dict) else {}
+    st.update(fields)
+    st.setdefault("pid", os.getpid())
+    st["updated"] = time.time()
+    write_json_atomic(Path(run_dir) / STATUS, st)
+    return st
+
+
+def read_args(run_dir: str | os.PathLike) -> dict | None:
+    d = _read_json(Path(run_dir) / ARGS)
+    return d if isinstance(d, dict) else None
+
+
+# ---- metrics ----------------------------------------------------------------------------------
+
+def append_metrics(run_dir: str | os.PathLike, row: dict) -> None:
+    with open(Path(run_dir) / METRICS, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+
+
+def read_metrics(run_dir: str | os.PathLike, since_line: int = 0) -> tuple[list[dict], int]:
+    """Rows from line `since_line` on, and the line to ask for next time. A last line without its
+    newline is still being written: it is left for the next call. Corrupt lines are skipped."""
+    try:
+        text = (Path(run_dir) / METRICS).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return [], since_line
+    lines = text.split("\n")[:-1]  # drop the unfinished tail ("" when the file ends in "\n")
+    rows = []
+    for line in lines[since_line:]:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, max(since_line, len(lines))
+
+
+def truncate_metrics(run_dir: str | os.PathLike, after_step: int) -> None:
+    """Drop rows logged after `after_step` (and torn lines): a resumed run logs them again."""
+    path = Path(run_dir) / METRICS
+    if not path.exists():
+        return
+    rows, _ = read_metrics(run_dir)
+    keep = "".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= after_step)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(keep, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---- stop requests ----------------------------------------------------------------------------
+
+def request_stop(run_dir: str | os.PathLike) -> None:
+    """Ask the trainer to checkpoint and stop after its current step."""
+    (Path(run_dir) / STOP).touch()
+
+
+def stop_requested(run_dir: str | os.PathLike) -> bool:
+    return (Path(run_dir) / STOP).exists()
+
+
+def clear_stop(run_dir: str | os.PathLike) -> None:
+    (Path(run_dir) / STOP).unlink(missing_ok=True)
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+
+def checkpoint_step(folder: str | os.PathLike) -> int:
+    m = _STEP_DIR.match(Path(folder).name)
+    if not m:
+        raise ValueError(f"{folder}: not a checkpoint folder (expected step-N)")
+    return int(m.group(1))
+
+
+def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """checkpoints/step-N folders, oldest first (temp folders start with "." and are never listed)."""
+    d = Path(run_dir) / CHECKPOINTS
+    if not d.is_dir():
+        return []
+    return sorted((p for p in d.iterdir() if p.is_dir() and _STEP_DIR.match(p.name)), key=checkpoint_step)
+
+
+def is_complete(folder: str | os.PathLike) -> bool:
+    return isinstance(_read_json(Path(folder) / COMPLETE), dict)
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest checkpoint whose trainer_state.json (written last) is present and readable."""
+    return next((p for p in reversed(checkpoint_dirs(run_dir)) if is_complete(p)), None)
+
+
+def prepare_run(run_dir: str | os.PathLike, args: dict, resume_step: int | None) -> None:
+    """Before (re)starting: drop leftovers of a killed save and any stale STOP, write the args, and
+    start metrics afresh, or (resuming) drop the rows logged after the checkpoint: they come again."""
+    rd = Path(run_dir)
+    (rd / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    for p in (rd / CHECKPOINTS).glob(".*"):
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    clear_stop(rd)
+    write_json_atomic(rd / ARGS, args)
+    if resume_step is None:
+        (rd / METRICS).unlink(missing_ok=True)
+    else:
+        truncate_metrics(rd, resume_step)
+
+
+def list_runs(root: str | os.PathLike) -> list[Path]:
+    """Run folders under `root` (those with train_args.json or status.json), newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and ((p / ARGS).exists() or (p / STATUS).exists())]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+# ---- one trainer per run ----------------------------------------------------------------------
+
+class RunLock:
+    """An exclusive flock on run_dir/.lock for as long as a process trains the run. The kernel drops
+    it when the process dies, even by SIGKILL, so a crashed run never stays locked."""
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.run_dir, self.fd = Path(run_dir), None
+
+    def __enter__(self) -> "RunLock":
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            raise RuntimeError(f"run {self.run_dir.name} is already being trained by process {holder}; "
+                               f"stop it first (or wait for it to finish)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+# ---- checkpoint contents ----------------------------------------------------------------------
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # all CUDA devices too
+
+
+def rng_state() -> dict:
+    """Every RNG stream as tensors/ints/lists, so torch.load(weights_only=True) accepts it."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, py_state, py_gauss = random.getstate()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],  # never wake CUDA
+            "numpy": [torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
+            "python": [int(version), torch.tensor(py_state, dtype=torch.int64), py_gauss]}
+
+
+def set_rng_state(s: dict) -> None:
+    torch.set_rng_state(s["torch"])
+    if s["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+    keys, pos, has_gauss, gauss = s["numpy"]
+    np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, py_state, py_gauss = s["python"]
+    random.setstate((version, tuple(py_state.tolist()), py_gauss))
+
+
+def save_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
+    """Default on_save: the full-precision state dict as model.safetensors (tied tensors once)."""
+    from safetensors.torch import save_file
+    seen, sd = set(), {}
+    for k, v in model.state_dict().items():
+        if v.numel() and v.data_ptr() in seen:
+            continue
+        seen.add(v.data_ptr())
+        sd[k] = v.detach().cpu().contiguous()
+    save_file(sd, Path(folder) / "model.safetensors", metadata={"format": "pt"})
+
+
+def load_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
+    """Default on_load; reads what save_weights or checkpoint.save_pretrained (float32) wrote."""
+    from safetensors.torch import load_file
+    sd = load_file(Path(folder) / "model.safetensors")
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    own = model.state_dict()
+    loaded = {own[k].data_ptr() for k in sd if k in own}
+    missing = [k for k in missing if own[k].data_ptr() not in loaded]  # tied aliases are fine
+    if missing or unexpected:
+        raise ValueError(f"{folder}: weights do not fit the model (missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]})")
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in [*folder.rglob("*"), folder]:
+        _fsync(p)
+
+
+def write_checkpoint(run_dir: str | os.PathLike, step: int, write: Callable[[Path], None], state: dict,
+                     keep_last: int) -> Path:
+    """`write(folder)` fills checkpoints/.tmp-step-N; then trainer_state.json (`state`) goes in last,
+    everything is fsynced and the folder renamed to step-N. A kill at any moment leaves the previous
+    checkpoint whole. Older ones beyond `keep_last` are deleted afterwards."""
+    ck = Path(run_dir) / CHECKPOINTS
+    tmp, final = ck / f".tmp-step-{step}", ck / f"step-{step}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write(tmp)
+    (tmp / COMPLETE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+    _fsync_tree(tmp)
+    if final.exists():
+        old = ck / f".old-step-{step}"
+        os.replace(final, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.replace(tmp, final)
+    _fsync(ck)  # the rename itself
+    for old in checkpoint_dirs(run_dir)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final

@@ -1,0 +1,123 @@
+"""Pre-training end to end on a tiny corpus: the run folder, resume, evaluation, errors, the CLI."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bertlab import load_pretrained
+from bertlab.train import TrainArgs, read_metrics, read_status
+from bertlab.train.pretrain import PretrainSpec, pretrain
+
+TINY = dict(preset="tiny", vocab_size=300, max_len=32, batch_size=8, eval_batches=2,
+            config={"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64})
+
+
+def spec(corpus, **kw):
+    return PretrainSpec(corpus=str(corpus), **{**TINY, **kw})
+
+
+def args(steps, **kw):
+    return TrainArgs(steps=steps, lr=2e-3, warmup=0.1, log_every=5, eval_every=10, save_every=10, **kw)
+
+
+def test_run_folder_metrics_and_model(tmp_path, small_corpus):
+    st = pretrain(tmp_path / "run", spec(small_corpus), args(30), log=lambda *_: None)
+    assert st["state"] == "finished" and st["step"] == 30
+    rows, _ = read_metrics(tmp_path / "run")
+    train = [r for r in rows if r["split"] == "train"]
+    evals = [r for r in rows if r["split"] == "eval"]
+    assert train[-1]["loss"] < train[0]["loss"]  # it learns
+    for key in ("mlm_loss", "mlm_acc", "unigram_acc", "nsp_acc", "attn_entropy", "attn_prev", "attn_next",
+                "attn_entropy_L0"):
+        assert key in evals[-1], key
+    assert [r["step"] for r in evals] == [10, 20, 30]
+    probes = [json.loads(line) for line in (tmp_path / "run" / "probes.jsonl").read_text().splitlines()]
+    assert len(probes) == 3 and all(len(v) == 3 for v in probes[-1]["top3"].values())
+    model, tok = load_pretrained(tmp_path / "run")  # the run stands for its exported model
+    assert model.config.max_position_embeddings == 32 and tok.model_max_length == 32
+    import transformers
+    hf = transformers.BertForPreTraining.from_pretrained(tmp_path / "run" / "model")
+    assert hf.config.vocab_size == model.config.vocab_size
+
+
+def test_stop_and_resume_equals_uninterrupted(tmp_path, small_corpus):
+    import threading
+    full = tmp_path / "full"
+    pretrain(full, spec(small_corpus, objective="sop"), args(20), log=lambda *_: None)
+    part = tmp_path / "part"
+    ev = threading.Event()
+
+    def log(msg):
+        if msg.startswith("step 5/"):
+            ev.set()  # the trainer sees it before its next step
+    st = pretrain(part, spec(small_corpus, objective="sop"), args(20), log=log, stop_event=ev)
+    assert st["state"] == "stopped" and st["step"] < 20
+    st = pretrain(part, spec(small_corpus, objective="sop"), args(20), resume=True, log=lambda *_: None)
+    assert st["state"] == "finished"
+    a, _ = load_pretrained(full)
+    b, _ = load_pretrained(part)
+    for (k, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), k
+
+
+def test_mlm_only_objective_has_no_nsp_metrics(tmp_path, small_corpus):
+    pretrain(tmp_path / "r", spec(small_corpus, objective="mlm", whole_word=True, mask_rate=0.3), args(10),
+             log=lambda *_: None)
+    rows, _ = read_metrics(tmp_path / "r")
+    assert "nsp_acc" not in rows[-1] and "mlm_acc" in rows[-1]
+
+
+def cli(*a, timeout=300, **env):
+    return subprocess.run([sys.executable, "-m", "bertlab", *a], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"", "no text|empty"),
+    (b"\x00\x01\x02binary\xff\xfe" * 50, "binary|UTF-8"),
+])
+def test_cli_corpus_errors_are_clear(tmp_path, content, match):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    r = cli("pretrain", "--corpus", str(bad), "--out", str(tmp_path / "run"), "--steps", "2")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error:")
+    assert __import__("re").search(match, r.stderr)
+
+
+def test_cli_csv_without_the_column(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("review,label\nhello there,1\n")
+    r = cli("pretrain", "--corpus", str(bad), "--out", str(tmp_path / "run"), "--steps", "2")
+    assert r.returncode == 2 and "text" in r.stderr and "review" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_impossible_settings(tmp_path, small_corpus):
+    r = cli("pretrain", "--corpus", str(small_corpus), "--out", str(tmp_path / "r"), "--mask-rate", "1.5")
+    assert r.returncode == 2 and "mask_rate" in r.stderr
+    r = cli("pretrain", "--corpus", str(small_corpus), "--out", str(tmp_path / "r"), "--lr", "-1")
+    assert r.returncode == 2 and "lr" in r.stderr
+
+
+@pytest.mark.slow
+def test_cli_pretrain_evaluate_and_torchrun(tmp_path, small_corpus):
+    common = ["--corpus", str(small_corpus), "--preset", "tiny", "--vocab-size", "300", "--max-len", "32",
+              "--batch-size", "8", "--log-every", "5", "--eval-every", "10", "--save-every", "10", "--lr", "2e-3"]
+    r = cli("pretrain", *common, "--steps", "20", "--out", str(tmp_path / "one"))
+    assert r.returncode == 0, r.stderr
+    assert "finished at step 20" in r.stdout and "masked-token accuracy" in r.stdout
+    r = cli("evaluate", str(tmp_path / "one"), "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert 0 <= res["mlm_acc"] <= 1 and res["masked_tokens"] > 0
+    # the same trainer on 2 processes (DDP, gloo): each rank reads its own share
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29533",
+                        "-m", "bertlab", "pretrain", *common, "--steps", "20", "--threads", "1",
+                        "--out", str(tmp_path / "ddp")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert read_status(tmp_path / "ddp")["state"] == "finished"
+    rows = [x for x in read_metrics(tmp_path / "ddp")[0] if x["split"] == "train"]
+    assert rows[-1]["loss"] < rows[0]["loss"]

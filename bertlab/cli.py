@@ -52,6 +52,23 @@ def cmd_info(a) -> int:
     return 0
 
 
+def _graceful_stop(log):
+    """First Ctrl-C (or SIGTERM): finish the step, save a checkpoint, exit. Second Ctrl-C: abort."""
+    import signal
+    import threading
+    ev = threading.Event()
+
+    def handler(signum, frame):
+        if ev.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        ev.set()
+        log("stopping after this step (a checkpoint will be saved; Ctrl-C again to abort) ...")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+    return ev
+
+
 def cmd_pretrain(a) -> int:
     import re
     import time
@@ -77,8 +94,9 @@ def cmd_pretrain(a) -> int:
             bar.set_postfix_str(msg.split("  ", 1)[1][:60] if "  " in msg else "")
         elif rank == 0:
             tqdm.write(msg, file=sys.stderr)
+    stop = _graceful_stop(log)
     t = time.time()
-    status = pretrain(a.out, spec, targs, resume=a.resume, log=log)
+    status = pretrain(a.out, spec, targs, resume=a.resume, log=log, stop_event=stop)
     bar.close()
     if rank != 0:
         return 0
@@ -151,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("always")
             warnings.showwarning = lambda m, *a, **k: print(f"warning: {m}", file=sys.stderr)
             return args.run(args)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RuntimeError) as e:  # RuntimeError: a run locked by another process
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

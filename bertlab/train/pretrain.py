@@ -29,6 +29,9 @@ PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
           "this is one of the worst [MASK] i have ever seen .", "the [MASK] was slow but the ending was great ."]
 
 
+DATA_FIELDS = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective", "heldout", "init_from")
+
+
 @dataclass
 class PretrainSpec:
     """What to train on and how to build the model; saved in the run as pretrain.json."""
@@ -107,6 +110,13 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, seed: int, log=print):
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(cache, tmp)
         os.replace(tmp, data)
+    saved = run_dir / "pretrain.json"
+    if (data / "examples.pt").exists() and saved.exists():
+        old = PretrainSpec.from_dict(json.loads(saved.read_text()))
+        differ = [k for k in DATA_FIELDS if getattr(old, k) != getattr(spec, k)]
+        if differ:
+            raise ValueError(f"run {run_dir.name} already holds data prepared with other settings "
+                             f"({', '.join(differ)}): resume it as it was, or pick another run name")
     if (data / "examples.pt").exists():
         tok = WordPieceTokenizer.from_pretrained(data)
         blob = torch.load(data / "examples.pt", weights_only=True)

@@ -178,12 +178,25 @@ def prepare_run(run_dir: str | os.PathLike, args: dict, resume_step: int | None)
     (rd / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     for p in (rd / CHECKPOINTS).glob(".*"):
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    clear_stop(rd)
+    stop = rd / STOP
+    if stop.exists() and stop.stat().st_mtime < _process_start():  # stale; a fresh one was meant for us
+        clear_stop(rd)
     write_json_atomic(rd / ARGS, args)
     if resume_step is None:
         (rd / METRICS).unlink(missing_ok=True)
     else:
         truncate_metrics(rd, resume_step)
+
+
+def _process_start() -> float:
+    """Wall-clock time this process started (a STOP written after it is a live request)."""
+    try:
+        ticks = int(Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
 
 
 def list_runs(root: str | os.PathLike) -> list[Path]:

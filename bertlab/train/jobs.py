@@ -1,0 +1,327 @@
+"""Training runs as subprocesses, so the UI never owns a training loop: server threads, a reloaded page
+or a restarted server find a run again through its folder: job.json {pid, owner, started, cmd, kind, args,
+resume, returncode?, killed?} and log.txt. Queued jobs live in memory only (running ones are adopted)."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import runs
+
+KINDS = ("pretrain",)  # each kind is a CLI subcommand; "finetune" joins when it exists
+JOB, LOG = "job.json", "log.txt"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# a run with any of these was prepared: a fresh start would silently reuse its data/, so resume it instead
+_PREPARED = ("data", "model", runs.CHECKPOINTS, runs.ARGS)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the child imports this very bertlab
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"bad run name {name!r}: up to 64 letters, digits, '-', '_' or '.', a letter or digit first")
+    return name
+
+
+def _read_json(path: Path) -> dict:
+    d = runs._read_json(path)
+    return d if isinstance(d, dict) else {}
+
+
+def _proc_alive(pid) -> bool:
+    """Alive, not a zombie, and (where /proc says) still a bertlab process rather than a recycled pid."""
+    if not pid or not runs._pid_alive(pid):
+        return False
+    try:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return not cmdline or b"bertlab" in cmdline  # empty while it exits: alive a moment longer
+    except (OSError, IndexError):
+        return runs._pid_alive(pid)  # no /proc (macOS), or it ended just now
+
+
+def _tail(path: Path, n: int) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16384))
+            lines = [ln for ln in f.read().decode(errors="replace").replace("\r", "\n").split("\n") if ln.strip()]
+    except OSError:
+        return []
+    return lines[-n:] if n > 0 else []
+
+
+@dataclass
+class Job:
+    """One launch as this manager sees it: "queued" -> "running" -> "exited"."""
+    name: str
+    kind: str
+    args: list[str]
+    owner: str | None
+    resume: bool
+    state: str = "queued"
+    position: int | None = None  # 1-based place in the queue while queued
+    pid: int | None = None
+    error: str = ""  # why a queued job could not start after all
+    stop_pending: bool = False
+    created: float = field(default_factory=time.time)
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+
+class JobManager:
+    """Starts, queues, watches, stops and kills training subprocesses under `root`. Thread-safe."""
+
+    def __init__(self, root: str | os.PathLike = "runs", max_concurrent: int = 1, python: str = sys.executable):
+        if not isinstance(max_concurrent, int) or max_concurrent < 1:
+            raise ValueError(f"max_concurrent (BERTLAB_MAX_JOBS) must be a positive integer, got {max_concurrent!r}")
+        self.root = Path(root).resolve()  # absolute: --out must not depend on the child's cwd
+        self.max_concurrent, self.python = max_concurrent, python
+        self._lock, self._jobs, self._queue = threading.RLock(), {}, []
+        for d in sorted(self.root.iterdir()) if self.root.is_dir() else []:  # a previous server's jobs
+            info = _read_json(d / JOB)
+            if _NAME.match(d.name) and info.get("returncode") is None and _proc_alive(info.get("pid")):
+                self._jobs[d.name] = Job(d.name, info.get("kind", "pretrain"), info.get("args", []), info.get("owner"),
+                                         bool(info.get("resume")), "running", pid=info["pid"])
+
+    def _reap(self) -> None:
+        """Collect exited children (Popen.poll: no zombies) and store their exit code; frees their slot."""
+        for job in self._jobs.values():
+            if job.state == "running" and not (job.proc.poll() is None if job.proc else _proc_alive(job.pid)):
+                job.state = "exited"
+                if job.proc is not None:
+                    self._update_job_json(job.name, returncode=job.proc.returncode, ended=time.time())
+
+    def _update_job_json(self, name: str, **fields) -> None:
+        if (path := self.root / name / JOB).exists():
+            runs.write_json_atomic(path, {**_read_json(path), **fields})
+
+    def _running_pid(self, name: str) -> int | str | None:
+        """Who trains the run: a job.json pid (ours or an earlier server's), or whoever flocks the run
+        (e.g. a CLI run), found by a non-blocking try that is released at once."""
+        if (info := _read_json(self.root / name / JOB)).get("returncode") is None and _proc_alive(info.get("pid")):
+            return info["pid"]
+        if not (lock := self.root / name / runs.LOCK).exists():
+            return None
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        finally:
+            os.close(fd)
+        return None
+
+    def _check_owner(self, name: str, owner: str | None) -> None:
+        job = self._jobs.get(name)
+        have = job.owner if job is not None else _read_json(self.root / name / JOB).get("owner")
+        if have is not None and owner != have:
+            raise PermissionError("this run belongs to another session")
+
+    def _check_startable(self, name: str, owner: str | None, resume: bool) -> None:
+        if (pid := self._running_pid(name)) is not None:
+            raise ValueError(f"run {name} is already being trained (process {pid}); stop it or wait for it to end")
+        self._check_owner(name, owner)
+        if not resume and any((self.root / name / n).exists() for n in _PREPARED):
+            raise ValueError(f"run {name} exists: resume it or pick another name")
+
+    def _previous_args(self, name: str) -> list[str]:
+        """job.json's flags, else a CLI run's train_args.json as flags: CLI defaults (--steps 2000!) would differ."""
+        if isinstance(args := _read_json(self.root / name / JOB).get("args"), list):
+            return [str(a) for a in args]
+        if not (t := runs.read_args(self.root / name)):
+            raise ValueError(f"run {name} has nothing to resume (no such run under {self.root})")
+        keys = [k for k in ("steps", "log_every", "eval_every", "save_every", "keep_last", "device") if k in t]
+        return [f for k in keys for f in (f"--{k.replace('_', '-')}", str(t[k]))] + ["--bf16"] * bool(t.get("bf16"))
+
+    def _launch(self, job: Job) -> None:
+        rd = self.root / job.name
+        rd.mkdir(parents=True, exist_ok=True)
+        cmd = [self.python, "-m", "bertlab", job.kind, *job.args, "--out", str(rd)] + ["--resume"] * job.resume
+        path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+        with open(rd / LOG, "a" if job.resume else "w", encoding="utf-8") as log:
+            log.write(f"--- resumed {time.ctime()} ---\n" if job.resume else "")
+            log.flush()
+            job.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        env=env, start_new_session=True)  # its own group: kill reaches all
+        job.pid, job.state, job.position, job.created = job.proc.pid, "running", None, time.time()
+        runs.write_json_atomic(rd / JOB, {"pid": job.pid, "owner": job.owner, "started": job.created, "cmd": cmd,
+                                          "kind": job.kind, "args": job.args, "resume": job.resume})
+
+    def _free_slot(self) -> bool:
+        return sum(j.state == "running" for j in self._jobs.values()) < self.max_concurrent
+
+    def start(self, name: str, cli_args: list[str], owner: str | None = None, resume: bool = False,
+              kind: str = "pretrain") -> Job:
+        """Launch `python -m bertlab <kind> <cli_args> --out <root>/<name> [--resume]`, or queue it when
+        every slot is taken (the Job then says "queued", with its position). Resuming appends `cli_args`
+        to the flags the run last ran with (the last of a repeated flag wins, e.g. more --steps)."""
+        check_name(name)
+        if kind not in KINDS:
+            raise ValueError(f"unknown job kind {kind!r}; choose from {', '.join(KINDS)}")
+        if any(str(a) in ("--out", "--resume") or str(a).startswith("--out=") for a in cli_args):
+            raise ValueError("leave --out and --resume out of the arguments: the job manager sets them")
+        with self._lock:
+            self._reap()
+            if (old := self._jobs.get(name)) is not None and old.state == "queued":
+                raise ValueError(f"run {name} is already queued (position {old.position})")
+            self._check_startable(name, owner, resume)
+            before = self._previous_args(name) if resume else []
+            job = self._jobs[name] = Job(name, kind, [*before, *map(str, cli_args)], owner, resume)
+            if self._free_slot():
+                self._launch(job)
+            else:
+                self._queue.append(name)
+                job.position = len(self._queue)
+            return job
+
+    def resume(self, name: str, owner: str | None = None, cli_args: list[str] | None = None) -> Job:
+        """Go on from the newest checkpoint with the run's own flags (plus `cli_args`)."""
+        kind = _read_json(self.root / check_name(name) / JOB).get("kind", "pretrain")
+        return self.start(name, cli_args or [], owner, resume=True, kind=kind)
+
+    def poll(self) -> None:
+        """Reap finished jobs, start queued ones in freed slots, and repeat stops the trainer missed
+        (it clears STOP while it prepares a run, so a stop asked for then is asked again)."""
+        with self._lock:
+            self._reap()
+            while self._queue and self._free_slot():
+                job = self._jobs[self._queue.pop(0)]
+                try:
+                    self._check_startable(job.name, job.owner, job.resume)
+                    self._launch(job)
+                except (ValueError, PermissionError, OSError) as e:
+                    job.state, job.position, job.error = "exited", None, str(e)
+            for i, name in enumerate(self._queue, 1):
+                self._jobs[name].position = i
+            for job in [j for j in self._jobs.values() if j.stop_pending and j.state == "running"]:
+                st, rd = runs.read_status(self.root / job.name), self.root / job.name
+                if st.get("pid") == job.pid and st["state"] != "running":
+                    job.stop_pending = False
+                elif st.get("pid") == job.pid and st["step"] < (st["total_steps"] or 0) and not runs.stop_requested(rd):
+                    runs.request_stop(rd)
+
+    def _dequeue(self, name: str, owner: str | None) -> bool:
+        """The owner check of stop and kill; a queued job is just dropped from the queue (True)."""
+        self._reap()
+        self._check_owner(check_name(name), owner)
+        if (job := self._jobs.get(name)) is None or job.state != "queued":
+            return False
+        self._queue.remove(name)
+        del self._jobs[name]
+        self.poll()  # renumbers the queue
+        return True
+
+    def stop(self, name: str, owner: str | None = None) -> dict:
+        """Graceful: the trainer checkpoints and exits after its current step. A queued job is dropped."""
+        with self._lock:
+            if not self._dequeue(name, owner):
+                if self._running_pid(name) is None:
+                    raise ValueError(f"run {name} is not running")
+                runs.request_stop(self.root / name)
+                if (job := self._jobs.get(name)) is not None:
+                    job.stop_pending = True
+        return self.status(name)
+
+    def kill(self, name: str, owner: str | None = None, timeout: float = 10.0) -> dict:
+        """For a stuck process: SIGTERM to its process group, then SIGKILL after `timeout` seconds."""
+        with self._lock:
+            if self._dequeue(name, owner):
+                return self.status(name)
+            if not isinstance(pid := self._running_pid(name), int):
+                raise ValueError(f"run {name} is not running" + (f" as a job (process {pid} trains it)" if pid else ""))
+            self._update_job_json(name, killed=True)
+            proc = job.proc if (job := self._jobs.get(name)) is not None and job.pid == pid else None
+        alive = (lambda: proc.poll() is None) if proc is not None else (lambda: _proc_alive(pid))
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            if alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, sig)
+            end = time.monotonic() + wait
+            while alive() and time.monotonic() < end:
+                time.sleep(0.05)
+        self.poll()
+        return self.status(name)
+
+    def status(self, name: str, log_lines: int = 20) -> dict:
+        """status.json merged with process liveness, queue position, owner, log tail, progress and ETA.
+        States: those of runs.STATES, plus "queued", "starting" (preparing data) and "unknown"."""
+        rd = self.root / check_name(name)
+        with self._lock:
+            self._reap()  # before reading job.json: it stores the exit codes
+            if (job := self._jobs.get(name)) is not None and job.state == "queued":
+                return {"name": name, "kind": job.kind, "state": "queued", "queue_position": job.position,
+                        "owner": job.owner, "alive": False, "pid": None, "step": 0, "total_steps": None,
+                        "progress": 0.0, "eta_s": None, "log_tail": "", "queued_at": job.created,
+                        "message": f"waiting for a free slot (number {job.position} in the queue)"}
+            info, err, owner = _read_json(rd / JOB), getattr(job, "error", ""), getattr(job, "owner", None)
+            # our child: Popen.poll (in _reap) knows; /proc shows a zombie while torch's threads still exit
+            mine = getattr(job, "proc", None) is not None and job.pid == info.get("pid")
+            alive = job.state == "running" if mine else None
+        pid, rc, st = info.get("pid"), info.get("returncode"), runs.read_status(rd)
+        alive = alive if alive is not None else rc is None and _proc_alive(pid)
+        ours = pid is not None and st.get("pid") == pid  # else status.json is older than this process
+        state, message = st["state"], st.get("message", "")
+        if err:
+            state, message = "failed", err
+        elif alive:
+            state = st["state"] if ours else "starting"  # "finished" while alive: it is exiting
+        elif pid is not None and not ours:  # ended before the trainer wrote a status: the log says why
+            lines = _tail(rd / LOG, 20) or [f"the process exited with code {rc}"]
+            message = "" if rc == 0 else next((ln for ln in reversed(lines) if "error:" in ln), lines[-1])
+            state = "finished" if rc == 0 else "failed"
+        if state == "failed" and info.get("killed"):
+            message = "killed on request; resume to go on from the last checkpoint"
+        step, total, eta = int(st.get("step") or 0), st.get("total_steps"), None
+        if state == "running" and step and total and st.get("elapsed"):
+            eta = max(0.0, st["elapsed"] / step * (total - step) - (time.time() - (st.get("updated") or time.time())))
+        return {**st, "name": name, "kind": info.get("kind", "pretrain"), "state": state, "message": message.strip(),
+                "pid": pid, "alive": alive, "owner": info.get("owner", owner), "queue_position": None,
+                "returncode": rc, "launched": info.get("started"), "cmd": info.get("cmd"), "eta_s": eta,
+                "progress": 1.0 if state == "finished" else min(1.0, step / total) if total else 0.0,
+                "log_tail": "\n".join(_tail(rd / LOG, log_lines))}
+
+    def list(self) -> list[dict]:
+        """Every run under root and every queued job, newest first; without log tails (cheap to poll)."""
+        with self._lock:
+            self._reap()
+            names = set(self._queue)
+        if self.root.is_dir():
+            names |= {d.name for d in self.root.iterdir() if d.is_dir() and _NAME.match(d.name)
+                      and any((d / f).exists() for f in (JOB, runs.STATUS, runs.ARGS))}
+        rows = [self.status(n, log_lines=0) for n in names]
+        return sorted(rows, key=lambda r: r.get("queued_at") or r.get("launched") or r.get("started") or 0)[::-1]
+
+
+def _poll_forever(mgr: JobManager, interval: float) -> None:
+    """The default manager's daemon thread: queued jobs start even when no UI timer ticks."""
+    while True:
+        time.sleep(interval)
+        try:
+            mgr.poll()
+        except Exception as e:  # keep going: the next tick may succeed
+            print(f"bertlab jobs: poll failed: {e}", file=sys.stderr)
+
+
+_default: JobManager | None = None
+_default_lock = threading.Lock()
+
+
+def default_manager() -> JobManager:
+    """The process-wide, self-polling manager: BERTLAB_RUNS_DIR (default "runs"), BERTLAB_MAX_JOBS (1)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            root, n = os.environ.get("BERTLAB_RUNS_DIR", "runs"), os.environ.get("BERTLAB_MAX_JOBS", "1")
+            _default = JobManager(root, int(n) if n.strip().isdigit() else n)  # a bad value: a clear ValueError
+            threading.Thread(target=_poll_forever, args=(_default, 2.0), name="bertlab-jobs", daemon=True).start()
+        return _default

@@ -1,0 +1,162 @@
+"""The job manager: runs train in subprocesses that queue, report, stop, resume, fail and die cleanly."""
+import json
+import time
+
+import pytest
+
+from bertlab.train import jobs, runs
+from bertlab.train.jobs import JobManager
+
+TINY = ["--preset", "tiny", "--max-docs", "60", "--vocab-size", "500", "--max-len", "32", "--batch-size", "8",
+        "--threads", "1", "--log-every", "5", "--eval-every", "1000", "--save-every", "1000"]
+
+
+def tiny(corpus, steps, *extra):
+    return [*TINY, "--corpus", str(corpus), "--steps", str(steps), *extra]
+
+
+def wait(mgr, name, done, timeout=60.0):
+    """Poll like the UI timer would until `done(status)`; the status it ended on."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        mgr.poll()
+        st = mgr.status(name)
+        if done(st):
+            return st
+        time.sleep(0.1)
+    pytest.fail(f"{name} did not get there in {timeout} s: {st}")
+
+
+def ended(st):
+    return st["state"] in ("finished", "stopped", "failed") and not st["alive"]
+
+
+def test_names_and_arguments_are_checked(tmp_path):
+    mgr = JobManager(tmp_path / "runs")
+    for bad in ["", "../x", "a/b", ".hidden", "..", "-x", "a b", "x" * 65, "é", None]:
+        with pytest.raises(ValueError, match="bad run name"):
+            mgr.start(bad, [])
+    with pytest.raises(ValueError, match="bad run name"):
+        mgr.status("../etc")
+    with pytest.raises(ValueError, match="--out"):
+        mgr.start("ok", ["--out", "elsewhere"])
+    with pytest.raises(ValueError, match="unknown job kind"):
+        mgr.start("ok", [], kind="finetune")
+    with pytest.raises(ValueError, match="nothing to resume"):
+        mgr.resume("ok")
+    with pytest.raises(ValueError, match="not running"):
+        mgr.stop("ok")
+    assert mgr.status("ok")["state"] == "unknown" and mgr.list() == []
+    assert jobs.check_name("x" * 64) and jobs.check_name("run-1_a.b")
+
+
+@pytest.mark.slow
+def test_queue_runs_one_job_at_a_time_to_the_end(tmp_path, small_corpus):
+    mgr = JobManager(tmp_path / "runs", max_concurrent=1)
+    a = mgr.start("a", tiny(small_corpus, 20))
+    b = mgr.start("b", tiny(small_corpus, 20), owner="bea")
+    assert a.state == "running" and (b.state, b.position) == ("queued", 1)
+    st = mgr.status("b")
+    assert (st["state"], st["queue_position"], st["owner"]) == ("queued", 1, "bea")
+    assert [r["name"] for r in mgr.list()] == ["b", "a"]
+    st = wait(mgr, "a", ended)
+    assert st["state"] == "finished" and st["step"] == 20 and st["progress"] == 1.0 and st["returncode"] == 0
+    assert "finished at step 20 of 20" in st["log_tail"]
+    assert mgr.status("b")["state"] != "queued"  # the poll that reaped a started b
+    st = wait(mgr, "b", ended)
+    assert st["state"] == "finished" and st["owner"] == "bea"
+    for name in "ab":
+        rd = tmp_path / "runs" / name
+        assert (rd / "model" / "config.json").exists()
+        assert [r["step"] for r in runs.read_metrics(rd)[0] if r["split"] == "train"] == [5, 10, 15, 20]
+        job = json.loads((rd / "job.json").read_text())
+        assert job["returncode"] == 0 and job["cmd"][-2:] == ["--out", str(rd)]
+    assert [r["name"] for r in mgr.list()] == ["b", "a"]
+    with pytest.raises(ValueError, match="run a exists: resume it or pick another name"):
+        mgr.start("a", tiny(small_corpus, 20))
+
+
+@pytest.mark.slow
+def test_stop_resume_owner_rules_and_a_restarted_server(tmp_path, small_corpus):
+    root, name = tmp_path / "runs", "r"
+    mgr = JobManager(root)
+    mgr.start(name, tiny(small_corpus, 200, "--log-every", "2"), owner="alice")
+    wait(mgr, name, lambda st: runs.read_metrics(root / name)[0])
+    with pytest.raises(ValueError, match="already being trained"):
+        mgr.start(name, tiny(small_corpus, 200), owner="alice")
+    with pytest.raises(PermissionError, match="another session"):
+        mgr.stop(name, owner="bob")
+    with pytest.raises(PermissionError, match="another session"):
+        mgr.stop(name)
+    again = JobManager(root)  # a restarted server finds the job, its owner, and the slot it holds
+    st = again.status(name)
+    assert (st["state"], st["owner"], st["alive"]) == ("running", "alice", True)
+    assert again.start("other", tiny(small_corpus, 5)).state == "queued"
+    again.stop("other")
+    with pytest.raises(PermissionError):
+        again.kill(name, owner="bob")
+    again.stop(name, owner="alice")
+    st = wait(mgr, name, ended)
+    assert st["state"] == "stopped" and 0 < st["step"] < 200 and st["returncode"] == 0
+    assert runs.checkpoint_step(runs.latest_checkpoint(root / name)) == st["step"]
+    assert wait(again, name, ended)["state"] == "stopped"
+    with pytest.raises(PermissionError):
+        mgr.resume(name, owner="bob")
+    job = mgr.resume(name, owner="alice")
+    assert job.args[-2:] == ["--log-every", "2"] and job.resume
+    st = wait(mgr, name, ended)
+    assert st["state"] == "finished" and st["step"] == st["total_steps"] == 200
+    assert f"resumed from {mgr.root / name}/checkpoints/step-" in (root / name / "log.txt").read_text()
+    rows = [r["step"] for r in runs.read_metrics(root / name)[0] if r["split"] == "train"]
+    assert rows == sorted(set(rows)) and set(range(2, 201, 2)) <= set(rows)  # + the row logged at the stop
+
+
+@pytest.mark.slow
+def test_failures_before_training_end_failed_with_the_error(tmp_path, small_corpus):
+    mgr = JobManager(tmp_path / "runs", max_concurrent=2)
+    mgr.start("badarg", tiny(small_corpus, 5, "--steps", "many"))
+    mgr.start("nocorpus", tiny(tmp_path / "missing.txt", 5))
+    for name, error in (("badarg", "error: argument --steps: invalid int value: 'many'"),
+                        ("nocorpus", "error: " + str(tmp_path / "missing.txt") + ": no such file or folder")):
+        st = wait(mgr, name, lambda s: not s["alive"])
+        assert not (tmp_path / "runs" / name / "status.json").exists()  # the trainer never started
+        assert st["state"] == "failed" and st["returncode"] == 2, st
+        assert st["message"].endswith(error) and error in st["log_tail"]
+        assert JobManager(tmp_path / "runs").status(name)["state"] == "failed"  # after a restart too
+    st = {r["name"]: r["state"] for r in mgr.list()}
+    assert st == {"badarg": "failed", "nocorpus": "failed"}
+
+
+def test_default_manager_reads_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "_default", None)
+    monkeypatch.setenv("BERTLAB_RUNS_DIR", str(tmp_path / "shared"))
+    monkeypatch.setenv("BERTLAB_MAX_JOBS", "2")
+    mgr = jobs.default_manager()
+    assert mgr is jobs.default_manager() and mgr.root == (tmp_path / "shared").resolve() and mgr.max_concurrent == 2
+
+
+def test_kill_ends_a_process_that_ignores_sigterm(tmp_path):
+    fake = tmp_path / "stuck-python"  # stands in for python: ignores SIGTERM (as would a hung trainer)
+    fake.write_text("#!/bin/sh\ntrap '' TERM\ntouch \"$0.ready\"\nsleep 30\n")
+    fake.chmod(0o755)
+    mgr = JobManager(tmp_path / "runs", python=str(fake))
+    mgr.start("stuck", ["--steps", "5"], owner="me")
+    end = time.monotonic() + 10
+    while not (tmp_path / "stuck-python.ready").exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    st = mgr.status("stuck")
+    assert st["alive"] and st["state"] == "starting"
+    t = time.monotonic()
+    st = mgr.kill("stuck", owner="me", timeout=0.5)
+    assert time.monotonic() - t < 5
+    assert not st["alive"] and st["state"] == "failed" and st["message"].startswith("killed on request")
+    assert st["returncode"] == -9
+
+
+@pytest.mark.slow
+def test_a_stop_asked_for_while_the_data_is_prepared_is_not_lost(tmp_path, small_corpus):
+    mgr = JobManager(tmp_path / "runs")
+    mgr.start("early", tiny(small_corpus, 400))
+    assert mgr.stop("early")["state"] == "starting"  # the trainer clears STOP as it starts: poll asks again
+    st = wait(mgr, "early", ended)
+    assert st["state"] == "stopped" and st["step"] < 400 and runs.latest_checkpoint(tmp_path / "runs" / "early")

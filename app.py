@@ -1,33 +1,58 @@
-"""bertlab's web app. `python app.py` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME/PORT override)."""
+"""bertlab's web app. `python app.py` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME/PORT override).
+
+Every view is a stateless function of (model, text), so many students can share one server; the
+model choice is per browser session, and loaded models are cached for everyone.
+"""
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from functools import lru_cache  # noqa: E402
-
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from bertlab import load_pretrained  # noqa: E402
-from bertlab.ui import fill_mask_tab  # noqa: E402
+from bertlab.ui import (architecture_tab, attention_tab, embeddings_tab, fill_mask_tab,  # noqa: E402
+                        masking_tab, models, nsp_tab, tokenize_tab)
+
+INTRO = """# bertlab
+See BERT work on your own sentences. Pick a model, then walk through the tabs from left to right:
+how text becomes tokens, how pre-training hides words, what the model guesses, where it looks."""
+
+TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
+        ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
+        ("Architecture", architecture_tab)]
 
 
-@lru_cache(maxsize=1)
-def default_model():
-    return load_pretrained()
+def pick(choice: str):
+    try:
+        return models.describe(choice)
+    except ValueError as e:
+        raise gr.Error(str(e))
+
+
+def refresh():
+    return gr.Dropdown(choices=models.choices())
 
 
 def build_app() -> gr.Blocks:
     with gr.Blocks(title="bertlab: see and train BERT") as demo:
-        gr.Markdown("# bertlab\nSee and train BERT end to end, on a laptop CPU.")
-        with gr.Tab("Fill-mask"):
-            fill_mask_tab.build(default_model)
+        gr.Markdown(INTRO)
+        with gr.Row(equal_height=True):
+            picker = gr.Dropdown(models.choices(), value=models.DEFAULT, label="Model", allow_custom_value=True,
+                                 info="the shipped model, a run trained here, a local folder or a Hugging Face id",
+                                 scale=3)
+            card = gr.Markdown(elem_id="model-card")
+        picker.change(pick, picker, card, api_name=False)
+        picker.focus(refresh, None, picker, api_name=False)
+        demo.load(pick, picker, card, api_name=False)
+        for title, tab in TABS:
+            with gr.Tab(title):
+                tab.build(picker)
     return demo
 
 
 if __name__ == "__main__":
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    default_model()  # load before the first visitor arrives
-    build_app().queue(default_concurrency_limit=4).launch(
+    models.get(models.DEFAULT)  # load before the first visitor arrives
+    build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))

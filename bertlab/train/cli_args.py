@@ -15,6 +15,8 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", default=None, help="continue pre-training this model (keeps its vocabulary)")
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--max-len", type=int, default=128, help="tokens per example")
+    p.add_argument("--max-position", type=int, default=None,
+                   help="position table size (default: --max-len); larger lets a later stage train longer texts")
     p.add_argument("--objective", default="nsp", choices=OBJECTIVES, help="pair task besides MLM")
     p.add_argument("--mask-rate", type=float, default=0.15)
     p.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
@@ -44,6 +46,8 @@ def specs_from_args(a):
     config = {}
     if a.dropout is not None:
         config = {"hidden_dropout_prob": a.dropout, "attention_probs_dropout_prob": a.dropout}
+    if a.max_position is not None:
+        config["max_position_embeddings"] = a.max_position
     spec = PretrainSpec(preset=a.preset, corpus=a.corpus, text_column=a.text_column, max_docs=a.max_docs,
                         vocab_size=a.vocab_size, max_len=a.max_len, objective=a.objective,
                         mask_rate=a.mask_rate, whole_word=a.whole_word, batch_size=a.batch_size,

@@ -1,43 +1,156 @@
 """Fill-mask: the pre-training task itself, and the first thing to try on any BERT."""
 from __future__ import annotations
 
+import math
+import re
+
 import gradio as gr
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from ..analysis.predict import fill_mask
+from ..analysis.predict import MASK_RE, MAX_MASKS, fill_mask
+from . import models
+from .tokenize_tab import check_text, on_load, user_error
 
-EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding 15 % of the words of a text and
-guessing them back from the words on *both* sides. Write `[MASK]` where a word should go: the bars
-are the model's probabilities for the words that could fill that gap."""
+EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
+the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
+are the model's probabilities for the pieces that could fill each gap.
+
+**Left context only** hides every word to the right of each position, as a left-to-right language
+model (GPT) would read. Compare *"the [MASK] of the river was muddy ."* with *"she went to the
+[MASK] to deposit money ."*: from the left, both gaps read "…the [MASK]"; only the words *after*
+the gap tell a river bank from a money bank. That is what bidirectional context buys."""
 
 EXAMPLES = [
-    ["the acting was [MASK] ."],
-    ["i would [MASK] recommend this film to anyone ."],
-    ["this is one of the [MASK] movies i have ever seen ."],
-    ["the [MASK] was slow but the ending was great ."],
+    ["the acting was [MASK] .", 5, False],
+    ["i would [MASK] recommend this film to anyone .", 5, False],
+    ["this is one of the [MASK] movies i have ever seen .", 5, False],
+    ["the [MASK] was slow but the ending was great .", 5, False],
+    ["the [MASK] of the river was muddy .", 5, False],
+    ["she went to the [MASK] to deposit money .", 5, False],
+    ["the [MASK] was [MASK] and the actors were wooden .", 5, False],
+    ["the [MASK] was slow but the ending was great .", 5, True],
 ]
+WORD_RE = re.compile(r"\[mask\]|[^\W_]+(?:['’][^\W_]+)*", re.IGNORECASE)
+PICK_RE = re.compile(r"^#(\d+) ")
+BAR = "#1f77b4"
 
 
-def predict(get_model, text: str, top_k: int):
-    model, tok = get_model()
+def words_of(text) -> list[tuple[int, int, str]]:
+    """(start, end, word) for the words of the text, skipping [MASK]s and punctuation."""
+    if not isinstance(text, str):
+        return []
+    return [(m.start(), m.end(), m.group()) for m in WORD_RE.finditer(text) if not MASK_RE.fullmatch(m.group())]
+
+
+def pick_choices(text) -> list[str]:
+    """Dropdown entries '#k word', numbered so a word that occurs twice stays two distinct entries."""
+    return [f"#{k} {w}" for k, (_, _, w) in enumerate(words_of(text), 1)][:500]
+
+
+def update_words(text):
+    """Fill the pick-a-word dropdown whenever the text changes."""
+    return gr.Dropdown(choices=pick_choices(text), value=None)
+
+
+def mask_word(text: str, pick: str | None) -> str:
+    """Replace the picked word ('#k word') by [MASK]; the rest of the text stays as typed."""
+    if not pick:
+        return text
+    m = PICK_RE.match(str(pick))
+    words = words_of(text)
+    if m is None or not 1 <= int(m.group(1)) <= len(words):
+        raise gr.Error(f"Cannot find the word {pick!r} in the text any more: pick it again.")
+    a, b, w = words[int(m.group(1)) - 1]
+    if str(pick) != f"#{m.group(1)} {w}":
+        raise gr.Error(f"The text changed since {pick!r} was listed: pick the word again.")
+    return text[:a] + "[MASK]" + text[b:]
+
+
+def _top_k(k) -> int:
     try:
-        results = fill_mask(model, tok, text, top_k=int(top_k))
+        k = int(k)
+    except (TypeError, ValueError, OverflowError):
+        raise gr.Error(f"The number of guesses must be a whole number, got {k!r}.") from None
+    if not 1 <= k <= 100:
+        raise gr.Error(f"The number of guesses must be from 1 to 100, got {k}.")
+    return k
+
+
+def figure(results: list[list[dict]], causal: bool) -> go.Figure:
+    """One horizontal bar chart per [MASK] (subplots when several), best guess on top."""
+    n = len(results)
+    cols = 1 if n == 1 else 2
+    rows = math.ceil(n / cols)
+    k = max(len(r) for r in results)
+    titles = [f"[MASK] #{i + 1}" for i in range(n)] if n > 1 else None
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.22,
+                        vertical_spacing=min(0.12, 0.5 / rows))
+    for i, cands in enumerate(results):
+        r, c = i // cols + 1, i % cols + 1
+        labels = [f"{j + 1}. {x['token_str']}" for j, x in enumerate(cands)]
+        fig.add_bar(x=[x["score"] for x in cands], y=labels, orientation="h", marker_color=BAR,
+                    text=[f"{x['score']:.1%}" for x in cands], textposition="auto", showlegend=False,
+                    customdata=[x["sequence"] for x in cands],
+                    hovertemplate="%{y}: %{x:.2%}<br>%{customdata}<extra></extra>", row=r, col=c)
+        fig.update_yaxes(autorange="reversed", row=r, col=c)
+        small = max(x["score"] for x in cands) < 0.1  # ".0%" would repeat "1%, 1%, 2%" on the axis
+        fig.update_xaxes(tickformat=".1%" if small else ".0%", rangemode="tozero", row=r, col=c)
+    per = 40 + 24 * k
+    title = "Guesses for the [MASK]" + ("s" if n > 1 else "") + (" · left context only" if causal else "")
+    fig.update_layout(height=min(2400, 80 + rows * per), margin=dict(l=10, r=20, t=70, b=30),
+                      title=dict(text=title, font_size=15))
+    return fig
+
+
+def predict(text: str, top_k: int, causal: bool, choice: str | None):
+    """(figure, Hugging Face fill-mask JSON: one list of {score, token, token_str, sequence} per
+    [MASK], and a notice (truncation, or '' when all is well)."""
+    text = check_text(text)
+    k = _top_k(top_k)
+    try:
+        model, tok = models.get(choice)
     except ValueError as e:
-        raise gr.Error(str(e))
-    first = {c["token_str"]: c["score"] for c in results[0]}
-    return first, results
+        raise user_error(e) from None
+    n = len(MASK_RE.findall(text))
+    if n == 0:
+        raise gr.Error("No [MASK] in the text: write [MASK] where the model should guess a word, "
+                       "or pick a word to mask.")
+    if n > MAX_MASKS:
+        raise gr.Error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
+    try:
+        results = fill_mask(model, tok, text, top_k=k, causal=bool(causal))
+        truncated = tok.encode(MASK_RE.sub("[MASK]", text)).truncated
+    except (ValueError, TypeError) as e:
+        raise user_error(e) from None
+    note = (f"⚠ The text was cut to {tok.model_max_length} tokens (this model's limit); "
+            f"words after that were not seen.") if truncated else ""
+    return figure(results, bool(causal)), results, note
 
 
-def build(get_model) -> None:
-    gr.Markdown(EXPLAIN)
+def build(picker: gr.Dropdown) -> None:
     with gr.Row():
-        with gr.Column():
-            text = gr.Textbox(label="Text with [MASK]", value=EXAMPLES[0][0], lines=2, max_length=2000)
-            k = gr.Slider(1, 20, value=5, step=1, label="How many guesses")
-            go = gr.Button("Predict", variant="primary")
-            gr.Examples(EXAMPLES, inputs=[text])
-        with gr.Column():
-            label = gr.Label(label="Guesses for the first [MASK]")
-            raw = gr.JSON(label="All masks (score, token, token_str, sequence)")
-    fn = lambda t, kk: predict(get_model, t, kk)
-    go.click(fn, [text, k], [label, raw], api_name="fill_mask")
-    text.submit(fn, [text, k], [label, raw], api_name=False)
+        with gr.Column(scale=2):
+            text = gr.Textbox(label="Text with [MASK]", value=EXAMPLES[0][0], lines=2, max_length=200_000)
+            pick = gr.Dropdown(choices=pick_choices(EXAMPLES[0][0]), value=None, label="…or pick a word to mask",
+                               info="Choosing a word replaces it by [MASK] in the text above.")
+            with gr.Row():
+                k = gr.Slider(1, 20, value=5, step=1, label="How many guesses (top-k)")
+                causal = gr.Checkbox(label="Left context only (hide the words to the right)", value=False)
+            go_btn = gr.Button("Predict", variant="primary")
+        with gr.Column(scale=1):
+            gr.Markdown(EXPLAIN)
+    note = gr.Markdown()
+    with gr.Row():
+        with gr.Column(scale=3):
+            plot = gr.Plot(label="Probabilities per [MASK]")
+        with gr.Column(scale=2):
+            raw = gr.JSON(label="JSON: one list per [MASK] of {score, token, token_str, sequence}", open=False)
+    ex = gr.Examples(EXAMPLES, inputs=[text, k, causal])
+    args = dict(fn=predict, inputs=[text, k, causal, picker], outputs=[plot, raw, note])
+    go_btn.click(api_name="fill_mask", **args)
+    gr.on([text.submit, causal.input, k.release, picker.change], api_name=False, **args)
+    text.change(update_words, text, pick, api_name=False, show_progress="hidden")
+    pick.input(mask_word, [text, pick], text, api_name=False).success(api_name=False, **args)
+    ex.load_input_event.then(api_name=False, **args)
+    on_load(**args)

@@ -1,0 +1,144 @@
+"""Attention numbers for one sentence, shaped for display: the forward pass, unique token labels,
+hiding [CLS]/[SEP] with row renormalisation, and a one-word name for what each head mostly does.
+
+The attention tab and the offline bertviz view both draw from `AttentionRun`, so every view of a
+sentence shows the same numbers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .attention import head_stats, rollout
+
+# What a head "mostly does", in the order the overview's colour bar lists them (Clark et al. 2019).
+PATTERNS = ("[CLS]", "[SEP]", "previous", "next", "self", "broad", "mixed")
+_STAT_OF = {"[CLS]": "cls", "[SEP]": "sep", "previous": "prev", "next": "next", "self": "self"}
+DOMINANT_SHARE = 0.5  # a head "looks at X" when more than half of its attention goes there
+BROAD_ENTROPY = 0.75  # ... and is "broad" when its rows are at least this close to uniform
+CHARS_PER_TOKEN = 200  # cut absurdly long input before tokenising: no token run needs more characters
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """One forward pass: tokens and every head's attention map (L, A, T, T), rows summing to 1."""
+    tokens: list[str]
+    ids: list[int]
+    token_type_ids: list[int]
+    attentions: torch.Tensor  # (L, A, T, T) float32 on the CPU
+    special: list[bool]  # True at [CLS] and [SEP] (the tokens "hide specials" drops)
+    truncated: bool
+    max_length: int
+    cls_id: int
+    sep_id: int
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+    @property
+    def sentence_b_start(self) -> int | None:
+        """Index of the second sentence's first token, or None for a single sentence."""
+        return next((i for i, t in enumerate(self.token_type_ids) if t == 1), None)
+
+
+def _text(x, what: str, required: bool) -> str | None:
+    if x is None and not required:
+        return None
+    if not isinstance(x, str):
+        raise TypeError(f"the {what} must be text, got {type(x).__name__}")
+    if not x.strip():
+        if required:
+            raise ValueError(f"the {what} is empty: type a sentence")
+        return None
+    return x
+
+
+@torch.no_grad()
+def run_attention(model, tok, text: str, pair: str | None = None) -> AttentionRun:
+    """Encode `text` (and `pair`), cut to what the model can read, and collect every head's map."""
+    text = _text(text, "text", True)
+    pair = _text(pair, "second sentence", False)
+    max_len = min(tok.model_max_length, model.config.max_position_embeddings)
+    cut = CHARS_PER_TOKEN * max_len
+    pre_cut = len(text) > cut or (pair is not None and len(pair) > cut)
+    text, pair = text[:cut], None if pair is None else pair[:cut]
+    enc = tok.encode(text, pair, max_length=max_len)
+    if not any(s == 0 for s in enc.sequence_ids):
+        raise ValueError("the text has no tokens the model can read (only spaces or control characters?)")
+    ids = torch.tensor([enc.ids])
+    types = torch.tensor([enc.token_type_ids])
+    out = model(ids, types, output_attentions=True)
+    att = torch.stack([a[0] for a in out.attentions]).float().cpu()  # (L, A, T, T)
+    cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
+    return AttentionRun(tokens=list(enc.tokens), ids=list(enc.ids), token_type_ids=list(enc.token_type_ids),
+                        attentions=att, special=[i in (cls_id, sep_id) for i in enc.ids],
+                        truncated=enc.truncated or pre_cut, max_length=max_len, cls_id=cls_id, sep_id=sep_id)
+
+
+def unique_labels(tokens: list[str], positions: list[int] | None = None) -> list[str]:
+    """'3 bank': the position makes repeated tokens distinct on a plot axis."""
+    positions = range(len(tokens)) if positions is None else positions
+    return [f"{p} {t}" for p, t in zip(positions, tokens)]
+
+
+def kept_positions(run: AttentionRun, hide_specials: bool) -> list[int]:
+    """Positions a view shows: all, or all but [CLS]/[SEP]."""
+    keep = [i for i, s in enumerate(run.special) if not (hide_specials and s)]
+    if not keep:
+        raise ValueError("nothing is left to show once [CLS] and [SEP] are hidden")
+    return keep
+
+
+def restrict(m: torch.Tensor, keep: list[int], renormalise: bool = True) -> torch.Tensor:
+    """Keep rows/columns `keep` of (..., T, T) maps and (by default) rescale each row to sum to 1,
+    so the view shows how a token splits the attention it gives to the tokens still shown."""
+    idx = torch.tensor(keep)
+    sub = m.index_select(-2, idx).index_select(-1, idx)
+    if renormalise:
+        sub = sub / sub.sum(-1, keepdim=True).clamp_min(1e-12)
+    return sub
+
+
+def stats_table(run: AttentionRun) -> list[dict]:
+    """`head_stats` over all tokens, layers and heads counted from 1, with each head's pattern and its
+    entropy as a share of the uniform maximum (0 = one token gets everything, 1 = all equally)."""
+    att = [a[None] for a in run.attentions]  # L of (1, A, T, T)
+    rows = head_stats(att, torch.tensor([run.ids]), cls_id=run.cls_id, sep_id=run.sep_id)
+    T = len(run.ids)
+    out = []
+    for r in rows:
+        norm = r["entropy"] / math.log(T) if T > 1 else 0.0
+        pattern, share = head_pattern(r, norm)
+        out.append({**r, "layer": r["layer"] + 1, "head": r["head"] + 1, "entropy_norm": norm,
+                    "pattern": pattern, "pattern_share": share})
+    return out
+
+
+def head_pattern(stats: dict, entropy_norm: float) -> tuple[str, float]:
+    """The one-word summary of a head: where most of its attention goes, or 'broad'/'mixed'."""
+    name, share = max(((p, stats[k]) for p, k in _STAT_OF.items()), key=lambda x: x[1])
+    if share > DOMINANT_SHARE:
+        return name, share
+    return ("broad" if entropy_norm >= BROAD_ENTROPY else "mixed"), share
+
+
+def rollout_map(run: AttentionRun) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema 2020) with the residual term: (T, T), rows sum to 1."""
+    return rollout([a[None] for a in run.attentions], residual=True)[0]
+
+
+def check_index(value, what: str, n: int) -> int:
+    """A 1-based layer/head number as an int, or ValueError naming the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and (
+            not math.isfinite(value) or value != int(value)):
+        raise ValueError(f"{what} must be a whole number from 1 to {n}, got {value!r}")
+    if not 1 <= int(value) <= n:
+        raise ValueError(f"{what} {int(value)} does not exist: this model has {what}s 1 to {n}")
+    return int(value)

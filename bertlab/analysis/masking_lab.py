@@ -1,0 +1,102 @@
+"""Numbers for the masking lab: one masked draw of a sentence, and what many draws add up to.
+
+Both use `bertlab.masking.mask_tokens`, the very function pre-training uses, so what a student
+sees here is exactly what the model saw during training (not a re-implementation of the rule).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from ..masking import (KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens,
+                       special_tokens_mask, word_ids_from_pieces)
+
+RULE_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random", KEPT: "kept"}
+MAX_SAMPLES = 5000
+_continuation: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _cont_table(tok) -> torch.Tensor:
+    """(V,) bool '##' table, built once per tokenizer (a vocabulary scan is ~10 ms for 30k tokens)."""
+    table = _continuation.get(tok)
+    if table is None:
+        vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+        table = continuation_table([t for t, _ in vocab])
+        if len(table) < tok.vocab_size:  # gaps in the ids: pad so every id indexes the table
+            table = torch.cat([table, torch.zeros(tok.vocab_size - len(table), dtype=torch.bool)])
+        _continuation[tok] = table
+    return table
+
+
+def mask_kwargs(tok, rate: float) -> dict:
+    """The arguments pre-training passes: random replacements are drawn from ordinary tokens only."""
+    return dict(vocab_size=tok.vocab_size, mask_token_id=tok.mask_token_id, rate=float(rate),
+                first_random_id=max(tok.special_ids) + 1)
+
+
+def prepare(tok, ids, whole_word: bool):
+    """(ids (T,), special mask (T,), word ids (T,) or None) for `mask_tokens`."""
+    ids = torch.as_tensor(list(ids), dtype=torch.long)
+    special = special_tokens_mask(ids, tok.special_ids)  # [CLS] [SEP] [UNK] [MASK] [PAD]: never picked
+    words = word_ids_from_pieces(ids[None], _cont_table(tok), special[None])[0] if whole_word else None
+    return ids, special, words
+
+
+def _check_n(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or int(n) != n or not 1 <= n <= MAX_SAMPLES:
+        raise ValueError(f"the number of samples must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
+    return int(n)
+
+
+def preview(tok, ids, rate: float = 0.15, whole_word: bool = False, seed: int = 0) -> dict:
+    """One draw: per position the rule code, the id the model sees, and the label (original id)."""
+    ids_t, special, words = prepare(tok, ids, whole_word)
+    g = torch.Generator().manual_seed(int(seed))
+    m = mask_tokens(ids_t, special, word_ids=words, generator=g, **mask_kwargs(tok, rate))
+    return {"rule": m.rule.tolist(), "input_ids": m.input_ids.tolist(), "labels": m.labels.tolist(),
+            "word_ids": None if words is None else words.tolist(),
+            "eligible": int((~special).sum())}
+
+
+def expected_share(rate: float, word_lengths: list[int]) -> float:
+    """Expected share of eligible tokens selected, with the at-least-one-per-sequence rule.
+
+    E[selected] = rate * n + P(nothing drawn) * E[length of the forced word]; the forced position is
+    uniform over eligible tokens, so a word of length l is forced with probability l / n."""
+    n = sum(word_lengths)
+    if n == 0:
+        return 0.0
+    p_none = (1.0 - rate) ** len(word_lengths)
+    return rate + p_none * sum(l * l for l in word_lengths) / (n * n)
+
+
+def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_samples: int = 200,
+                 seed: int = 0) -> dict:
+    """Draw `n_samples` independent masks of the same sequence (dynamic masking: a new draw each
+    epoch) and count how often tokens were selected and which of the 80/10/10 rules they got."""
+    n = _check_n(n_samples)
+    ids_t, special, words = prepare(tok, ids, whole_word)
+    eligible = int((~special).sum())
+    if eligible == 0:
+        raise ValueError("nothing to mask: every token is [CLS], [SEP], [UNK] or [MASK]")
+    B = lambda x: None if x is None else x[None].expand(n, -1).contiguous()  # noqa: E731
+    g = torch.Generator().manual_seed(int(seed) + 1_000_003)  # not the preview's draw
+    m = mask_tokens(B(ids_t), B(special), word_ids=B(words), generator=g, **mask_kwargs(tok, rate))
+    counts = {name: int((m.rule == code).sum()) for code, name in RULE_NAMES.items() if code}
+    selected = sum(counts.values())
+    if words is None:
+        lengths = [1] * eligible
+    else:
+        w = words[words >= 0]
+        lengths = torch.unique_consecutive(w, return_counts=True)[1].tolist()
+    return {
+        "samples": n, "eligible_tokens": eligible, "words": len(lengths), "selected_tokens": selected,
+        "selected_share": selected / (n * eligible),
+        "expected_share": expected_share(float(rate), lengths), "rate": float(rate),
+        "counts": counts,
+        "split": {k: (v / selected if selected else 0.0) for k, v in counts.items()},
+        "expected_split": {"[MASK]": 0.8, "random": 0.1, "kept": 0.1},
+        # whole words share one rule, so the split is over words there, and noisier per token
+        "whole_word": bool(whole_word),
+    }

@@ -1,0 +1,240 @@
+"""The attention tab's handlers and the offline bertviz page, called directly with the default model."""
+import html
+import json
+import re
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from bertlab.analysis import attention_views as av
+from bertlab.analysis import bertviz_offline as bv
+from bertlab.ui import attention_tab as at
+from bertlab.ui import models
+
+TEXT = "we walked along the river bank and then went to the bank to get some money ."
+D = models.DEFAULT
+
+
+@pytest.fixture(scope="module")
+def sizes():
+    c = models.get(D)[0].config
+    return c.num_hidden_layers, c.num_attention_heads
+
+
+@pytest.fixture(scope="module")
+def other_model(tmp_path_factory, vocab_tokenizer):
+    """A tiny random model of another shape (3 layers, 12 heads), loaded from a folder like any choice."""
+    from bertlab.checkpoint import save_pretrained
+    from bertlab.config import BertConfig
+    from bertlab.model import BertForPreTraining
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=vocab_tokenizer.vocab_size, hidden_size=48, num_hidden_layers=3,
+                     num_attention_heads=12, intermediate_size=64, max_position_embeddings=32)
+    return str(save_pretrained(BertForPreTraining(cfg).eval(), vocab_tokenizer,
+                               tmp_path_factory.mktemp("m") / "tiny"))
+
+
+@pytest.fixture(scope="module")
+def result():
+    return at.analyse(TEXT, "", 1, 1, False, D)
+
+
+def rows_sum_to_one(m):
+    t = torch.tensor(m, dtype=torch.float64)
+    assert torch.allclose(t.sum(-1), torch.ones(t.shape[0], dtype=torch.float64), atol=1e-3)
+
+
+def test_analyse_outputs(result, sizes):
+    L, A = sizes
+    head, grid, overview, roll, table, caption, data = result
+    assert all(isinstance(f, go.Figure) for f in (head, grid, overview, roll))
+    assert len(grid.data) == A and len(overview.data) == 1
+    assert isinstance(table, pd.DataFrame) and len(table) == L * A
+    assert list(table.columns[:3]) == ["layer", "head", "pattern"]
+    assert set(table["pattern"]) <= set(av.PATTERNS)
+    assert "Layer 1, head 1" in caption
+    json.dumps(data)  # the API result must be plain JSON
+    T = len(data["tokens"])
+    assert data["tokens"][0] == "[CLS]" and data["tokens"][-1] == "[SEP]" and data["positions"] == list(range(T))
+    assert len(data["attention"]) == T and len(data["rollout"]) == T
+    rows_sum_to_one(data["attention"])
+    rows_sum_to_one(data["rollout"])
+    assert len(data["head_stats"]) == L * A and data["head_stats"][0]["layer"] == 1
+    labels = list(head.data[0].x)
+    assert len(set(labels)) == len(labels) and labels[0] == "0 [CLS]"  # "position token": unique axis labels
+    assert any(lab.endswith(" bank") for lab in labels)
+
+
+def test_hide_specials_renormalises(result):
+    full = torch.tensor(result[-1]["attention"], dtype=torch.float64)
+    data = at.analyse(TEXT, "", 1, 1, True, D)[-1]
+    assert "[CLS]" not in data["tokens"] and "[SEP]" not in data["tokens"]
+    keep = data["positions"]
+    assert keep == list(range(1, len(full) - 1))
+    sub = full[keep][:, keep]
+    expected = sub / sub.sum(-1, keepdim=True)
+    assert torch.allclose(torch.tensor(data["attention"], dtype=torch.float64), expected, atol=2e-3)
+    rows_sum_to_one(data["attention"])
+    rows_sum_to_one(data["rollout"])
+    caption = at.analyse(TEXT, "", 1, 1, True, D)[5]
+    assert "hidden" in caption and "sum to 1" in caption
+
+
+def test_restrict_is_exact():
+    m = torch.softmax(torch.randn(2, 3, 6, 6), -1)
+    sub = av.restrict(m, [1, 2, 4])
+    assert sub.shape == (2, 3, 3, 3)
+    assert torch.allclose(sub.sum(-1), torch.ones(2, 3, 3))
+    assert torch.allclose(av.restrict(m, [1, 2, 4], renormalise=False), m[..., [1, 2, 4], :][..., [1, 2, 4]])
+
+
+@pytest.mark.parametrize("layer,head,msg", [(0, 1, "layer 0 does not exist"), (99, 1, "layer 99 does not exist"),
+                                            (1, 0, "head 0 does not exist"), (1.5, 1, "whole number"),
+                                            ("2", 1, "whole number"), (True, 1, "whole number"),
+                                            (float("nan"), 1, "whole number")])
+def test_layer_head_bounds(layer, head, msg, sizes):
+    with pytest.raises(gr.Error, match=msg) as e:
+        at.analyse(TEXT, "", layer, head, False, D)
+    if "exist" in msg:
+        assert f"1 to {sizes[0] if 'layer' in msg else sizes[1]}" in str(e.value)
+
+
+def test_last_layer_and_head_accepted_as_floats(sizes):
+    L, A = sizes
+    data = at.analyse(TEXT, "", float(L), float(A), False, D)[-1]
+    assert (data["layer"], data["head"]) == (L, A)
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", None])
+def test_empty_text(text):
+    with pytest.raises(gr.Error, match="empty"):
+        at.analyse(text, "", 1, 1, False, D)
+
+
+def test_only_control_characters():
+    with pytest.raises(gr.Error, match="no tokens"):
+        at.analyse("\x00\x01\x02", "", 1, 1, False, D)
+
+
+def test_huge_text_is_cut_and_said(sizes):
+    out = at.analyse("the film was long . " * 5000, "", 1, 1, False, D)
+    data, caption = out[-1], out[5]
+    max_len = models.get(D)[0].config.max_position_embeddings
+    assert data["truncated"] and len(data["tokens"]) <= max_len
+    assert "cut to" in caption
+
+
+ODD = ["naïve café, Straße 😍🎬 👩‍👩‍👧", "שלום עולם مرحبا", "zero\u200bwidth e\u0301", "lone \ud800 surrogate",
+       "漢字とかな", "[MASK] [SEP] [CLS]"]
+
+
+@pytest.mark.parametrize("text", ODD)
+def test_odd_unicode(text):
+    head, *_, caption, data = at.analyse(text, "", 1, 1, False, D)
+    rows_sum_to_one(data["attention"])
+    json.dumps(data)
+
+
+def test_pair_and_bertviz_sentence_filter():
+    data = at.analyse("the acting was great .", "the plot was a mess .", 1, 1, False, D)[-1]
+    assert data["tokens"].count("[SEP]") == 2
+    head_html, model_html = at.bertviz_views("the acting was great .", "the plot was a mess .", 1, 1, False, D)
+    doc = html.unescape(re.search(r'srcdoc="([^"]*)"', head_html).group(1))
+    assert "Sentence A -&gt; Sentence B" in doc or "Sentence A -> Sentence B" in doc
+
+
+def test_select_head_and_model_sliders(sizes):
+    L, A = sizes
+    fig, grid, caption = at.select_head(TEXT, "", L, A, True, D)
+    assert isinstance(fig, go.Figure) and isinstance(grid, go.Figure) and f"head {A}" in caption
+    layer, head = at.on_model(D, 99, 0)
+    assert (layer.maximum, layer.value, head.maximum, head.value) == (L, L, A, 1)
+
+
+def _doc(iframe_html: str) -> str:
+    assert iframe_html.startswith("<iframe srcdoc=") and 'sandbox="allow-scripts"' in iframe_html
+    assert "<script" not in iframe_html  # everything is inside the (escaped) srcdoc
+    return html.unescape(re.search(r'srcdoc="([^"]*)"', iframe_html).group(1))
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_bertviz_offline(hide):
+    head_html, model_html = at.bertviz_views(TEXT, "", 2, 1, hide, D)
+    for doc in (_doc(head_html), _doc(model_html)):
+        assert "cdnjs" not in doc and "require.js" not in doc and "require.min.js" not in doc
+        assert not re.search(r"<script[^>]*\bsrc=", doc, re.I)
+        assert not re.search(r"""src\s*=\s*["']?https?:""", doc, re.I)
+        assert "d3js.org v5.7.0" in doc and "jQuery v3.7.1" in doc  # both inlined
+        assert "window.requirejs" in doc and "PYTHON_PARAMS" not in doc
+        assert ('"[CLS]"' in doc) != hide and '"bank"' in doc
+    assert 'id="layer"' in _doc(head_html)
+
+
+def test_bertviz_escapes_closing_tags():
+    att = torch.full((1, 1, 3, 3), 1 / 3)
+    doc = bv.head_view_html(att, ["[CLS]", "</script><b>x", "[SEP]"])
+    body = doc.split('<div id="vis">')[1]
+    assert "</script><b>" not in body and "\\u003c/script>" in body
+    assert doc.count("</script>") == doc.count('<script type="text/javascript">') == 4
+
+
+def test_bertviz_big_input_keeps_one_layer():
+    att = torch.full((12, 12, 128, 128), 1 / 128)
+    assert not bv.fits(att, whole_model=True) and bv.fits(att, whole_model=False)
+    doc = bv.head_view_html(att[:, :, :2, :2] * 64, ["a", "b"], layer=3)  # small: every layer kept
+    assert '"include_layers": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]' in doc
+    big = bv.head_view_html(torch.full((12, 12, 120, 120), 1 / 120), [str(i) for i in range(120)], layer=3)
+    assert '"include_layers": [3]' in big and "Only layer 3" in big
+    with pytest.raises(ValueError, match="T = 2 tokens"):
+        bv.head_view_html(att[:1, :1, :3, :3], ["a", "b"])
+
+
+def test_bertviz_params_match_bertviz_own():
+    """Our page feeds bertviz's JS the same parameters as bertviz's own Python (which needs IPython)."""
+    try:
+        from bertviz import head_view
+    except ImportError:
+        pytest.skip("bertviz's Python side (IPython) is not installed")
+    att = torch.softmax(torch.randn(2, 3, 5, 5), -1)
+    tokens = ["[CLS]", "a", "[SEP]", "b", "[SEP]"]
+    theirs = head_view([a[None] for a in att], tokens, sentence_b_start=3, html_action="return").data
+    ours = bv.head_view_html(att, tokens, sentence_b_start=3)
+
+    def params(page):
+        p = json.loads(re.search(r"const params = (\{.*?\}); //", page).group(1))
+        p.pop("root_div_id")
+        return p
+    a, b = params(theirs), params(ours)
+    assert [d["name"] for d in a["attention"]] == [d["name"] for d in b["attention"]]
+    for x, y in zip(a["attention"], b["attention"]):
+        assert x["left_text"] == y["left_text"] and x["right_text"] == y["right_text"]
+        assert torch.allclose(torch.tensor(x["attn"]), torch.tensor(y["attn"]), atol=1e-4)
+    assert {k: v for k, v in a.items() if k != "attention"} == {k: v for k, v in b.items() if k != "attention"}
+
+
+def test_grid_is_cropped_for_long_inputs():
+    T, A = 330, 12
+    att = torch.softmax(torch.randn(1, A, T, T), -1)
+    run = av.AttentionRun(tokens=["[CLS]"] + ["w"] * (T - 2) + ["[SEP]"], ids=[2] + [9] * (T - 2) + [3],
+                          token_type_ids=[0] * T, attentions=att, special=[True] + [False] * (T - 2) + [True],
+                          truncated=False, max_length=512, cls_id=2, sep_id=3)
+    keep, labels = at._shown(run, False)
+    fig, note = at.layer_grid(run, keep, labels, 1)
+    n = int((at.GRID_CELLS / A) ** 0.5)
+    assert f"first {n} tokens" in note and len(fig.data) == A and fig.data[0].z.shape == (n, n)
+    assert torch.allclose(torch.from_numpy(fig.data[0].z), att[0, 0, :n, :n])  # cropped, not rescaled
+
+
+def test_other_model_shapes(other_model):
+    layer, head = at.on_model(other_model, 4, 7)
+    assert (layer.maximum, layer.value, head.maximum, head.value) == (3, 3, 12, 7)
+    head_fig, grid, overview, roll, table, caption, data = at.analyse(TEXT, "", 3, 12, False, other_model)
+    assert len(grid.data) == 12 and len(table) == 36 and (data["num_layers"], data["num_heads"]) == (3, 12)
+    assert len(overview.data[0].z) == 3 and len(overview.data[0].z[0]) == 12
+    with pytest.raises(gr.Error, match="1 to 3"):
+        at.analyse(TEXT, "", 4, 1, False, other_model)
+    long = at.analyse("the film was good . " * 40, "", 1, 1, False, other_model)[-1]
+    assert long["truncated"] and len(long["tokens"]) == 32

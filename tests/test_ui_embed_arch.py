@@ -1,0 +1,292 @@
+"""Embeddings and Architecture tabs: the handlers called directly with the shipped default model.
+
+Never checks what the model predicts (a better default replaces it later): only facts that hold
+for any BERT — identical inputs give identical layer-0 vectors, matrices are symmetric, sizes
+match bertlab.analysis.sizing.
+"""
+import json
+import math
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from bertlab.analysis import embeddings as E  # noqa: E402
+from bertlab.analysis import sizing  # noqa: E402
+from bertlab.config import PRESETS, preset  # noqa: E402
+from bertlab.ui import architecture_tab as at  # noqa: E402
+from bertlab.ui import embeddings_tab as et  # noqa: E402
+from bertlab.ui import models  # noqa: E402
+
+D = models.DEFAULT
+BASE = (12, 768, 12, 3072, 30522, 512)
+
+
+@pytest.fixture(scope="module")
+def model_tok():
+    return models.get(D)
+
+
+def run(word, sentences, layer=-1, pooling="mean", special=False):
+    return et.compare(word, sentences, layer, pooling, special, D)
+
+
+def error_of(fn, *args) -> str:
+    with pytest.raises(gr.Error) as e:
+        fn(*args)
+    return str(e.value)
+
+
+# ---- same word, different sentences -------------------------------------------------------------
+def test_layer0_is_identical_at_the_same_position_and_drifts_above():
+    """Layer 0 = LayerNorm(word + position + segment): same word, same position -> same vector."""
+    _, _, _, _, res = run("bank", "the bank was closed on sunday .\nthe bank was steep and muddy .")
+    w = res["word"]
+    assert w["positions"] == [[2], [2]]
+    sim = w["pairs"][0]["similarity"]
+    assert len(sim) == res["num_layers"] + 1 == len(w["layers"])
+    assert sim[0] == pytest.approx(1.0, abs=1e-9)
+    assert max(sim[1:]) < 1 - 1e-6  # the contexts differ from layer 1 on
+    assert all(-1 <= s <= 1 for s in sim)
+
+
+def test_layer0_differs_when_only_the_position_differs():
+    """The same word at another position already differs at layer 0 (position embeddings)."""
+    _, _, _, _, res = run("bank", "the bank was closed .\nyesterday we walked past the old bank .")
+    p0, p1 = res["word"]["positions"]
+    assert p0 != p1
+    assert res["word"]["pairs"][0]["similarity"][0] < 1 - 1e-6
+
+
+def test_pairs_and_mean_cover_all_sentences():
+    fig, _, _, _, res = run(*et.EXAMPLES[0])
+    n = len(res["sentences"])
+    assert n == 4
+    assert [(p["a"], p["b"]) for p in res["word"]["pairs"]] == [(a, b) for a in range(1, n + 1)
+                                                               for b in range(a + 1, n + 1)]
+    assert len(res["word"]["mean_similarity"]) == res["num_layers"] + 1
+    assert isinstance(fig, go.Figure) and len(fig.data) == 6 + 1  # one line per pair + the mean
+    json.dumps(res)  # the API returns it as JSON
+
+
+def test_word_made_of_several_pieces_is_averaged(model_tok):
+    _, tok = model_tok
+    word = "blorptastically"
+    pieces = tok.encode(word).tokens[1:-1]
+    assert len(pieces) > 1
+    _, _, _, _, res = run(word.upper() if tok.lowercase else word,
+                          f"a {word} long film .\nthe cast was {word} good .")
+    assert res["word"]["pieces"] == [pieces, pieces]
+    for pos in res["word"]["positions"]:
+        assert pos == list(range(pos[0], pos[0] + len(pieces)))
+
+
+def test_missing_word_names_the_sentence():
+    msg = error_of(run, "bank", "the bank was closed .\ni liked this film a lot .\nthe bank was steep .")
+    assert "sentence 2" in msg and "sentence 1" not in msg and "sentence 3" not in msg
+    assert "i liked this film" in msg
+
+
+def test_word_must_be_a_whole_word():
+    """'film' is not found inside 'filmmaker', however the vocabulary splits it."""
+    msg = error_of(run, "film", "the film was long .\nthe filmmaker was young .")
+    assert "sentence 2" in msg
+
+
+def test_repeated_word_uses_the_first_and_says_so():
+    _, _, _, notes, res = run("film", "the film was a film about films .\na good film .")
+    assert res["word"]["positions"][0] == [2]
+    assert "2 times" in notes
+
+
+def test_word_cut_off_by_the_length_limit_is_reported(model_tok):
+    _, tok = model_tok
+    long = "the " * (tok.model_max_length + 10) + "bank ."
+    msg = error_of(run, "bank", f"the bank was closed .\n{long}")
+    assert "sentence 2" in msg and "limit" in msg
+
+
+# ---- sentence matrix and token map --------------------------------------------------------------
+@pytest.mark.parametrize("pooling", E.POOLINGS)
+def test_pooling_gives_a_symmetric_matrix_with_unit_diagonal(pooling):
+    _, fig, _, _, res = run("", et.EXAMPLES[-1][1], 2, pooling)
+    m = torch.tensor(res["matrix"]["values"])
+    assert m.shape == (4, 4)
+    assert torch.equal(m, m.T)
+    assert torch.all(m.diagonal() == 1.0)
+    assert torch.all(m.abs() <= 1.0)
+    assert res["matrix"]["pooling"] == pooling and res["matrix"]["layer"] == 2
+    assert isinstance(fig, go.Figure)
+
+
+def test_pooled_vectors_match_their_definition(model_tok):
+    model, tok = model_tok
+    states = E.hidden_states(model, tok, ["a good film .", "the plot was bad ."])
+    h = states.hidden[-1]
+    assert torch.equal(E.pool(states, -1, "cls"), h[:, 0])
+    n = len(states.tokens[0])
+    assert torch.allclose(E.pool(states, -1, "mean")[0], h[0, 1:n - 1].mean(0))
+    assert torch.equal(E.pool(states, -1, "max")[0], h[0, 1:n - 1].max(0).values)
+    with pytest.raises(ValueError, match="pooling"):
+        E.pool(states, -1, "sum")
+
+
+def test_padding_does_not_change_the_vectors(model_tok):
+    model, tok = model_tok
+    short = E.hidden_states(model, tok, ["a good film .", "a bad film ."])
+    mixed = E.hidden_states(model, tok, ["a good film .", "a much much longer and rather boring film ."])
+    n = len(short.tokens[0])
+    assert torch.allclose(short.hidden[:, 0, :n], mixed.hidden[:, 0, :n], atol=1e-5)
+
+
+def test_pca_map_has_one_point_per_token():
+    _, _, fig, _, res = run("film", "a good film .\nthe film was bad .", 1, "mean", False)
+    pts = res["pca"]["points"]
+    assert len(pts) == 4 + 5  # [CLS]/[SEP] left out
+    assert {p["sentence"] for p in pts} == {1, 2}
+    assert sum(p["target"] for p in pts) == 2
+    assert all(math.isfinite(p["x"]) and math.isfinite(p["y"]) for p in pts)
+    r1, r2 = res["pca"]["explained_variance"]
+    assert 1 >= r1 >= r2 >= 0 and r1 + r2 <= 1 + 1e-9
+    _, _, _, _, res = run("film", "a good film .\nthe film was bad .", 1, "mean", True)
+    assert len(res["pca"]["points"]) == 4 + 5 + 4
+    assert len(fig.data) == 2  # one trace per sentence
+
+
+def test_pca_2d_is_exact_and_deterministic():
+    t = torch.linspace(-1, 1, 7, dtype=torch.float64)
+    x = torch.stack([3 * t, -6 * t, torch.zeros_like(t)], 1)  # all on one line
+    c, ratio = E.pca_2d(x)
+    assert c.shape == (7, 2)
+    assert ratio[0] == pytest.approx(1.0) and ratio[1] == pytest.approx(0.0, abs=1e-12)
+    assert torch.allclose(c[:, 0].abs(), (t * math.sqrt(45)).abs())
+    assert torch.allclose(c[:, 1], torch.zeros(7, dtype=torch.float64), atol=1e-9)
+    assert torch.equal(E.pca_2d(x)[0], c)
+    one, r = E.pca_2d(torch.ones(1, 5))
+    assert one.shape == (1, 2) and torch.all(one == 0) and r == [0.0, 0.0]
+
+
+def test_layer_choice():
+    n = models.get(D)[0].config.num_hidden_layers
+    _, _, _, notes, res = run("", "a good film .\na bad film .", 99)
+    assert res["matrix"]["layer"] == n and f"{n} layers" in notes
+    _, _, _, _, res = run("", "a good film .\na bad film .", 0)
+    assert res["pca"]["layer"] == 0
+    with pytest.raises(ValueError, match="layer"):
+        E.check_layer(-(n + 2), n)
+    assert E.check_layer(-1, n) == n
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("sentences, expect", [
+    ("", "empty"), ("   \n \n", "empty"), (None, "empty"), ("only one sentence .", "at least 2"),
+    ("\n".join(["a film ."] * 9), "at most 8"), ("a film .\n\x00\x01\x02", "sentence 2"),
+    ("x" * (et.MAX_CHARS + 1), "characters"),
+])
+def test_bad_sentences_give_one_clear_line(sentences, expect):
+    assert expect in error_of(run, "", sentences)
+
+
+def test_bad_word_and_layer():
+    assert "text" in error_of(run, 3, "a film .\na film .")
+    assert "whole number" in error_of(run, "", "a film .\na film .", "top")
+    assert "no tokens" in error_of(run, "\u200b", "a film .\na film .")
+
+
+def test_odd_unicode_and_huge_sentences_work(model_tok):
+    _, tok = model_tok
+    odd = ["naïve café — 😀 🎬 ok", "שלום עולם مرحبا", "e\u0301\u0301 zero\u200bwidth \ud800 lone",
+           "日本語の映画はすごい", "the film " * 2000]
+    *figs, notes, res = run("", "\n".join(odd))
+    assert len(res["sentences"]) == 5
+    assert "5" in notes and "limit" in notes  # the huge one was cut, and it says so
+    assert max(len(t) for t in res["tokens"]) <= tok.model_max_length
+    json.dumps(res)
+    _, _, _, _, res = run("😀", "i 😀 this film .\nwhat a 😀 night .")  # an [UNK] word is still found
+    assert len(res["word"]["pairs"]) == 1
+
+
+def test_empty_word_still_compares_sentences():
+    fig, _, _, _, res = run("  ", "a good film .\na bad film .")
+    assert "word" not in res and isinstance(fig, go.Figure)
+
+
+# ---- architecture -------------------------------------------------------------------------------
+def test_architecture_numbers_equal_sizing():
+    summary, pfig, mfig, ffig, table, card, data = at.compute(*BASE, 32, 128, D)
+    c = preset("base")
+    assert data["params"] == sizing.param_counts(c)
+    assert data["params"]["encoder_total"] == 109_482_240
+    assert data["memory"]["training"]["bf16"] == sizing.memory(c, 32, 128, "bf16", training=True)
+    assert data["memory"]["inference"]["fp32"] == sizing.memory(c, 32, 128, "fp32")
+    assert data["flops"] == sizing.flops(c, 128)
+    assert data["attention_share"] == pytest.approx(
+        (data["flops"]["attention_scores"] + data["flops"]["attention_values"]) / data["flops"]["total"])
+    shares = [s["attention_share"] for s in data["flops_vs_length"]]
+    assert shares == sorted(shares) and shares[-1] > 2 * shares[0]  # attention grows with length
+    for name, d in data["known_models"].items():
+        assert d["computed"] == sizing.known_model_params(name)
+    assert data["known_models"]["BERT-base"]["published"] == 110_000_000
+    assert [r[0] for r in table] == list(sizing.KNOWN_MODELS) + ["your config"]
+    assert "110.1M" in summary
+    assert all(isinstance(f, go.Figure) for f in (pfig, mfig, ffig))
+    assert sum(pfig.data[0].x) == data["params"]["total"]
+    json.dumps(data)
+
+
+def test_picked_model_card_counts_its_weights():
+    _, _, _, _, _, card, data = at.compute(*BASE, 1, 64, D)
+    picked = data["picked_model"]
+    assert picked["parameters_counted"] == picked["parameters_formula"]
+    model = models.get(D)[0]
+    assert picked["config"] == model.config.to_dict()
+    assert at.fill_picked(D) == [model.config.num_hidden_layers, model.config.hidden_size,
+                                 model.config.num_attention_heads, model.config.intermediate_size,
+                                 model.config.vocab_size, model.config.max_position_embeddings]
+    bad = at.compute(*BASE, 1, 64, "/no/such/model")
+    assert "could not load" in bad[5] and "error" in bad[6]["picked_model"]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_fill_the_form(name):
+    vals = at.fill_preset(name)
+    c = preset(name)
+    assert vals == [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
+                    c.vocab_size, c.max_position_embeddings]
+    data = at.compute(*vals, 8, 64, D)[-1]
+    assert data["params"] == sizing.param_counts(c)
+
+
+@pytest.mark.parametrize("i, value, field", [
+    (2, 5, "num_attention_heads"), (0, 0, "num_hidden_layers"), (1, None, "hidden_size"),
+    (0, 12.5, "num_hidden_layers"), (3, float("inf"), "intermediate_size"), (5, "abc", "max_position_embeddings"),
+    (4, 3, "vocab_size"), (1, 10**9, "hidden_size"), (2, -4, "num_attention_heads"), (4, float("nan"), "vocab_size"),
+])
+def test_impossible_configs_name_the_field(i, value, field):
+    args = list(BASE)
+    args[i] = value
+    msg = error_of(at.compute, *args, 32, 128, D)
+    assert field in msg and "Traceback" not in msg
+
+
+def test_length_beyond_max_positions_is_clamped_and_said():
+    summary, *_, data = at.compute(12, 768, 12, 3072, 30522, 64, 4, 4096, D)
+    assert data["seq_len"] == 64 and "64 positions" in summary
+    assert data["flops"] == sizing.flops(preset("base", max_position_embeddings=64), 64)
+    data = at.compute(*BASE, None, None, D)[-1]  # empty sliders fall back to 1
+    assert data["batch_size"] == 1 and data["seq_len"] == 1
+
+
+def test_tabs_build_with_their_api_names():
+    with gr.Blocks() as demo:
+        picker = gr.Dropdown([D], value=D)
+        with gr.Tab("Embeddings"):
+            et.build(picker)
+        with gr.Tab("Architecture"):
+            at.build(picker)
+    names = {f.api_name for f in demo.fns.values()}
+    assert {"embeddings", "architecture"} <= names

@@ -132,6 +132,17 @@ def cmd_evaluate(a) -> int:
     return 0
 
 
+def cmd_export(a) -> int:
+    import torch
+
+    from .checkpoint import load_pretrained, save_pretrained
+    model, tok = load_pretrained(a.source)
+    out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and transformers)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bertlab", description="See and train BERT end to end.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -159,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--json", action="store_true")
     e.set_defaults(run=cmd_evaluate)
+    x = sub.add_parser("export", help="copy a run's (or any) model into a Hugging Face folder")
+    x.add_argument("source", help="run folder, model folder or hub id")
+    x.add_argument("out", help="folder to write (replaced atomically)")
+    x.add_argument("--fp16", action="store_true", help="store weights in float16 (half the size)")
+    x.set_defaults(run=cmd_export)
     return p
 
 

@@ -89,3 +89,14 @@ def test_cli_errors_are_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
     r = run_cli("fill-mask", "--model", str(tmp_path), "a [MASK]")
     assert r.returncode == 2 and "config.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_export_fp16(model_dir, tmp_path):
+    path, m = model_dir
+    r = run_cli("export", str(path), str(tmp_path / "half"), "--fp16")
+    assert r.returncode == 0, r.stderr
+    from bertlab import load_model
+    half = load_model(tmp_path / "half")
+    assert (tmp_path / "half" / "model.safetensors").stat().st_size < (path / "model.safetensors").stat().st_size
+    for k, v in m.state_dict().items():
+        assert torch.allclose(v, half.state_dict()[k], atol=1e-3, rtol=1e-3), k

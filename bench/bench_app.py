@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-TEXT = "the acting was [MASK] , but the story of the old man and his son kept me watching until the very end ."
+TEXT = ("the acting was [MASK] , but the story of the old man and his young son kept me watching "
+        "until the very end of this long and quiet film .")
 PLAIN = TEXT.replace("[MASK]", "great")
 
 

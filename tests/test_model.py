@@ -190,3 +190,16 @@ def test_fused_qkv_cache_follows_weight_updates():
     with torch.no_grad():
         assert (m(ids, tt, am).mlm_logits - m(ids, tt, am, output_attentions=True).mlm_logits).abs().max() <= TOL
     assert (m(ids, tt, am).mlm_logits - cached).abs().max() > 1e-3
+
+
+def test_packed_weights_follow_dtype_round_trips_and_reloads():
+    """The no-grad fast path caches pre-packed weights; moving or reloading the model must not reuse them."""
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(vocab_size=60, **CONFIGS["odd"])).eval()
+    ids, tt, am = batch(60, 3)
+    with torch.no_grad():
+        m(ids, tt, am)  # fill the caches
+        m.half().float()  # weights rounded through fp16: new tensors
+        fast = m(ids, tt, am).mlm_logits
+    slow = m(ids, tt, am).mlm_logits  # grad enabled: plain F.linear
+    assert (fast - slow).abs().max() <= TOL

@@ -74,9 +74,15 @@ def test_hide_specials_renormalises(result):
     assert "[CLS]" not in data["tokens"] and "[SEP]" not in data["tokens"]
     keep = data["positions"]
     assert keep == list(range(1, len(full) - 1))
-    sub = full[keep][:, keep]
+    # exact reference from the model itself (the JSON is rounded, and a row that gave most of its
+    # attention to [CLS]/[SEP] magnifies that rounding when renormalised)
+    from bertlab.ui import models
+    model, tok = models.get(D)
+    with torch.no_grad():
+        a = model(torch.tensor([tok.encode(TEXT).ids]), output_attentions=True).attentions[0][0, 0].double()
+    sub = a[keep][:, keep]
     expected = sub / sub.sum(-1, keepdim=True)
-    assert torch.allclose(torch.tensor(data["attention"], dtype=torch.float64), expected, atol=2e-3)
+    assert torch.allclose(torch.tensor(data["attention"], dtype=torch.float64), expected, atol=2e-4)
     rows_sum_to_one(data["attention"])
     rows_sum_to_one(data["rollout"])
     caption = at.analyse(TEXT, "", 1, 1, True, D)[5]

@@ -1,0 +1,320 @@
+"""Task heads on the encoder, and LoRA: the models that fine-tuning trains.
+
+Parameter names are Hugging Face's (`bert.*` + `classifier.weight/bias`), and `save_classifier`
+writes a config.json with `architectures`, `id2label` and `label2id`, so
+`transformers.BertForSequenceClassification.from_pretrained(folder)` loads what we save.
+
+LoRA (Hu et al. 2021) learns a low-rank change to a frozen weight: W' = W + (alpha / r) · B A with
+A (r × in) and B (out × r). B starts at zero, so training starts from exactly the pre-trained model.
+`merge_lora` folds B A into W, after which the model is a plain BERT again (no extra cost at all).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import BertConfig
+from .model import BertModel, init_weights
+
+ARCHITECTURES = ("BertForSequenceClassification", "BertForTokenClassification")
+
+
+@dataclass
+class ClassifierOutput:
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # (B, C) per sequence, or (B, T, C) per token
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+def _labels(num_labels: int, id2label) -> list[str]:
+    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 2:
+        raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")
+    if id2label is None:
+        return [f"LABEL_{i}" for i in range(num_labels)]
+    names = [str(id2label[i]) for i in range(num_labels)] if isinstance(id2label, dict) else [str(x) for x in id2label]
+    if len(names) != num_labels or len(set(names)) != num_labels:
+        raise ValueError(f"id2label must name {num_labels} distinct labels, got {names}")
+    return names
+
+
+class _Classifier(nn.Module):
+    """Shared plumbing: config, label names, dropout + linear head, HF-style config.json."""
+    architecture = ""
+
+    def __init__(self, config: BertConfig, num_labels: int, id2label=None, pooler: bool = True,
+                 classifier_dropout: float | None = None):
+        super().__init__()
+        self.config, self.num_labels = config, num_labels
+        self.id2label = _labels(num_labels, id2label)
+        self.classifier_dropout = classifier_dropout
+        self.bert = BertModel(config, add_pooling_layer=pooler)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        init_weights(self.classifier, config)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.id2label)}
+
+    def hf_config(self) -> dict:
+        """config.json for transformers: the encoder's fields plus the head's."""
+        return {**self.config.to_hf_dict(self.architecture), "num_labels": self.num_labels,
+                "id2label": {str(i): n for i, n in enumerate(self.id2label)}, "label2id": self.label2id,
+                "classifier_dropout": self.classifier_dropout}
+
+    def _encode(self, input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states):
+        return self.bert(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
+
+
+class BertForSequenceClassification(_Classifier):
+    """[CLS] -> pooler (dense + tanh) -> dropout -> linear: one label per text (or text pair)."""
+    architecture = "BertForSequenceClassification"
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None, classifier_dropout=None):
+        super().__init__(config, num_labels, id2label, pooler=True, classifier_dropout=classifier_dropout)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
+                output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
+        out = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, C)
+        loss = None if labels is None else F.cross_entropy(logits.float(), labels.reshape(-1))
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForTokenClassification(_Classifier):
+    """Every token's last hidden state -> dropout -> linear: one label per token (no pooler, as in HF).
+    Labels of -100 (padding, specials, a word's later WordPiece pieces) are left out of the loss."""
+    architecture = "BertForTokenClassification"
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None, classifier_dropout=None):
+        super().__init__(config, num_labels, id2label, pooler=False, classifier_dropout=classifier_dropout)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
+                output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
+        out = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, C)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1), ignore_index=-100)
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+HEADS = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification)}
+
+
+# ---- LoRA ------------------------------------------------------------------------------------------
+
+class LoRALinear(nn.Module):
+    """y = x Wᵀ + b + (alpha/r) · x Aᵀ Bᵀ, with W and b frozen and only A and B trained.
+
+    Code that reads `.weight` directly (our attention fuses [Wq; Wk; Wv] into one GEMM and never calls
+    `query(x)`) gets the effective weight W + (alpha/r) B A, so gradients still reach A and B."""
+
+    def __init__(self, base: nn.Linear, rank: int = 8, alpha: float = 16):
+        super().__init__()
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
+        if not alpha > 0:
+            raise ValueError(f"LoRA alpha must be positive, got {alpha!r}")
+        if rank > min(base.in_features, base.out_features):
+            raise ValueError(f"LoRA rank {rank} exceeds the layer's size ({base.out_features} x {base.in_features})")
+        self.base, self.rank, self.alpha, self.scaling = base, rank, alpha, alpha / rank
+        self.in_features, self.out_features = base.in_features, base.out_features
+        for p in base.parameters():
+            p.requires_grad_(False)
+        w = base.weight
+        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, device=w.device, dtype=w.dtype))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, device=w.device, dtype=w.dtype))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # as nn.Linear and PEFT do
+        self._merged, self._merged_key = None, None
+
+    def delta(self) -> torch.Tensor:
+        return (self.lora_B @ self.lora_A) * self.scaling  # (out, in)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            return self.base.weight + self.delta()
+        # Without autograd, keep one tensor and update it in place only when W, A or B changed: the
+        # attention's fused-QKV cache keys on (data_ptr, _version), which then stays exact.
+        ts = (self.base.weight, self.lora_A, self.lora_B)
+        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in ts)
+        if key != self._merged_key:
+            with torch.inference_mode(False), torch.no_grad():  # (the first re-enables grad)
+                w = self.base.weight + self.delta()
+                if self._merged is None or self._merged.shape != w.shape or self._merged.dtype != w.dtype \
+                        or self._merged.device != w.device:
+                    self._merged = w
+                else:
+                    self._merged.copy_(w)  # bumps _version: readers see the change
+            self._merged_key = key
+        return self._merged
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return self.base.bias
+
+    def forward(self, x):
+        return self.base(x) + F.linear(F.linear(x, self.lora_A), self.lora_B) * self.scaling
+
+    def merged_linear(self) -> nn.Linear:
+        """The base Linear with B A folded in (the base module itself is updated and returned)."""
+        with torch.no_grad():
+            self.base.weight.add_(self.delta().to(self.base.weight.dtype))
+        return self.base
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, rank={self.rank}, alpha={self.alpha}"
+
+
+def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16,
+             targets: tuple[str, ...] = ("query", "value")) -> list[str]:
+    """Freeze the encoder (`model.bert`, or the model itself if it has none) and wrap its nn.Linear
+    layers named in `targets` (attribute names: query, key, value, dense) with LoRA. Parameters outside
+    the encoder (the classifier head) stay trainable. Returns the wrapped modules' names."""
+    if isinstance(targets, str):
+        targets = (targets,)
+    encoder = getattr(model, "bert", model)
+    prefix = "bert." if encoder is not model else ""
+    for p in encoder.parameters():
+        p.requires_grad_(False)
+    wrapped = []
+    for name, module in list(encoder.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if child_name in targets and type(child) is nn.Linear:
+                setattr(module, child_name, LoRALinear(child, rank, alpha))
+                wrapped.append(prefix + (f"{name}.{child_name}" if name else child_name))
+    if not wrapped:
+        raise ValueError(f"no nn.Linear layers named {', '.join(targets)} in the encoder to wrap with LoRA")
+    return wrapped
+
+
+def merge_lora(model: nn.Module) -> nn.Module:
+    """Fold every LoRA module into its base Linear and put that back: a plain model (in place)."""
+    for module in list(model.modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, LoRALinear):
+                setattr(module, child_name, child.merged_linear())
+    return model
+
+
+def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict `merge_lora(model)` would have, without changing `model`."""
+    lora = {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
+    sd = {}
+    for k, v in model.state_dict().items():
+        mod, _, leaf = k.rpartition(".")
+        if mod in lora and leaf in ("lora_A", "lora_B"):
+            continue
+        owner = lora.get(mod[:-len(".base")]) if mod.endswith(".base") else None
+        if owner is None:
+            sd[k] = v
+        else:
+            with torch.no_grad():
+                sd[f"{mod[:-len('.base')]}.{leaf}"] = v + owner.delta().to(v.dtype) if leaf == "weight" else v
+    return sd
+
+
+def has_lora(model: nn.Module) -> bool:
+    return any(isinstance(m, LoRALinear) for m in model.modules())
+
+
+def freeze_encoder(model: nn.Module) -> nn.Module:
+    """Train the head only: every encoder parameter (embeddings, layers, pooler) is frozen."""
+    for p in model.bert.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def trainable_parameters(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts; shared tensors are counted once."""
+    seen, trainable, total = set(), 0, 0
+    for p in model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+    return trainable, total
+
+
+def layer_index(name: str, num_layers: int) -> int:
+    """Depth of a parameter for layer-wise LR decay: embeddings 0, encoder layer i -> i + 1, and
+    the pooler and head num_layers (the top: full learning rate)."""
+    parts = name.split(".")
+    if "embeddings" in parts:
+        return 0
+    if "layer" in parts:
+        i = parts.index("layer")
+        if i + 1 < len(parts) and parts[i + 1].isdigit():
+            return int(parts[i + 1]) + 1
+    return num_layers
+
+
+# ---- saving and loading ----------------------------------------------------------------------------
+
+def save_classifier(model: _Classifier, tokenizer, folder: str | os.PathLike,
+                    dtype: torch.dtype = torch.float32) -> Path:
+    """A Hugging Face folder (atomically): LoRA merged (on a copy; `model` is left as it is), and a
+    config.json that names the architecture and the labels."""
+    from .checkpoint import save_pretrained
+    if has_lora(model):  # a plain twin with the merged weights (no deepcopy: caches may hold oneDNN tensors)
+        with torch.random.fork_rng(devices=[]):  # building it draws initial weights: leave the RNG alone
+            plain = type(model)(model.config, model.num_labels, model.id2label, model.classifier_dropout)
+        plain.load_state_dict(merged_state_dict(model))
+        model = plain
+    config = json.dumps(model.hf_config(), indent=2) + "\n"
+    # write_model_files writes extra files last, so this config.json replaces the pre-training one.
+    return save_pretrained(model, tokenizer, folder, dtype=dtype, extra_files={"config.json": config})
+
+
+def read_head_config(folder: str | os.PathLike) -> tuple[str | None, list[str] | None, dict]:
+    """(architecture, label names or None, raw dict) from a folder's config.json."""
+    path = Path(folder) / "config.json"
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable JSON config ({e})") from e
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: a config must be a JSON object")
+    arch = next((a for a in d.get("architectures") or [] if a in HEADS), None)
+    labels = None
+    id2label = d.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        try:
+            labels = [str(id2label[k]) for k in sorted(id2label, key=int)]
+        except (TypeError, ValueError):
+            labels = None
+    return arch, labels, d
+
+
+def load_classifier(path_or_hub_id: str | os.PathLike):
+    """(model, tokenizer) from a folder saved by `save_classifier` or by transformers' own
+    BertForSequenceClassification / BertForTokenClassification."""
+    from .checkpoint import read_weights, resolve_folder, to_pretraining_keys
+    from .tokenizer import WordPieceTokenizer
+    folder = resolve_folder(path_or_hub_id)
+    arch, labels, raw = read_head_config(folder)
+    if arch is None:
+        raise ValueError(f"{folder}: not a fine-tuned classifier (config.json names no "
+                         f"{' or '.join(ARCHITECTURES)}); fine-tune it first")
+    config = BertConfig.from_dict(raw)
+    n = len(labels) if labels else int(raw.get("num_labels", 2))
+    model = HEADS[arch](config, n, labels, classifier_dropout=raw.get("classifier_dropout"))
+    sd = {k: v for k, v in to_pretraining_keys(read_weights(folder)).items()
+          if not k.endswith(("position_ids", "token_type_ids"))}
+    missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{folder}: weights do not fit a {arch} with {n} labels "
+                         f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    tok = WordPieceTokenizer.from_pretrained(folder)
+    tok.model_max_length = min(tok.model_max_length, config.max_position_embeddings)
+    return model.eval(), tok

@@ -1,0 +1,353 @@
+"""Fine-tuning: a pre-trained encoder + a task head, trained in full, head-only ("frozen") or with
+LoRA, on the shared Trainer, so runs are folders that can be watched, stopped and resumed.
+
+    <run>/finetune.json     what was asked for (task, method, labels, ...)
+         metrics.jsonl      training rows, and one "eval" row per epoch (loss, accuracy, macro_f1)
+         confusion.json     the latest validation confusion matrix (rows: true label, columns: predicted)
+         checkpoints/       the Trainer's (LoRA unmerged: what a resume needs)
+         model/             the final model, LoRA merged: a plain Hugging Face folder with tokenizer
+"""
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+from ..checkpoint import load_pretrained, resolve_folder
+from ..config import BertConfig
+from ..heads import (BertForSequenceClassification, BertForTokenClassification, add_lora,
+                     freeze_encoder, layer_index, read_head_config, save_classifier, trainable_parameters)
+from ..tokenizer import WordPieceTokenizer
+from . import runs
+from .finetune_data import IGNORE_INDEX, ExampleBatcher, TaskData, collate, load_task, task_kind
+from .loop import TrainArgs, Trainer, lr_lambda, param_groups
+
+METHODS = ("full", "frozen", "lora")
+DEFAULT_LR = {"full": 1e-4, "frozen": 1e-3, "lora": 1e-3}
+SPEC_FILE, CONFUSION_FILE = "finetune.json", "confusion.json"
+
+
+@dataclass
+class FinetuneSpec:
+    """Everything that decides what a fine-tuning run computes; saved as <run>/finetune.json."""
+    model: str = "default"
+    task: str = "sentiment"
+    method: str = "full"
+    epochs: int = 2
+    lr: float | None = None  # None: DEFAULT_LR[method]
+    batch_size: int = 32
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_targets: tuple[str, ...] = ("query", "value")
+    layer_decay: float = 1.0  # encoder layer l (embeddings 0 ... top L) trains at lr * decay^(L - l)
+    max_len: int = 64
+    seed: int = 0
+    text_column: str = "text"
+    label_column: str = "label"
+    val_frac: float = 0.1
+    max_examples: int | None = None
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    classifier_dropout: float | None = None
+
+    def __post_init__(self):
+        self.lora_targets = tuple(self.lora_targets)
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.lr is None:
+            self.lr = DEFAULT_LR[self.method]
+        for name in ("epochs", "batch_size", "lora_rank", "max_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if self.max_len < 4:
+            raise ValueError(f"max_len must be at least 4, got {self.max_len}")
+        for name, ok in (("lr", self.lr > 0), ("lora_alpha", self.lora_alpha > 0),
+                         ("layer_decay", 0 < self.layer_decay <= 1), ("val_frac", 0 < self.val_frac < 0.5),
+                         ("warmup", self.warmup >= 0), ("weight_decay", self.weight_decay >= 0)):
+            if not ok:
+                raise ValueError(f"{name} is out of range: {getattr(self, name)!r}")
+        if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
+            raise ValueError(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FinetuneSpec":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+# ---- model -------------------------------------------------------------------------------------------
+
+def build_classifier(source: str | None, kind: str, labels: list[str], spec: FinetuneSpec, log=print):
+    """A fresh head of the right kind on the encoder of `source` (any BERT folder, run or hub id).
+    A source that is already a classifier of this kind with these labels keeps its own head."""
+    src = None if source in (None, "", "default") else source
+    folder = resolve_folder(src)
+    arch, old_labels, _ = read_head_config(folder)
+    with warnings.catch_warnings(record=True) as caught:  # missing MLM/NSP heads: irrelevant here
+        warnings.simplefilter("always")
+        pre, tok = load_pretrained(folder)
+    cls = BertForSequenceClassification if kind == "sequence" else BertForTokenClassification
+    if kind == "sequence" and any("pooler" in str(w.message) for w in caught):
+        log(f"note: {folder} has no trained pooler; the classifier starts from a random one")
+    model = cls(pre.config, len(labels), labels, classifier_dropout=spec.classifier_dropout)
+    own = model.bert.state_dict()
+    model.bert.load_state_dict({k: v for k, v in pre.bert.state_dict().items() if k in own})
+    if arch == cls.architecture and old_labels == labels:
+        from ..checkpoint import read_weights
+        sd = read_weights(folder)
+        model.classifier.load_state_dict({k: sd[f"classifier.{k}"].float() for k in ("weight", "bias")})
+        log(f"continuing with the head of {folder} (same labels)")
+    return model, tok
+
+
+def apply_method(model, spec: FinetuneSpec) -> list[str]:
+    """Freeze what the method leaves alone; returns the names of LoRA-wrapped layers (if any)."""
+    if spec.method == "frozen":
+        freeze_encoder(model)
+    elif spec.method == "lora":
+        return add_lora(model, spec.lora_rank, spec.lora_alpha, spec.lora_targets)
+    return []
+
+
+def layer_decay_groups(model, lr: float, weight_decay: float, decay: float) -> list[dict]:
+    """AdamW groups with layer-wise LR decay (ULMFiT/ELECTRA): the head and top layer at lr, each
+    layer below at `decay` times the one above, the embeddings lowest. Matrices get weight decay."""
+    L = model.config.num_hidden_layers
+    groups: dict[tuple[int, bool], dict] = {}
+    for n, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        depth, matrix = layer_index(n, L), p.ndim >= 2
+        g = groups.setdefault((depth, matrix), {"params": [], "lr": lr * decay ** (L - depth),
+                                                "weight_decay": weight_decay if matrix else 0.0})
+        g["params"].append((n, p))
+    return [groups[k] for k in sorted(groups, key=lambda k: (-k[0], not k[1]))]  # group 0: the top
+
+
+class FinetuneTrainer(Trainer):
+    """The shared Trainer, with per-layer learning rates when layer_decay < 1.
+    (Overrides Trainer._build; see the note in the hand-over about a `param_groups_fn` argument.)"""
+
+    def __init__(self, *args, layer_decay: float = 1.0, **kw):
+        self.layer_decay = layer_decay
+        super().__init__(*args, **kw)
+
+    def _build(self) -> None:
+        a = self.args
+        groups = layer_decay_groups(self.model, a.lr, a.weight_decay, self.layer_decay) \
+            if self.layer_decay < 1 else param_groups(self.model, a.weight_decay)
+        self.optimizer = torch.optim.AdamW(groups, lr=a.lr, betas=a.betas, eps=a.eps)
+        self.lr_fn = lr_lambda(a.steps, a.warmup_steps)
+        self.scheduler = LambdaLR(self.optimizer, self.lr_fn)
+
+
+# ---- loss and metrics --------------------------------------------------------------------------------
+
+def compute_loss(model, batch):
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"])
+    with torch.no_grad():
+        y = batch["labels"]
+        keep = y != IGNORE_INDEX
+        acc = (out.logits.argmax(-1)[keep] == y[keep]).float().mean()
+    return out.loss, {"acc": float(acc)}
+
+
+def classification_metrics(confusion: torch.Tensor) -> dict:
+    """Accuracy, macro-F1 (over the classes that occur as truth or prediction, as scikit-learn
+    does) and per-class precision/recall/F1 from a confusion matrix (rows true, columns predicted)."""
+    c = confusion.double()
+    tp, pred, true = c.diag(), c.sum(0), c.sum(1)
+    f1 = 2 * tp / (pred + true).clamp(min=1)
+    present = (pred + true) > 0
+    n = float(c.sum())
+    return {"accuracy": float(tp.sum()) / max(n, 1.0),
+            "macro_f1": float(f1[present].mean()) if bool(present.any()) else 0.0,
+            "precision": (tp / pred.clamp(min=1)).tolist(), "recall": (tp / true.clamp(min=1)).tolist(),
+            "f1": f1.tolist(), "support": true.long().tolist()}
+
+
+class Evaluator:
+    """Validation loss, accuracy, macro-F1 and confusion matrix; the Trainer logs the scalars,
+    the full result (with the matrix) is kept in `.last` and written to <run>/confusion.json."""
+
+    def __init__(self, data: TaskData, batch_size: int, pad_id: int, run_dir: Path | None = None):
+        self.labels, self.run_dir = data.labels, run_dir
+        ex = data.val
+        self.batches = [collate(ex[i:i + batch_size], pad_id) for i in range(0, len(ex), batch_size)]
+        self.last: dict | None = None
+        counts = torch.zeros(len(self.labels), dtype=torch.long)
+        for b in self.batches:
+            y = b["labels"][b["labels"] != IGNORE_INDEX]
+            counts += torch.bincount(y, minlength=len(self.labels))
+        self.majority = float(counts.max()) / max(float(counts.sum()), 1.0)
+
+    @torch.no_grad()
+    def __call__(self, model) -> dict[str, float]:
+        dev = next(model.parameters()).device
+        k = len(self.labels)
+        confusion = torch.zeros(k, k, dtype=torch.long)
+        loss_sum, n = 0.0, 0
+        for b in self.batches:
+            b = {key: v.to(dev) for key, v in b.items()}
+            logits = model(b["input_ids"], b["token_type_ids"], b["attention_mask"]).logits.float()
+            y = b["labels"]
+            keep = y != IGNORE_INDEX
+            logits, y = logits[keep] if logits.dim() == 3 else logits, y[keep]
+            loss_sum += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
+            n += len(y)
+            confusion += torch.bincount(y.cpu() * k + logits.argmax(-1).cpu(), minlength=k * k).view(k, k)
+        m = classification_metrics(confusion)
+        self.last = {"loss": loss_sum / max(n, 1), **m, "confusion": confusion.tolist(), "labels": self.labels,
+                     "majority_baseline": self.majority, "count": n}
+        if self.run_dir is not None:
+            runs.write_json_atomic(self.run_dir / CONFUSION_FILE, self.last)
+        return {"loss": self.last["loss"], "accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
+
+
+# ---- the whole run -----------------------------------------------------------------------------------
+
+def finetune(run_dir, model: str | None = "default", task: str = "sentiment", method: str = "full",
+             epochs: int = 2, lr: float | None = None, batch_size: int = 32, lora_rank: int = 8,
+             lora_alpha: float = 16.0, layer_decay: float = 1.0, max_len: int = 64, seed: int = 0,
+             bf16: bool = False, log=print, stop_event=None, *, text_column: str = "text",
+             label_column: str = "label", val_frac: float = 0.1, max_examples: int | None = None,
+             warmup: float = 0.1, weight_decay: float = 0.01, classifier_dropout: float | None = None,
+             lora_targets=("query", "value"), device: str = "cpu", resume: bool = False,
+             log_every: int | None = None) -> dict:
+    """Fine-tune `model` ("default" = the shipped one, a folder, a run or a hub id) on `task`
+    ("sentiment", "pos", a .csv/.tsv/.json(l) of texts and labels, or a CoNLL file) with `method`.
+    Evaluates on the validation split after every epoch; returns the final validation metrics
+    (loss, accuracy, macro_f1, confusion, ...), the run's state and where the model was saved."""
+    t0 = time.time()
+    run_dir = Path(run_dir)
+    spec = FinetuneSpec(model=str(model or "default"), task=str(task), method=method, epochs=epochs, lr=lr,
+                        batch_size=batch_size, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                        lora_targets=tuple(lora_targets), layer_decay=layer_decay, max_len=max_len, seed=seed,
+                        text_column=text_column, label_column=label_column, val_frac=val_frac,
+                        max_examples=max_examples, warmup=warmup, weight_decay=weight_decay,
+                        classifier_dropout=classifier_dropout)
+    saved = run_dir / SPEC_FILE
+    if resume and saved.exists():
+        spec = FinetuneSpec.from_dict(json.loads(saved.read_text(encoding="utf-8")))  # the run's own
+    kind = task_kind(spec.task)
+
+    # The tokenizer comes with the model, and the labels with the data: read the model's config first.
+    folder = resolve_folder(None if spec.model == "default" else spec.model)
+    tok = WordPieceTokenizer.from_pretrained(folder)
+    n_pos = min(tok.model_max_length, BertConfig.from_json_file(folder / "config.json").max_position_embeddings)
+    if spec.max_len > n_pos:
+        log(f"max_len {spec.max_len} exceeds the model's {n_pos} positions; using {n_pos}")
+    log(f"loading task {spec.task!r} ...")
+    data = load_task(spec.task, tok, min(spec.max_len, n_pos), text_column=spec.text_column,
+                     label_column=spec.label_column, val_frac=spec.val_frac, seed=spec.seed,
+                     max_examples=spec.max_examples)
+    for note in data.notes:
+        log(note)
+    log(data.summary())
+    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a typo in the task leaves no empty run behind
+    runs.write_json_atomic(saved, {**asdict(spec), "kind": kind, "labels": data.labels,
+                                   "train_examples": len(data.train), "val_examples": len(data.val)})
+
+    torch.manual_seed(spec.seed)  # the head's initial weights, and LoRA's A
+    net, tok = build_classifier(str(folder), kind, data.labels, spec, log)
+    wrapped = apply_method(net, spec)
+    trainable, total = trainable_parameters(net)
+    log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
+        + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if wrapped else ""))
+
+    batcher = ExampleBatcher(data.train, spec.batch_size, tok.pad_token_id, seed=spec.seed)
+    per_epoch = len(batcher)
+    args = TrainArgs(steps=spec.epochs * per_epoch, lr=spec.lr, warmup=spec.warmup, weight_decay=spec.weight_decay,
+                     betas=(0.9, 0.999), eps=1e-8, clip=1.0, bf16=bf16, seed=spec.seed,
+                     log_every=log_every or max(1, min(50, per_epoch // 4)), eval_every=per_epoch,
+                     save_every=per_epoch, keep_last=1, device=device)
+    evaluate = Evaluator(data, 2 * spec.batch_size, tok.pad_token_id, run_dir)
+    trainer = FinetuneTrainer(net, batcher, args, run_dir, compute_loss, evaluate, log_fn=log,
+                              stop_event=stop_event, layer_decay=spec.layer_decay)
+    status = trainer.fit(resume=resume)
+    model_dir = None
+    if status.get("state") in ("finished", "stopped"):
+        if evaluate.last is None or status.get("state") == "stopped":  # e.g. resumed an already finished run
+            net.eval()
+            evaluate(net)
+        model_dir = save_classifier(net, tok, run_dir / "model")
+        log(f"saved the fine-tuned model to {model_dir}")
+    res = dict(evaluate.last or {})
+    res.pop("count", None)
+    return {"state": status.get("state"), "message": status.get("message", ""), "step": status.get("step"),
+            "total_steps": status.get("total_steps"), "task": data.name, "kind": kind, "method": spec.method,
+            "train_examples": len(data.train), "val_examples": len(data.val),
+            "trainable_params": trainable, "total_params": total, **res,
+            "model_dir": str(model_dir) if model_dir else None, "seconds": round(time.time() - t0, 1)}
+
+
+# ---- command line (`python -m bertlab finetune ...`) -------------------------------------------------
+
+def add_finetune_args(p) -> None:
+    p.add_argument("--model", default="default", help="model folder, run folder or hub id (default: the shipped model)")
+    p.add_argument("--task", default="sentiment",
+                   help="sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file (.conll/.txt)")
+    p.add_argument("--method", default="full", choices=METHODS, help="full | frozen (head only) | lora")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--text-column", default="text", help="CSV/JSON column holding the text")
+    p.add_argument("--label-column", default="label", help="CSV/JSON column holding the label")
+    p.add_argument("--lr", type=float, default=None, help="default: 1e-4 full, 1e-3 frozen and lora")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-len", type=int, default=64, help="WordPiece tokens per text, [CLS] and [SEP] included")
+    p.add_argument("--lora-rank", type=int, default=8)
+    p.add_argument("--lora-alpha", type=float, default=16.0)
+    p.add_argument("--layer-decay", type=float, default=1.0, help="layer-wise LR decay (e.g. 0.8); 1 = off")
+    p.add_argument("--max-examples", type=int, default=None, help="use a seeded random subset of N examples")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--json", action="store_true", help="print the final validation metrics as JSON")
+
+
+def cmd_finetune(a) -> int:
+    import sys
+    if a.threads:
+        torch.set_num_threads(a.threads)
+
+    def log(msg: str) -> None:  # progress on stderr; stdout holds only the result (JSON with --json)
+        print(msg, file=sys.stderr)
+    from ..cli import _graceful_stop
+    stop = _graceful_stop(log)
+    res = finetune(a.out, model=a.model, task=a.task, method=a.method, epochs=a.epochs, lr=a.lr,
+                   batch_size=a.batch_size, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
+                   layer_decay=a.layer_decay, max_len=a.max_len, seed=a.seed, bf16=a.bf16, log=log,
+                   stop_event=stop, text_column=a.text_column, label_column=a.label_column,
+                   max_examples=a.max_examples, device=a.device, resume=a.resume)
+    if res["state"] == "failed":
+        print(f"error: {res['message']}", file=sys.stderr)
+        return 1
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    unit = "texts" if res["kind"] == "sequence" else "tokens"
+    print(f"\n{res['state']} at step {res['step']} of {res['total_steps']} in {res['seconds']:.0f} s "
+          f"({res['method']}: {res['trainable_params']:,} of {res['total_params']:,} parameters trained)")
+    if "accuracy" in res:
+        print(f"validation: loss {res['loss']:.4f}  accuracy {res['accuracy']:.1%}  macro-F1 {res['macro_f1']:.3f}  "
+              f"(always guessing the commonest label: {res['majority_baseline']:.1%} of {sum(res['support'])} {unit})")
+        labels = res["labels"]
+        if len(labels) <= 8:
+            w = max(8, *(len(x) for x in labels))
+            print("confusion matrix (rows: true label, columns: predicted):")
+            print(" " * (w + 2) + "".join(f"{x:>{w + 1}}" for x in labels))
+            for x, row in zip(labels, res["confusion"]):
+                print(f"  {x:<{w}}" + "".join(f"{v:>{w + 1}}" for v in row))
+        else:
+            print(f"confusion matrix ({len(labels)} labels): {Path(a.out) / CONFUSION_FILE}")
+    if res["model_dir"]:
+        print(f"model: {res['model_dir']}")
+    return 0

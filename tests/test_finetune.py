@@ -376,3 +376,32 @@ def test_token_classification_run_and_cli(tmp_path, tiny_dir, vocab_tokenizer, c
     assert cmd_finetune(a) == 0
     out = capsys.readouterr().out
     assert "validation: loss" in out and "macro-F1" in out and "confusion matrix" in out
+
+
+def test_gradual_unfreezing_schedule_and_flags(tmp_path, tiny_dir, vocab_tokenizer):
+    from bertlab.train.finetune import FinetuneTrainer, unfrozen_depth
+    from bertlab.train.loop import TrainArgs
+    # L = 2: stages of steps/3 each: head only (depth 3), + top layer and pooler (2), then everything (0)
+    assert [unfrozen_depth(s, 9, 2) for s in range(10)] == [3, 3, 3, 2, 2, 2, 0, 0, 0, 0]
+    assert unfrozen_depth(0, 1, 4) == 5 and unfrozen_depth(10, 10, 4) == 0
+    with pytest.raises(ValueError, match="gradual unfreezing goes with full"):
+        FinetuneSpec(method="lora", gradual_unfreeze=True)
+    model = BertForSequenceClassification(tiny_config(vocab_tokenizer.vocab_size), 2)
+    tr = FinetuneTrainer(model, [], TrainArgs(steps=9), tmp_path / "t", lambda m, b: None, gradual_unfreeze=True)
+
+    def trains(step):
+        tr.step = step
+        tr.before_step()
+        return {n for n, p in model.named_parameters() if p.requires_grad}
+    every = {n for n, _ in model.named_parameters()}
+    assert trains(0) == {"classifier.weight", "classifier.bias"}
+    top = trains(3)
+    assert {n for n in top if n.startswith("bert.encoder.layer.1.")} and "bert.pooler.dense.weight" in top
+    assert not {n for n in top if n.startswith(("bert.encoder.layer.0.", "bert.embeddings."))}
+    assert trains(6) == every
+    csv = write_sentiment_csv(tmp_path / "reviews.csv", n=160)
+    res = finetune(tmp_path / "run", model=str(tiny_dir), task=str(csv), method="full", epochs=6, lr=5e-3,
+                   batch_size=16, text_column="review", label_column="stars", log=lambda m: None,
+                   gradual_unfreeze=True)
+    assert res["state"] == "finished" and res["accuracy"] > 0.75, res
+    assert json.loads((tmp_path / "run" / "finetune.json").read_text())["gradual_unfreeze"] is True

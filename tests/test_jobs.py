@@ -41,7 +41,7 @@ def test_names_and_arguments_are_checked(tmp_path):
     with pytest.raises(ValueError, match="--out"):
         mgr.start("ok", ["--out", "elsewhere"])
     with pytest.raises(ValueError, match="unknown job kind"):
-        mgr.start("ok", [], kind="finetune")
+        mgr.start("ok", [], kind="probe")
     with pytest.raises(ValueError, match="nothing to resume"):
         mgr.resume("ok")
     with pytest.raises(ValueError, match="not running"):

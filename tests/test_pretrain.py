@@ -100,6 +100,21 @@ def test_cli_impossible_settings(tmp_path, small_corpus):
     assert r.returncode == 2 and "mask_rate" in r.stderr
     r = cli("pretrain", "--corpus", str(small_corpus), "--out", str(tmp_path / "r"), "--lr", "-1")
     assert r.returncode == 2 and "lr" in r.stderr
+    r = cli("pretrain", "--corpus", str(small_corpus), "--out", str(tmp_path / "r"), "--hidden", "30", "--heads", "4")
+    assert r.returncode == 2 and "divisible" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_architecture_flags_override_the_preset():
+    import argparse
+
+    from bertlab.train.cli_args import add_pretrain_args, specs_from_args
+    p = argparse.ArgumentParser()
+    add_pretrain_args(p)
+    s, _ = specs_from_args(p.parse_args(["--out", "x", "--preset", "mini", "--layers", "2", "--hidden", "64",
+                                         "--heads", "2"]))
+    assert s.config == {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 256}
+    s, _ = specs_from_args(p.parse_args(["--out", "x", "--intermediate", "100"]))
+    assert s.config == {"intermediate_size": 100}
 
 
 @pytest.mark.slow

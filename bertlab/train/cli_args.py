@@ -9,6 +9,10 @@ from ..data import OBJECTIVES
 
 def add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="mini", choices=list(PRESETS), help="model size (default: mini)")
+    p.add_argument("--layers", type=int, default=None, help="override the preset's number of layers")
+    p.add_argument("--hidden", type=int, default=None, help="override the preset's hidden size")
+    p.add_argument("--heads", type=int, default=None, help="override the preset's attention heads")
+    p.add_argument("--intermediate", type=int, default=None, help="override the preset's feed-forward size")
     p.add_argument("--corpus", default="imdb", help="imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
     p.add_argument("--text-column", default="text", help="column holding the text in .csv/.jsonl")
     p.add_argument("--max-docs", type=int, default=None, help="use only the first N documents")
@@ -48,6 +52,12 @@ def specs_from_args(a):
         config = {"hidden_dropout_prob": a.dropout, "attention_probs_dropout_prob": a.dropout}
     if a.max_position is not None:
         config["max_position_embeddings"] = a.max_position
+    for flag, key in (("layers", "num_hidden_layers"), ("hidden", "hidden_size"),
+                      ("heads", "num_attention_heads"), ("intermediate", "intermediate_size")):
+        if getattr(a, flag, None) is not None:
+            config[key] = getattr(a, flag)
+    if "hidden_size" in config and "intermediate_size" not in config:
+        config["intermediate_size"] = 4 * config["hidden_size"]  # BERT's ratio, not the preset's width
     spec = PretrainSpec(preset=a.preset, corpus=a.corpus, text_column=a.text_column, max_docs=a.max_docs,
                         vocab_size=a.vocab_size, max_len=a.max_len, objective=a.objective,
                         mask_rate=a.mask_rate, whole_word=a.whole_word, batch_size=a.batch_size,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import runs
 
-KINDS = ("pretrain",)  # each kind is a CLI subcommand; "finetune" joins when it exists
+KINDS = ("pretrain", "finetune")  # each kind is a CLI subcommand
 JOB, LOG = "job.json", "log.txt"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # a run with any of these was prepared: a fresh start would silently reuse its data/, so resume it instead

@@ -153,10 +153,17 @@ class Trainer:
         self.step, self.elapsed, self.started = 0, 0.0, time.time()
         self._build()
 
+    def param_groups(self) -> list[dict]:
+        """AdamW's groups; a subclass may give layers their own learning rates."""
+        return param_groups(self.model, self.args.weight_decay)
+
+    def before_step(self) -> None:
+        """Called before every optimizer step (self.step steps done); a hook for schedules such as
+        gradual unfreezing. It must depend on self.step alone, so a resumed run behaves the same."""
+
     def _build(self) -> None:
         a = self.args
-        self.optimizer = torch.optim.AdamW(param_groups(self.model, a.weight_decay), lr=a.lr,
-                                           betas=a.betas, eps=a.eps)
+        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=a.lr, betas=a.betas, eps=a.eps)
         self.lr_fn = lr_lambda(a.steps, a.warmup_steps)
         self.scheduler = LambdaLR(self.optimizer, self.lr_fn)
 
@@ -244,6 +251,7 @@ class Trainer:
         it, acc = iter(self.batches), _Interval()
         while self.step < a.steps:
             t, loss_sum = time.monotonic(), 0.0
+            self.before_step()
             for micro in range(a.accum):
                 batch, it = self._next(it)
                 acc.tokens += _tokens(batch)

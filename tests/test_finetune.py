@@ -311,6 +311,8 @@ def test_finetune_learns_and_transformers_loads_it(tmp_path, tiny_dir, vocab_tok
     assert cfg["id2label"] == {"0": "neg", "1": "pos"} and cfg["label2id"] == {"neg": 0, "pos": 1}
     texts = ["the film was great and fun", "the acting was terrible", "boring"]
     ours, tok = load_classifier(folder)
+    from bertlab.analysis.predict import classify
+    assert max(classify(ours, tok, texts[0])["labels"], key=classify(ours, tok, texts[0])["labels"].get) == "pos"
     b = batch(vocab_tokenizer, texts)
     with torch.no_grad():
         mine = ours(b["input_ids"], b["token_type_ids"], b["attention_mask"]).logits
@@ -339,6 +341,12 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
     assert res["state"] == "finished" and res["step"] == res["total_steps"] == 14
     H, L = 32, 2
     assert res["trainable_params"] == 2 * L * 2 * (H + H) + (2 * H + 2)
+    from bertlab.train.finetune import trainable_estimate  # what the tab shows before a run starts
+    spec = FinetuneSpec(method="lora", lora_rank=2)
+    assert trainable_estimate(tiny_config(vocab_tokenizer.vocab_size), "sequence", 2, spec) == \
+        (res["trainable_params"], res["total_params"])
+    saved = json.loads((tmp_path / "run" / "finetune.json").read_text())
+    assert saved["trainable_params"] == res["trainable_params"]
     from safetensors.torch import load_file
     keys = set(load_file(tmp_path / "run" / "model" / "model.safetensors"))
     assert not any("lora" in k or ".base." in k for k in keys)
@@ -365,7 +373,11 @@ def test_token_classification_run_and_cli(tmp_path, tiny_dir, vocab_tokenizer, c
     assert sum(res["support"]) == 5 * res["val_examples"] and res["accuracy"] > 0.5, res  # 5 words a sentence
     folder = tmp_path / "run" / "model"
     assert json.loads((folder / "config.json").read_text())["architectures"] == ["BertForTokenClassification"]
-    net, _ = load_classifier(folder)
+    net, tok = load_classifier(folder)
+    from bertlab.analysis.predict import classify
+    words = classify(net, tok, "the film was n't great .")["words"]
+    assert [w for w, _, _ in words] == ["the", "film", "was", "n't", "great", "."]
+    assert all(t in res["labels"] and 0 < p <= 1 for _, t, p in words) and words[0][1] == "DT"
     texts = ["the film was great .", "a plot is boring ."]
     b = batch(vocab_tokenizer, texts)
     with torch.no_grad():

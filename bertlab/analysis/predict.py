@@ -74,3 +74,29 @@ def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
     batch = tok.encode_batch([first] * len(seconds), pairs=seconds)
     out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
     return out.nsp_logits.float().softmax(-1)[:, 0].tolist()
+
+
+@torch.no_grad()
+def classify(model, tok, text: str) -> dict:
+    """A fine-tuned classifier on one text. Sequence heads: {"labels": {label: p}}; token heads:
+    {"words": [(word, label, p)]}, each word labelled by its first piece (as it was trained)."""
+    from ..train.finetune_data import ptb_words
+    text = _check_text(text)
+    if model.architecture == "BertForSequenceClassification":
+        enc = tok.encode(text)
+        logits = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids])).logits[0].float()
+        p = logits.softmax(-1).tolist()
+        return {"labels": dict(zip(model.id2label, p)), "truncated": len(enc) >= tok.model_max_length}
+    words = ptb_words(text)
+    enc = tok.backend.encode(words, is_pretokenized=True, add_special_tokens=False)
+    n = tok.model_max_length - 2
+    ids = [tok.cls_token_id, *enc.ids[:n], tok.sep_token_id]
+    probs = model(torch.tensor([ids])).logits[0, 1:-1].float().softmax(-1)  # (T, labels)
+    out, seen = [], set()
+    for i, w in enumerate(enc.word_ids[:n]):
+        if w is None or w in seen:
+            continue
+        seen.add(w)
+        p, k = probs[i].max(-1)
+        out.append((words[w], model.id2label[int(k)], float(p)))
+    return {"words": out, "truncated": len(seen) < len(words)}

@@ -118,6 +118,15 @@ def apply_method(model, spec: FinetuneSpec) -> list[str]:
     return []
 
 
+def trainable_estimate(config: BertConfig, kind: str, num_labels: int, spec: FinetuneSpec) -> tuple[int, int]:
+    """(trainable, total) for a method before any weights load: the model is built on the meta device."""
+    cls = BertForSequenceClassification if kind == "sequence" else BertForTokenClassification
+    with torch.device("meta"):
+        net = cls(config, num_labels)
+    apply_method(net, spec)
+    return trainable_parameters(net)
+
+
 def layer_decay_groups(model, lr: float, weight_decay: float, decay: float) -> list[dict]:
     """AdamW groups with layer-wise LR decay (ULMFiT/ELECTRA): the head and top layer at lr, each
     layer below at `decay` times the one above, the embeddings lowest. Matrices get weight decay."""
@@ -275,6 +284,8 @@ def finetune(run_dir, model: str | None = "default", task: str = "sentiment", me
     net, tok = build_classifier(str(folder), kind, data.labels, spec, log)
     wrapped = apply_method(net, spec)
     trainable, total = trainable_parameters(net)
+    runs.write_json_atomic(saved, {**json.loads(saved.read_text(encoding="utf-8")), "trainable_params": trainable,
+                                   "total_params": total})
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
         + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if wrapped else ""))
 

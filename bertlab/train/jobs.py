@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,11 +80,14 @@ class Job:
 class JobManager:
     """Starts, queues, watches, stops and kills training subprocesses under `root`. Thread-safe."""
 
-    def __init__(self, root: str | os.PathLike = "runs", max_concurrent: int = 1, python: str = sys.executable):
+    def __init__(self, root: str | os.PathLike = "runs", max_concurrent: int = 1, python: str = sys.executable,
+                 nice: int = 10):
         if not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent (BERTLAB_MAX_JOBS) must be a positive integer, got {max_concurrent!r}")
         self.root = Path(root).resolve()  # absolute: --out must not depend on the child's cwd
         self.max_concurrent, self.python = max_concurrent, python
+        # lower priority for training, so the explorer tabs answer first (where the kernel honours it)
+        self.nice = nice if nice and shutil.which("nice") else 0
         self._lock, self._jobs, self._queue = threading.RLock(), {}, []
         for d in sorted(self.root.iterdir()) if self.root.is_dir() else []:  # a previous server's jobs
             info = _read_json(d / JOB)
@@ -146,6 +150,7 @@ class JobManager:
         rd = self.root / job.name
         rd.mkdir(parents=True, exist_ok=True)
         cmd = [self.python, "-m", "bertlab", job.kind, *job.args, "--out", str(rd)] + ["--resume"] * job.resume
+        cmd = ["nice", "-n", str(self.nice), *cmd] if self.nice else cmd  # nice execs: the pid stays python's
         path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
         with open(rd / LOG, "a" if job.resume else "w", encoding="utf-8") as log:
@@ -187,6 +192,12 @@ class JobManager:
     def resume(self, name: str, owner: str | None = None, cli_args: list[str] | None = None) -> Job:
         """Go on from the newest checkpoint with the run's own flags (plus `cli_args`)."""
         kind = _read_json(self.root / check_name(name) / JOB).get("kind", "pretrain")
+        end = time.monotonic() + 20.0  # a run that just said "stopped" may still be writing and exiting
+        while runs.read_status(self.root / name).get("state") in ("stopped", "finished", "failed") \
+                and self._running_pid(name) is not None and time.monotonic() < end:
+            with self._lock:
+                self._reap()
+            time.sleep(0.1)
         return self.start(name, cli_args or [], owner, resume=True, kind=kind)
 
     def poll(self) -> None:

@@ -1,0 +1,302 @@
+"""Fine-tune the picked model on a labelled task, and compare frozen, full and LoRA side by side."""
+from __future__ import annotations
+
+import shutil
+import threading
+import uuid
+from collections import OrderedDict
+
+import gradio as gr
+
+from ..analysis.predict import classify
+from ..heads import load_classifier
+from ..train.finetune import METHODS, FinetuneSpec, trainable_estimate
+from ..train.finetune_data import task_kind
+from ..train.jobs import check_name
+from ..train.limits import check_upload, limits
+from . import jobs_ui, models
+from .train_charts import confusion_figure, finetune_figure, metrics, read_json
+
+EXPLAIN = """**Fine-tuning** puts a small new layer (the *head*) on top of a pre-trained BERT and trains
+on a labelled task: one label per text (sentiment) or per word (part of speech).
+
+- **Full**: every weight may change. Usually the best score, but each task needs a full copy.
+- **Frozen**: BERT stays as it is, only the head learns. It shows what the pre-trained vectors
+  already hold — a weak pre-trained model scores low here.
+- **LoRA**: BERT stays frozen but gets small low-rank updates (rank *r*) beside its attention
+  weights — a few percent of the parameters, often close to full fine-tuning.
+
+**Compare** runs all three on the same data and seed and overlays their curves: which learns
+faster, which ends better. Validation data is held out, never trained on."""
+
+TASKS = {"Sentiment: Rotten Tomatoes sentences (shipped)": "sentiment",
+         "Part of speech: the same sentences, silver tags (shipped)": "pos",
+         "Upload: a CSV/JSONL of texts and labels": "upload-csv",
+         "Upload: a CoNLL file (word and tag per line)": "upload-conll"}
+METHOD_LABELS = {"full": "Full fine-tuning", "frozen": "Frozen encoder (head only)", "lora": "LoRA"}
+LABEL_TO_METHOD = {v: k for k, v in METHOD_LABELS.items()}
+POS_LABELS = 45  # the Penn Treebank tag set, for the size estimate before the data is read
+_classifiers: OrderedDict = OrderedDict()
+_clf_lock = threading.Lock()
+
+
+def _kind_of(task: str) -> str:
+    t = TASKS.get(task, task)
+    if t == "upload-conll":
+        return "token"
+    if t == "upload-csv":
+        return "sequence"
+    return task_kind(t)
+
+
+def spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr) -> FinetuneSpec:
+    return FinetuneSpec(method=LABEL_TO_METHOD.get(method, method), lora_rank=int(lora_rank or 0),
+                        lora_alpha=float(lora_alpha or 0), layer_decay=float(layer_decay),
+                        gradual_unfreeze=bool(unfreeze), lr=float(lr) if lr else None)
+
+
+def params_md(choice, task, method, lora_rank, lora_alpha, layer_decay, unfreeze, lr) -> str:
+    try:
+        model, _ = models.get(choice)
+        spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr)
+        kind = _kind_of(task)
+        n_labels = POS_LABELS if kind == "token" else 2
+        trainable, total = trainable_estimate(model.config, kind, n_labels, spec)
+    except (ValueError, TypeError) as e:
+        return f"⚠️ {e}"
+    return (f"**{METHOD_LABELS[spec.method]}** trains **{trainable:,}** of {total:,} parameters "
+            f"(**{trainable / total:.2%}**) at learning rate {spec.lr:g}"
+            + (" (this method's default)" if not lr else "") + ".")
+
+
+FORM = ("choice", "task", "upload", "text_column", "label_column", "method", "epochs", "lr", "lora_rank",
+        "lora_alpha", "layer_decay", "unfreeze", "max_examples", "max_len", "batch")
+
+
+def cli_args(choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
+             layer_decay, unfreeze, max_examples, max_len, batch) -> list[str]:
+    lim = limits()
+    spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr)
+    epochs, batch, max_len = int(epochs or 0), int(batch or 0), int(max_len or 0)
+    if epochs > lim.max_epochs:
+        raise ValueError(f"{epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
+    FinetuneSpec(method=spec.method, epochs=epochs, batch_size=batch, max_len=max_len)  # range checks
+    t = TASKS.get(task, task)
+    if t.startswith("upload"):
+        src = check_upload(upload, "labelled file")
+        staged = jobs_ui.manager().root / ".uploads" / f"{uuid.uuid4().hex}{src.suffix.lower()}"
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, staged)
+        t = str(staged)
+    model = models.resolve(choice)
+    args = ["--model", "default" if choice in (None, "", models.DEFAULT) else str(model), "--task", t,
+            "--method", spec.method, "--epochs", epochs, "--batch-size", batch, "--max-len", max_len,
+            "--lora-rank", spec.lora_rank, "--lora-alpha", spec.lora_alpha, "--layer-decay", spec.layer_decay,
+            "--text-column", text_column or "text", "--label-column", label_column or "label",
+            "--threads", lim.job_threads, "--seed", 0]
+    if lr:
+        args += ["--lr", float(lr)]
+    if max_examples:
+        args += ["--max-examples", int(max_examples)]
+    return [str(a) for a in args] + ["--gradual-unfreeze"] * bool(spec.gradual_unfreeze)
+
+
+def check_task_data(args: list[str]) -> None:
+    """Read the task once before launching, so a bad upload is said here rather than in a log."""
+    from ..checkpoint import resolve_folder
+    from ..tokenizer import WordPieceTokenizer
+    from ..train.finetune_data import load_task
+    a = dict(zip(args[::2], args[1::2]))
+    task = a["--task"]
+    if task in ("sentiment", "pos"):
+        return
+    tok = WordPieceTokenizer.from_pretrained(resolve_folder(None if a["--model"] == "default" else a["--model"]))
+    load_task(task, tok, int(a["--max-len"]), text_column=a["--text-column"], label_column=a["--label-column"])
+
+
+def summary_rows(names: list[str]) -> list[list]:
+    """One row per shown run: method, trained parameters, accuracy after each epoch, time."""
+    rows = []
+    for n in names:
+        d = jobs_ui.run_dir(n)
+        spec, conf = read_json(d / "finetune.json") or {}, read_json(d / "confusion.json") or {}
+        evals = [r for r in metrics(d) if r.get("split") == "eval"]
+        per_epoch = " → ".join(f"{r['accuracy']:.1%}" for r in evals)
+        trained = spec.get("trainable_params")
+        rows.append([n, METHOD_LABELS.get(spec.get("method"), "?"),
+                     f"{trained:,} ({trained / spec['total_params']:.1%})" if trained else "",
+                     per_epoch or "–", f"{conf['macro_f1']:.3f}" if "macro_f1" in conf else "",
+                     f"{evals[-1]['time']:.0f} s" if evals else ""])
+    return rows
+
+
+SUMMARY_HEADERS = ["run", "method", "parameters trained", "validation accuracy by epoch", "macro-F1", "time"]
+
+
+def view(name, overlay, owner):
+    st = jobs_ui.status(name)
+    shown = list(dict.fromkeys(n for n in ([name] if name else []) + list(overlay or []) if n))
+    runs = {n: metrics(jobs_ui.run_dir(n)) for n in shown}
+    conf = read_json(jobs_ui.run_dir(name) / "confusion.json") if name else None
+    table = gr.Dataframe(value=summary_rows(shown) or [["", "", "", "", "", ""]], headers=SUMMARY_HEADERS)
+    return (jobs_ui.status_html(st, owner), finetune_figure(runs), confusion_figure(conf), table,
+            (st or {}).get("log_tail", ""), gr.Timer(active=jobs_ui.is_live(st)))
+
+
+def _start(owner, name, form):
+    args = cli_args(*form)
+    check_task_data(args)
+    jobs_ui.manager().start(name, args, owner=owner, kind="finetune")
+
+
+def start(owner, name, *form):
+    overlay = form[-1]
+    try:
+        name = check_name((name or "").strip() or jobs_ui.default_name("finetune"))
+        _start(owner, name, form[:-1])
+    except (ValueError, PermissionError, OSError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=name), gr.Dropdown(value=[]),
+            *view(name, [], owner))
+
+
+def compare(owner, name, *form):
+    """The same task, data and seed three times: frozen, full and LoRA (queued one after another)."""
+    try:
+        base = (name or "").strip() or jobs_ui.default_name("compare")
+        names = [check_name(f"{base[:56]}-{m}") for m in METHODS]
+        for n, m in zip(names, METHODS):
+            f = dict(zip(FORM, form[:-1]))
+            f.update(method=METHOD_LABELS[m], lr=0)  # each method at its own default learning rate
+            f["unfreeze"] = f["unfreeze"] and m == "full"  # gradual unfreezing exists for full only
+            _start(owner, n, [f[k] for k in FORM])
+    except (ValueError, PermissionError, OSError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=names[0]),
+            gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=names[1:]), *view(names[0], names[1:], owner))
+
+
+def stop(owner, name, overlay):
+    if not name:
+        raise gr.Error("No run selected.")
+    try:
+        for n in [name] + [o for o in overlay or [] if (jobs_ui.status(o) or {}).get("owner") == owner]:
+            if jobs_ui.is_live(jobs_ui.status(n)):
+                jobs_ui.manager().stop(n, owner)
+    except (ValueError, PermissionError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return view(name, overlay, owner)
+
+
+def try_it(name, text):
+    """The run's saved classifier on the visitor's own text."""
+    if not name:
+        raise gr.Error("Pick a fine-tuned run first.")
+    folder = jobs_ui.finished_model(name)
+    if folder is None:
+        raise gr.Error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    try:
+        with _clf_lock:
+            hit = _classifiers.get(str(folder))
+        if hit is None or hit[0] != stamp:
+            hit = (stamp, *load_classifier(folder))
+            with _clf_lock:
+                _classifiers[str(folder)] = hit
+                while len(_classifiers) > 4:
+                    _classifiers.popitem(last=False)
+        res = classify(hit[1], hit[2], text if isinstance(text, str) else "")
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    if "labels" in res:
+        return gr.Label(value=res["labels"], visible=True), gr.HighlightedText(visible=False)
+    return gr.Label(visible=False), gr.HighlightedText(value=[(w, t) for w, t, _ in res["words"]], visible=True)
+
+
+def on_open(owner, current):
+    """A (re)loaded page shows this browser's live run again, if it has one."""
+    choices = jobs_ui.runs_of("finetune")
+    name = jobs_ui.my_live_run(owner, "finetune") or (current if current in choices else None)
+    # no value when there is nothing to show: a slow page-load must not clear a run picked meanwhile
+    watch = gr.Dropdown(choices=choices, value=name) if name else gr.Dropdown(choices=choices)
+    return watch, gr.Dropdown(choices=choices)
+
+
+def build(picker: gr.Dropdown) -> None:
+    owner, opened = jobs_ui.session()
+    with gr.Row():
+        with gr.Column(scale=3):
+            gr.Markdown("Starts from the **model picked at the top** (the shipped one, a run trained here, a "
+                        "folder or a Hugging Face id).")
+            with gr.Row():
+                task = gr.Dropdown(list(TASKS), value=next(iter(TASKS)), label="Task", scale=2)
+                name = gr.Textbox(label="Run name", placeholder="blank: finetune-<date>-<time>", max_length=56)
+            with gr.Accordion("Your own data", open=False):
+                with gr.Row():
+                    upload = gr.File(label="Labelled file (.csv/.tsv/.json/.jsonl, or CoNLL .conll/.txt)",
+                                     file_types=[".csv", ".tsv", ".json", ".jsonl", ".conll", ".txt"],
+                                     elem_id="finetune-upload")
+                    with gr.Column():
+                        text_column = gr.Textbox("text", label="Text column", max_length=100)
+                        label_column = gr.Textbox("label", label="Label column", max_length=100)
+            with gr.Row():
+                method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["full"], label="Method")
+                epochs = gr.Number(2, label="Epochs", precision=0, minimum=1)
+                lr = gr.Number(0, label="Learning rate (0 = method's default)", minimum=0)
+            with gr.Accordion("More options", open=False):
+                with gr.Row():
+                    lora_rank = gr.Number(8, label="LoRA rank r", precision=0, minimum=1, maximum=256)
+                    lora_alpha = gr.Number(16, label="LoRA alpha", minimum=0.1)
+                    layer_decay = gr.Slider(0.5, 1.0, 1.0, step=0.05, label="Layer-wise LR decay (1 = off)")
+                    unfreeze = gr.Checkbox(False, label="Gradual unfreezing (full only)")
+                with gr.Row():
+                    max_examples = gr.Number(0, label="Use N examples (0 = all)", precision=0, minimum=0)
+                    max_len = gr.Number(64, label="Tokens per text", precision=0, minimum=4, maximum=512)
+                    batch = gr.Number(32, label="Batch size", precision=0, minimum=1, maximum=512)
+            params = gr.Markdown(elem_id="finetune-params")
+        with gr.Column(scale=2):
+            gr.Markdown(EXPLAIN)
+    with gr.Row():
+        start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start")
+        compare_btn = gr.Button("Compare frozen / full / LoRA", elem_id="finetune-compare")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop")
+    with gr.Row():
+        watch = gr.Dropdown([], label="Run", scale=2, elem_id="finetune-run")
+        overlay = gr.Dropdown([], multiselect=True, label="Overlay other runs", scale=3)
+    status = gr.HTML(elem_id="finetune-status")
+    plot = gr.Plot(elem_id="finetune-plot", label="Curves")
+    with gr.Row():
+        confusion = gr.Plot(elem_id="finetune-confusion", label="Confusion matrix")
+        with gr.Column():
+            gr.Markdown("**Try it** on your own sentence with the run's saved model.")
+            text = gr.Textbox(label="Text", value="a gripping , beautifully acted film .", max_length=2000)
+            try_btn = gr.Button("Classify", elem_id="finetune-try")
+            label = gr.Label(num_top_classes=5, label="Prediction", visible=True, elem_id="finetune-label")
+            tags = gr.HighlightedText(label="Predicted tags", visible=False)
+    table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, wrap=True, elem_id="finetune-summary")
+    with gr.Accordion("Log", open=False):
+        log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
+    timer = gr.Timer(jobs_ui.TICK_S, active=False)
+
+    form = [picker, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
+            layer_decay, unfreeze, max_examples, max_len, batch]
+    outs = [status, plot, confusion, table, log, timer]
+    p_in = [picker, task, method, lora_rank, lora_alpha, layer_decay, unfreeze, lr]
+    gr.on([c.change for c in p_in], params_md, p_in, params, api_name=False, show_progress="hidden")
+    start_btn.click(start, [owner, name, *form, overlay], [watch, overlay, *outs], api_name="finetune_start",
+                    concurrency_limit=1)
+    compare_btn.click(compare, [owner, name, *form, overlay], [watch, overlay, *outs], api_name="finetune_compare",
+                      concurrency_limit=1)
+    stop_btn.click(stop, [owner, watch, overlay], outs, api_name="finetune_stop", show_progress="minimal")
+    try_btn.click(try_it, [watch, text], [label, tags], api_name="finetune_try")
+    text.submit(try_it, [watch, text], [label, tags], api_name=False)
+    gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
+    timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+    for dd in (watch, overlay):
+        dd.focus(lambda: gr.Dropdown(choices=jobs_ui.runs_of("finetune")), None, dd, api_name=False)
+    root = gr.context.Context.root_block
+    if root is not None:
+        opened.then(on_open, [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
+            view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+        root.load(params_md, p_in, params, api_name=False, show_progress="hidden")
+

@@ -1,0 +1,138 @@
+"""What the training tabs share: who this browser is, the job manager, and how a run's state reads.
+
+A job belongs to the browser that started it. The id lives in the browser's localStorage
+(gr.BrowserState), not in the server session, so a reloaded page still owns (and finds) its job.
+"""
+from __future__ import annotations
+
+import html
+import os
+import time
+import uuid
+from pathlib import Path
+
+import gradio as gr
+
+from ..train import jobs
+from .train_charts import read_json
+
+LIVE = ("queued", "starting", "running", "stopping")
+TICK_S = 1.5
+
+
+def manager() -> jobs.JobManager:
+    return jobs.default_manager()
+
+
+def browser_id(current: str | None) -> str:
+    """This browser's id: the stored one, or a new random one on its first visit."""
+    return current if isinstance(current, str) and len(current) >= 16 else uuid.uuid4().hex
+
+
+def session():
+    """(owner, opened): the one BrowserState holding this browser's id, shared by every training tab,
+    and the page-load event that fills it in. Tabs chain their own page-load work with `opened.then`,
+    so it runs once the id is known. Create it at the page's top level: a component inside a tab that
+    was never opened is not mounted, and would never reach localStorage."""
+    root = gr.context.Context.root_block
+    if getattr(root, "_bertlab_session", None) is None:
+        # a fixed secret, so a restarted server still reads the stored id (which is random, not personal)
+        owner = gr.BrowserState(None, storage_key="bertlab-owner", secret=os.environ.get("BERTLAB_SECRET", "bertlab"))
+        opened = root.load(browser_id, owner, owner, api_name=False, show_progress="hidden")
+        root._bertlab_session = (owner, opened)
+    return root._bertlab_session
+
+
+def run_kind(run_dir: Path) -> str | None:
+    info = read_json(run_dir / jobs.JOB) or {}
+    if info.get("kind"):
+        return info["kind"]
+    if (run_dir / "finetune.json").exists():
+        return "finetune"
+    if (run_dir / "pretrain.json").exists():
+        return "pretrain"
+    return None
+
+
+def runs_of(kind: str) -> list[str]:
+    """Run names of one kind (pretrain or finetune), newest first."""
+    root = manager().root
+    if not root.is_dir():
+        return []
+    found = [d for d in root.iterdir() if d.is_dir() and jobs._NAME.match(d.name) and run_kind(d) == kind]
+    return [d.name for d in sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)]
+
+
+def my_live_run(owner: str, kind: str) -> str | None:
+    """The newest queued or running job of this browser: what a reloaded page shows again."""
+    for st in manager().list():
+        if st.get("owner") == owner and st.get("kind") == kind and st.get("state") in LIVE:
+            return st["name"]
+    return None
+
+
+def default_name(prefix: str) -> str:
+    return f"{prefix}-{time.strftime('%m%d-%H%M%S')}"
+
+
+def status(name: str | None) -> dict | None:
+    if not name:
+        return None
+    try:
+        return manager().status(name, log_lines=30)
+    except ValueError:
+        return None
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(s)
+    return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
+
+
+def status_html(st: dict | None, owner: str | None, extra: str = "") -> str:
+    """A status line with a progress bar: state, step, ETA, whose run it is."""
+    if not st:
+        return "<div class='bl-status'>No run selected. Start one, or pick a run to watch.</div>"
+    state, step, total = st.get("state", "unknown"), st.get("step") or 0, st.get("total_steps")
+    color = {"running": "#2563eb", "finished": "#16a34a", "failed": "#dc2626", "stopped": "#ca8a04",
+             "queued": "#6b7280", "starting": "#6b7280", "stopping": "#ca8a04"}.get(state, "#6b7280")
+    pct = 100 * float(st.get("progress") or 0)
+    parts = [f"<b>{html.escape(st['name'])}</b>", f"<span style='color:{color};font-weight:600'>{state}</span>"]
+    if state == "queued":
+        parts.append(f"number {st.get('queue_position')} in the queue (one run trains at a time here)")
+    elif total:
+        parts.append(f"step {step:,} of {total:,}")
+    if state == "running" and st.get("eta_s") is not None:
+        parts.append(f"about {_duration(st['eta_s'])} left")
+    if st.get("elapsed"):
+        parts.append(f"ran {_duration(st['elapsed'])}")
+    who = st.get("owner")
+    if who is not None:
+        parts.append("started in this browser" if who == owner else "another visitor's run: you can watch, not stop it")
+    msg = f"<div style='color:#4b5563;margin-top:4px'>{html.escape(st['message'])}</div>" \
+        if st.get("message") else ""
+    bar = (f"<div style='background:#e5e7eb;border-radius:4px;height:8px;margin-top:6px'>"
+           f"<div style='background:{color};width:{pct:.1f}%;height:8px;border-radius:4px'></div></div>")
+    return f"<div class='bl-status'>{' · '.join(parts)}{bar}{msg}{extra}</div>"
+
+
+def owner_error(e: Exception) -> gr.Error:
+    if isinstance(e, PermissionError):
+        return gr.Error("This run was started in another browser: you can watch it, but only its owner "
+                        "can stop or resume it. Start your own run under a new name.")
+    return gr.Error(str(e).strip() or type(e).__name__)
+
+
+def is_live(st: dict | None) -> bool:
+    return bool(st) and st.get("state") in LIVE
+
+
+def run_dir(name: str) -> Path:
+    return manager().root / jobs.check_name(name)
+
+
+def finished_model(name: str) -> Path | None:
+    d = run_dir(name) / "model"
+    return d if (d / "config.json").exists() else None

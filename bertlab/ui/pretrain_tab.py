@@ -1,0 +1,270 @@
+"""Pre-train a BERT from the page and watch it learn: live curves, probe sentences, stop and resume.
+
+The run is a `python -m bertlab pretrain` subprocess owned by the job manager, never by a Gradio
+event: closing the tab does not kill it, and a reloaded page finds it again.
+"""
+from __future__ import annotations
+
+import shutil
+import uuid
+
+import gradio as gr
+
+from ..analysis import sizing
+from ..config import PRESETS, preset
+from ..data import load_documents
+from ..train.jobs import check_name
+from ..train.limits import check_upload, limits
+from ..train.loop import TrainArgs
+from ..train.pretrain import PretrainSpec
+from . import jobs_ui, models
+from .train_charts import metrics, pretrain_figure, probe_rows
+
+EXPLAIN = """**Train your own BERT.** Pre-training hides 15 % of the words of a text and teaches the
+model to guess them back (*masked language modelling*), and, in original BERT, to tell whether
+sentence B really follows sentence A. Nothing is labelled by hand: the text is its own teacher.
+
+Watch the **masked-token accuracy** against the dotted *unigram guess* (always answering the most
+common word): a model that has only learned word frequencies sits on that line. Leaving it means
+the model uses the context — at the same moment the **attention to neighbours** rises, because the
+words next to a blank are the best clues. Short 32-token examples leave that plateau much sooner
+on a CPU than BERT's textbook 128 tokens (compare the *textbook* recipe with the *quick demo*)."""
+
+SCRATCH = "scratch (random weights)"
+RECIPES = {
+    "Quick demo: mini BERT, 32-token examples, ~6 min": dict(
+        preset="mini", max_len=32, batch_size=128, steps=800, lr=1e-3, mask_rate=0.15, objective="nsp"),
+    "Class model: the shipped model's first stage, ~30 min": dict(
+        preset="mini", max_len=32, batch_size=128, steps=4000, lr=1e-3, mask_rate=0.15, objective="nsp"),
+    "Textbook BERT: 128-token examples (slow to leave the plateau on a CPU)": dict(
+        preset="mini", max_len=128, batch_size=32, steps=1500, lr=1e-3, mask_rate=0.15, objective="nsp"),
+    "Tiny and fast: a 2-layer model in ~1 min (learns little)": dict(
+        preset="tiny", max_len=32, batch_size=64, steps=300, lr=2e-3, mask_rate=0.15, objective="nsp"),
+}
+CORPORA = ["IMDB movie reviews (shipped)", "Upload a file", "Hugging Face dataset"]
+OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
+              "MLM only (RoBERTa)": "mlm"}
+
+
+def preset_fields(name: str):
+    L, H, A = PRESETS[name]
+    return L, H, A, 4 * H
+
+
+def recipe_fields(recipe: str):
+    r = RECIPES[recipe]
+    return (r["preset"], *preset_fields(r["preset"]), r["max_len"], r["batch_size"], r["steps"], r["lr"],
+            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]))
+
+
+def _int(v, what: str) -> int:
+    if v is None or (isinstance(v, float) and not v.is_integer()):
+        raise ValueError(f"{what} must be a whole number, got {v!r}")
+    return int(v)
+
+
+def model_config(preset_name, layers, hidden, heads, inter, vocab, max_len):
+    return preset(preset_name, num_hidden_layers=_int(layers, "layers"), hidden_size=_int(hidden, "hidden size"),
+                  num_attention_heads=_int(heads, "heads"), intermediate_size=_int(inter, "feed-forward size"),
+                  vocab_size=_int(vocab, "vocabulary size"), max_position_embeddings=_int(max_len, "tokens per example"))
+
+
+def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, start_from) -> str:
+    if start_from and start_from != SCRATCH:
+        return f"Continues **{start_from}**: its own architecture and vocabulary are kept."
+    try:
+        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len)
+        n = sizing.param_counts(c)["total"]
+        mem = sizing.memory(c, batch_size=max(1, _int(batch, "batch size")), seq_len=c.max_position_embeddings,
+                            dtype="fp32", training=True)
+    except (ValueError, TypeError) as e:
+        return f"⚠️ {e}"
+    cap = limits().max_params
+    warn = f" ⚠️ over this server's cap of {sizing.humanize(cap)} parameters" if n > cap else ""
+    return (f"**{sizing.humanize(n)} parameters** ({n:,}); training memory about "
+            f"{sizing.humanize(mem['total'], 'B')} at this batch size.{warn}")
+
+
+def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
+             max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16) -> list[str]:
+    """The `pretrain` flags for the form, validated here so that mistakes show at once, not in a log."""
+    lim = limits()
+    steps, batch, max_len = _int(steps, "steps"), _int(batch, "batch size"), _int(max_len, "tokens per example")
+    if steps > lim.max_steps:
+        raise ValueError(f"{steps:,} steps is over this server's cap of {lim.max_steps:,} (BERTLAB_MAX_STEPS)")
+    obj = OBJECTIVES.get(objective, objective)
+    TrainArgs(steps=steps, lr=float(lr or 0))  # range checks with clear messages
+    max_docs = _int(max_docs or 0, "max documents")
+    args = ["--max-len", max_len, "--batch-size", batch, "--steps", steps, "--lr", float(lr), "--warmup", 0.05,
+            "--mask-rate", float(mask_rate), "--objective", obj, "--log-every", max(1, steps // 200),
+            "--eval-every", max(20, steps // 12), "--save-every", max(50, steps // 5), "--threads", lim.job_threads]
+    if start_from and start_from != SCRATCH:
+        args += ["--init-from", str(models.resolve(start_from))]
+    else:
+        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len)
+        if (n := sizing.param_counts(c)["total"]) > lim.max_params:
+            raise ValueError(f"this model has {n:,} parameters; this server trains at most {lim.max_params:,} "
+                             f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
+        args += ["--preset", preset_name, "--layers", c.num_hidden_layers, "--hidden", c.hidden_size,
+                 "--heads", c.num_attention_heads, "--intermediate", c.intermediate_size,
+                 "--vocab-size", c.vocab_size]
+    if corpus == CORPORA[1]:
+        src = check_upload(upload, "corpus")
+        if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
+            raise ValueError(f"{src.name}: a corpus is a .txt, .csv, .json or .jsonl file")
+        load_documents(src, text_column or "text", max_docs or None)  # empty, binary, wrong column: said now
+        staged = jobs_ui.manager().root / ".uploads" / f"{uuid.uuid4().hex}{src.suffix.lower()}"
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, staged)
+        corpus_arg = str(staged)
+    elif corpus == CORPORA[2]:
+        if not (hub_name or "").strip():
+            raise ValueError("type a Hugging Face dataset name, e.g. stanfordnlp/imdb")
+        corpus_arg = hub_name.strip()
+    else:
+        corpus_arg = "imdb"
+    args += ["--corpus", corpus_arg, "--text-column", text_column or "text"]
+    if max_docs:
+        args += ["--max-docs", max_docs]
+    PretrainSpec(max_len=max_len, batch_size=batch, mask_rate=float(mask_rate), objective=obj)
+    return [str(a) for a in args] + ["--bf16"] * bool(bf16)
+
+
+def view(name, overlay, owner):
+    """Status, curves (this run and the overlaid ones), probe sentences, log; the timer runs while live."""
+    st = jobs_ui.status(name)
+    shown = [n for n in ([name] if name else []) + list(overlay or []) if n]
+    runs = {n: metrics(jobs_ui.run_dir(n)) for n in dict.fromkeys(shown)}
+    header, body = probe_rows(jobs_ui.run_dir(name)) if name else (["sentence"], [])
+    table = gr.Dataframe(value=body, headers=header) if body else gr.Dataframe(
+        value=[["The probe sentences' top guesses appear at each evaluation."]], headers=["sentence"])
+    log = (st or {}).get("log_tail", "")
+    return (jobs_ui.status_html(st, owner), pretrain_figure(runs), table, log,
+            gr.Timer(active=jobs_ui.is_live(st)))
+
+
+def start(owner, name, *form):
+    overlay = form[-1]
+    try:
+        name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
+        jobs_ui.manager().start(name, cli_args(*form[:-1]), owner=owner)
+    except (ValueError, PermissionError, OSError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return (gr.Dropdown(choices=jobs_ui.runs_of("pretrain"), value=name), *view(name, overlay, owner))
+
+
+def stop(owner, name, overlay):
+    if not name:
+        raise gr.Error("No run selected.")
+    try:
+        jobs_ui.manager().stop(name, owner)
+    except (ValueError, PermissionError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return view(name, overlay, owner)
+
+
+def resume(owner, name, steps, overlay):
+    if not name:
+        raise gr.Error("No run selected: pick the run to resume under 'Run'.")
+    try:
+        steps = _int(steps, "steps")
+        if steps > limits().max_steps:
+            raise ValueError(f"{steps:,} steps is over this server's cap of {limits().max_steps:,}")
+        jobs_ui.manager().resume(name, owner, ["--steps", str(steps)])
+    except (ValueError, PermissionError, OSError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return view(name, overlay, owner)
+
+
+def on_open(owner, current):
+    """A (re)loaded page shows this browser's live run again, if it has one."""
+    mine = jobs_ui.my_live_run(owner, "pretrain")
+    choices = jobs_ui.runs_of("pretrain")
+    name = mine or (current if current in choices else None)
+    # no value when there is nothing to show: a slow page-load must not clear a run picked meanwhile
+    watch = gr.Dropdown(choices=choices, value=name) if name else gr.Dropdown(choices=choices)
+    return watch, gr.Dropdown(choices=choices)
+
+
+def build(picker: gr.Dropdown) -> None:
+    owner, opened = jobs_ui.session()
+    first = next(iter(RECIPES))
+    r0 = recipe_fields(first)
+    with gr.Row():
+        with gr.Column(scale=3):
+            recipe = gr.Dropdown(list(RECIPES), value=first, label="Recipe",
+                                 info="fills in the settings below; change any of them afterwards")
+            with gr.Row():
+                name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64)
+                start_from = gr.Dropdown([SCRATCH] + models.choices(), value=SCRATCH, label="Start from",
+                                         info="continue a model (e.g. at 128 tokens after a 32-token run)")
+            with gr.Accordion("Model", open=False, elem_id="pretrain-model"):
+                with gr.Row():
+                    size_preset = gr.Dropdown(list(PRESETS), value=r0[0], label="Size preset")
+                    layers = gr.Number(r0[1], label="Layers", precision=0, minimum=1, maximum=48)
+                    hidden = gr.Number(r0[2], label="Hidden size", precision=0, minimum=8, maximum=2048)
+                    heads = gr.Number(r0[3], label="Heads", precision=0, minimum=1, maximum=32)
+                    inter = gr.Number(r0[4], label="Feed-forward size", precision=0, minimum=8, maximum=8192)
+                    vocab = gr.Number(8192, label="Vocabulary", precision=0, minimum=100, maximum=60000)
+            with gr.Accordion("Data", open=False, elem_id="pretrain-data"):
+                corpus = gr.Radio(CORPORA, value=CORPORA[0], label="Corpus")
+                with gr.Row():
+                    upload = gr.File(label="Your corpus (.txt: documents split by blank lines; .csv/.jsonl: a text "
+                                           "column)", file_types=[".txt", ".csv", ".json", ".jsonl"],
+                                     elem_id="pretrain-upload")
+                    with gr.Column():
+                        text_column = gr.Textbox("text", label="Text column (.csv/.jsonl)", max_length=100)
+                        hub_name = gr.Textbox(label="Hugging Face dataset (when online)", placeholder="stanfordnlp/imdb",
+                                              max_length=200)
+                        max_docs = gr.Number(0, label="Use the first N documents (0 = all)", precision=0, minimum=0)
+            with gr.Row():
+                max_len = gr.Number(r0[5], label="Tokens per example", precision=0, minimum=8, maximum=512)
+                batch = gr.Number(r0[6], label="Batch size", precision=0, minimum=1, maximum=1024)
+                steps = gr.Number(r0[7], label="Steps", precision=0, minimum=1)
+                lr = gr.Number(r0[8], label="Learning rate", minimum=0)
+                mask_rate = gr.Slider(0.05, 0.5, r0[9], step=0.01, label="Mask rate")
+            with gr.Row():
+                objective = gr.Radio(list(OBJECTIVES), value=r0[10], label="Objective")
+                bf16 = gr.Checkbox(False, label="bfloat16 (faster on recent CPUs)")
+            size = gr.Markdown(elem_id="pretrain-size")
+        with gr.Column(scale=2):
+            gr.Markdown(EXPLAIN)
+    with gr.Row():
+        start_btn = gr.Button("Start", variant="primary", elem_id="pretrain-start")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="pretrain-stop")
+        resume_btn = gr.Button("Resume", elem_id="pretrain-resume")
+    with gr.Row():
+        watch = gr.Dropdown([], label="Run", info="the run shown below (yours or anyone's)", scale=2,
+                            elem_id="pretrain-run")
+        overlay = gr.Dropdown([], multiselect=True, label="Overlay other runs", scale=3)
+    status = gr.HTML(elem_id="pretrain-status")
+    plot = gr.Plot(elem_id="pretrain-plot", label="Curves")
+    gr.Markdown("**Watch it learn**: the same sentences, the model's top three guesses at each evaluation.")
+    probes = gr.Dataframe(interactive=False, wrap=True, elem_id="pretrain-probes")
+    with gr.Accordion("Log", open=False):
+        log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
+    timer = gr.Timer(jobs_ui.TICK_S, active=False)
+
+    model_fields = [size_preset, layers, hidden, heads, inter, vocab]
+    form = [*model_fields, start_from, corpus, upload, text_column, hub_name, max_docs, max_len, batch, steps, lr,
+            mask_rate, objective, bf16]
+    outs = [status, plot, probes, log, timer]
+    size_in = [*model_fields, max_len, batch, start_from]
+    recipe.change(recipe_fields, recipe, [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
+                                          mask_rate, objective], api_name=False)
+    size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
+    gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
+    start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)
+    start_btn.click(start, [owner, name, *form, overlay], [watch, *outs], api_name="pretrain_start",
+                    concurrency_limit=1)
+    stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
+    resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")
+    gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
+    timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+    watch.focus(lambda: gr.Dropdown(choices=jobs_ui.runs_of("pretrain")), None, watch, api_name=False)
+    overlay.focus(lambda: gr.Dropdown(choices=jobs_ui.runs_of("pretrain")), None, overlay, api_name=False)
+    root = gr.context.Context.root_block
+    if root is not None:
+        opened.then(on_open, [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
+            view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+        root.load(size_md, size_in, size, api_name=False, show_progress="hidden")

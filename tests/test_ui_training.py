@@ -1,0 +1,211 @@
+"""The training tabs: form checks with clear messages, and the whole loop in Chromium: start a tiny
+pre-training in the page, watch its chart move, stop, fight over it from another browser, reload,
+resume, then fine-tune to a confusion matrix and try the model."""
+import re
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from conftest import write_corpus
+from test_app import ARGS, CHROMIUM, SHOTS, server  # noqa: F401  (the app server fixture)
+
+from bertlab.ui import finetune_tab, pretrain_tab
+
+TINY = dict(preset_name="tiny", layers=1, hidden=32, heads=2, inter=64, vocab=300, start_from=pretrain_tab.SCRATCH,
+            corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text", hub_name="", max_docs=0, max_len=32,
+            batch=8, steps=100, lr=1e-3, mask_rate=0.15, objective="MLM + next sentence (BERT)", bf16=False)
+
+
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch):
+    from bertlab.train import jobs
+    monkeypatch.setattr(jobs, "_default", jobs.JobManager(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def pre_args(**kw):
+    return pretrain_tab.cli_args(**{**TINY, **kw})
+
+
+def test_pretrain_form_gives_cli_flags(runs_root):
+    a = pre_args()
+    flags = dict(zip(a[::2], a[1::2]))
+    assert flags["--corpus"] == "imdb" and flags["--layers"] == "1" and flags["--hidden"] == "32"
+    assert flags["--objective"] == "nsp" and flags["--steps"] == "100" and "--bf16" not in a
+    assert "--init-from" not in a and int(flags["--threads"]) >= 1
+    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa)", bf16=True)
+    assert "--init-from" in a and "--layers" not in a and a[-1] == "--bf16" and "mlm" in a
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(hidden=30, heads=4), "divisible"),
+    (dict(steps=0), "steps"),
+    (dict(steps=2.5), "whole number"),
+    (dict(lr=-1), "lr"),
+    (dict(mask_rate=1.0), "mask_rate"),
+    (dict(max_len=4), "max_len"),
+    (dict(corpus=pretrain_tab.CORPORA[1]), "no corpus uploaded"),
+    (dict(corpus=pretrain_tab.CORPORA[2]), "dataset name"),
+])
+def test_pretrain_form_errors(runs_root, kw, words):
+    with pytest.raises(ValueError, match=words):
+        pre_args(**kw)
+
+
+def test_caps_from_the_environment(runs_root, monkeypatch):
+    monkeypatch.setenv("BERTLAB_MAX_STEPS", "50")
+    with pytest.raises(ValueError, match="cap of 50"):
+        pre_args(steps=51)
+    monkeypatch.setenv("BERTLAB_MAX_PARAMS", "1000")
+    with pytest.raises(ValueError, match="BERTLAB_MAX_PARAMS"):
+        pre_args(steps=10)
+    assert "over this server's cap" in pretrain_tab.size_md("tiny", 1, 32, 2, 64, 300, 32, 8, pretrain_tab.SCRATCH)
+    monkeypatch.setenv("BERTLAB_MAX_STEPS", "lots")
+    with pytest.raises(ValueError, match="not a number"):
+        pre_args()
+
+
+def test_bad_uploads_are_refused_with_reasons(runs_root, tmp_path, monkeypatch):
+    def up(name, data):
+        p = tmp_path / name
+        p.write_bytes(data)
+        return pre_args(corpus=pretrain_tab.CORPORA[1], upload=str(p))
+    with pytest.raises(ValueError, match="empty"):
+        up("e.txt", b"")
+    with pytest.raises(ValueError, match="binary|not text|UTF-8"):
+        up("b.txt", bytes(range(256)) * 40)
+    with pytest.raises(ValueError, match="upload a"):
+        up("x.exe", b"hello")
+    with pytest.raises(ValueError, match="review"):
+        up("c.csv", b"review,stars\ngood film,5\n")  # no 'text' column: the columns are listed
+    monkeypatch.setenv("BERTLAB_MAX_UPLOAD_MB", "0.001")
+    with pytest.raises(ValueError, match="at most 0.001 MB"):
+        up("big.txt", b"word " * 1000)
+    monkeypatch.delenv("BERTLAB_MAX_UPLOAD_MB")
+    a = up("ok.txt", write_corpus(tmp_path / "docs.txt").read_bytes())
+    staged = Path(dict(zip(a[::2], a[1::2]))["--corpus"])
+    assert staged.parent == runs_root / ".uploads" and staged.read_bytes() == (tmp_path / "docs.txt").read_bytes()
+
+
+def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
+    form = dict(choice=None, task=next(iter(finetune_tab.TASKS)), upload=None, text_column="text",
+                label_column="label", method="LoRA", epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0,
+                unfreeze=False, max_examples=50, max_len=32, batch=8)
+    a = finetune_tab.cli_args(**form)
+    flags = dict(zip(a[::2], a[1::2]))
+    assert flags["--model"] == "default" and flags["--method"] == "lora" and flags["--task"] == "sentiment"
+    assert "--lr" not in a and flags["--max-examples"] == "50"
+    md = finetune_tab.params_md(None, form["task"], "LoRA", 4, 8, 1.0, False, 0)
+    assert re.search(r"trains \*\*[\d,]+\*\* of [\d,]+ parameters", md) and "default" in md
+    frozen = finetune_tab.params_md(None, form["task"], "Frozen encoder (head only)", 4, 8, 1.0, False, 0)
+    assert "trains **514** of" in frozen  # the default's hidden 256: a 256 x 2 head and 2 biases
+    with pytest.raises(ValueError, match="gradual unfreezing"):
+        finetune_tab.cli_args(**{**form, "unfreeze": True})
+    with pytest.raises(ValueError, match="BERTLAB_MAX_EPOCHS"):
+        finetune_tab.cli_args(**{**form, "epochs": 1000})
+    csv = next(iter(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv"))
+    bad = {"one.csv": ("text,label\n" + "a film,pos\n" * 30, "same label"),
+           "cols.csv": ("review,stars\n" + "a film,pos\nbad one,neg\n" * 20, "no text column|column"),
+           "empty.csv": ("", "empty")}
+    for name, (content, words) in bad.items():
+        (tmp_path / name).write_text(content)
+        with pytest.raises(ValueError, match=words):
+            finetune_tab.check_task_data(finetune_tab.cli_args(**{**form, "task": csv, "upload": str(tmp_path / name)}))
+
+
+def _plot_signature(page, sel):
+    """The drawn lines of a plotly chart: changes whenever a new point arrives."""
+    return page.locator(f"{sel} .scatterlayer path.js-line").evaluate_all("els => els.map(e => e.getAttribute('d')).join('|')")
+
+
+def _wait_status(page, sel, pattern, timeout=90):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        text = page.locator(sel).inner_text()
+        if re.search(pattern, text):
+            return text
+        page.wait_for_timeout(300)
+    page.screenshot(path=str(SHOTS / "failed_wait.png"), full_page=True)
+    raise AssertionError(f"{sel} never matched {pattern!r}; last: {text!r}")
+
+
+@pytest.mark.slow
+def test_train_in_the_browser(server, tmp_path):  # noqa: F811
+    from playwright.sync_api import sync_playwright
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
+    SHOTS.mkdir(exist_ok=True)
+    corpus = write_corpus(tmp_path / "docs.txt", n_docs=200)
+    outside, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
+                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+        page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
+        page.get_by_role("tab", name="Pre-train").click()
+        page.locator("#pretrain-size").get_by_text("parameters").wait_for()
+        page.get_by_label("Recipe").click()
+        page.get_by_role("option", name=re.compile("Tiny and fast")).click()
+        page.locator("#pretrain-model").get_by_text("Model", exact=True).click()
+        page.get_by_label("Vocabulary").fill("300")
+        page.locator("#pretrain-data").get_by_text("Data", exact=True).click()
+        page.get_by_label("Upload a file").check()
+        page.locator("#pretrain-upload input[type=file]").set_input_files(str(corpus))
+        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for()
+        page.get_by_label("Steps").fill("5000")
+        page.get_by_label("Run name").first.fill("ui-tiny")
+        page.locator("#pretrain-start").click()
+        _wait_status(page, "#pretrain-status", r"running · step")
+        seen = [_plot_signature(page, "#pretrain-plot")]
+        t0 = time.time()
+        while len(set(seen)) < 3 and time.time() - t0 < 90:  # the chart redrew with new points twice
+            page.wait_for_timeout(500)
+            seen.append(_plot_signature(page, "#pretrain-plot"))
+        assert len(set(s for s in seen if s)) >= 2 and len(set(seen)) >= 3, "the chart did not update twice"
+        page.screenshot(path=str(SHOTS / "8_pretrain_running.png"), full_page=True)
+
+        other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another student
+        other.goto(server)
+        other.get_by_role("tab", name="Pre-train").click()
+        other.locator("#pretrain-run input").click()
+        other.get_by_role("option", name="ui-tiny").click()
+        _wait_status(other, "#pretrain-status", "another visitor's run")
+        other.locator("#pretrain-stop").click()
+        other.get_by_text("started in another browser").first.wait_for(timeout=20_000)
+        other.screenshot(path=str(SHOTS / "8_pretrain_other_session.png"))
+        assert "running" in page.locator("#pretrain-status").inner_text()
+
+        page.reload()  # the reloaded page finds its own running job again
+        page.get_by_role("tab", name="Pre-train").click()
+        _wait_status(page, "#pretrain-status", r"ui-tiny · running .*started in this browser")
+        page.locator("#pretrain-stop").click()
+        stopped = _wait_status(page, "#pretrain-status", r"stopped · step")
+        step = int(re.search(r"step ([\d,]+)", stopped).group(1).replace(",", ""))
+        page.locator("#pretrain-resume").click()
+        resumed = _wait_status(page, "#pretrain-status", r"running · step (?!%d )" % step)
+        page.locator("#pretrain-stop").click()
+        _wait_status(page, "#pretrain-status", r"stopped · step")
+        assert int(re.search(r"step ([\d,]+)", resumed).group(1).replace(",", "")) >= step
+        page.screenshot(path=str(SHOTS / "8_pretrain_stopped.png"), full_page=True)
+
+        page.get_by_role("tab", name="Fine-tune").click()
+        page.get_by_text("More options").click()
+        page.get_by_label("Use N examples (0 = all)").fill("160")
+        page.get_by_label("Epochs").fill("1")
+        page.locator("#finetune-params").get_by_text("parameters").wait_for()
+        page.locator("#finetune-start").click()
+        _wait_status(page, "#finetune-status", r"finished", timeout=180)
+        page.locator("#finetune-confusion").get_by_text("Confusion matrix (validation").wait_for(timeout=30_000)
+        assert page.locator("#finetune-confusion .heatmaplayer, #finetune-confusion .hm").count() >= 1
+        page.locator("#finetune-try").click()
+        page.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=30_000)
+        assert "finetune-" in page.locator("#finetune-summary").inner_text()
+        page.screenshot(path=str(SHOTS / "9_finetune.png"), full_page=True)
+        assert page.get_by_text("Traceback").count() == 0
+        browser.close()
+    assert not outside, f"requests left the machine: {outside[:5]}"
+    assert not errors, errors

@@ -112,9 +112,13 @@ def test_cli_architecture_flags_override_the_preset():
     add_pretrain_args(p)
     s, _ = specs_from_args(p.parse_args(["--out", "x", "--preset", "mini", "--layers", "2", "--hidden", "64",
                                          "--heads", "2"]))
-    assert s.config == {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 256}
-    s, _ = specs_from_args(p.parse_args(["--out", "x", "--intermediate", "100"]))
-    assert s.config == {"intermediate_size": 100}
+    assert s.config == {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 256,
+                        "max_position_embeddings": 128}  # room for a later 128-token stage
+    assert (s.max_len, s.batch_size) == (32, 128)  # the CPU recipe is the default
+    s, _ = specs_from_args(p.parse_args(["--out", "x", "--intermediate", "100", "--max-len", "256"]))
+    assert s.config == {"intermediate_size": 100, "max_position_embeddings": 256}
+    s, _ = specs_from_args(p.parse_args(["--out", "x", "--init-from", "default", "--max-len", "128"]))
+    assert s.config == {}  # a continued model keeps its own position table
 
 
 @pytest.mark.slow

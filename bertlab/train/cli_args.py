@@ -18,9 +18,10 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-docs", type=int, default=None, help="use only the first N documents")
     p.add_argument("--init-from", default=None, help="continue pre-training this model (keeps its vocabulary)")
     p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--max-len", type=int, default=128, help="tokens per example")
+    # The CPU recipe (bench/RECIPE.md): 32-token examples leave the unigram plateau far sooner than 128.
+    p.add_argument("--max-len", type=int, default=32, help="tokens per example (default 32: the CPU recipe)")
     p.add_argument("--max-position", type=int, default=None,
-                   help="position table size (default: --max-len); larger lets a later stage train longer texts")
+                   help="position table size (default: max(128, --max-len)), so a later stage can train longer texts")
     p.add_argument("--objective", default="nsp", choices=OBJECTIVES, help="pair task besides MLM")
     p.add_argument("--mask-rate", type=float, default=0.15)
     p.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
@@ -28,7 +29,7 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (or steps if >= 1)")
@@ -50,8 +51,8 @@ def specs_from_args(a):
     config = {}
     if a.dropout is not None:
         config = {"hidden_dropout_prob": a.dropout, "attention_probs_dropout_prob": a.dropout}
-    if a.max_position is not None:
-        config["max_position_embeddings"] = a.max_position
+    if a.init_from is None:  # a continued model keeps its own position table
+        config["max_position_embeddings"] = a.max_position or max(128, a.max_len)
     for flag, key in (("layers", "num_hidden_layers"), ("hidden", "hidden_size"),
                       ("heads", "num_attention_heads"), ("intermediate", "intermediate_size")):
         if getattr(a, flag, None) is not None:

@@ -66,7 +66,8 @@ def _int(v, what: str) -> int:
 def model_config(preset_name, layers, hidden, heads, inter, vocab, max_len):
     return preset(preset_name, num_hidden_layers=_int(layers, "layers"), hidden_size=_int(hidden, "hidden size"),
                   num_attention_heads=_int(heads, "heads"), intermediate_size=_int(inter, "feed-forward size"),
-                  vocab_size=_int(vocab, "vocabulary size"), max_position_embeddings=_int(max_len, "tokens per example"))
+                  vocab_size=_int(vocab, "vocabulary size"),
+                  max_position_embeddings=max(128, _int(max_len, "tokens per example")))  # room for a later 128-token stage
 
 
 def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, start_from) -> str:
@@ -75,8 +76,8 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
     try:
         c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len)
         n = sizing.param_counts(c)["total"]
-        mem = sizing.memory(c, batch_size=max(1, _int(batch, "batch size")), seq_len=c.max_position_embeddings,
-                            dtype="fp32", training=True)
+        mem = sizing.memory(c, batch_size=max(1, _int(batch, "batch size")), seq_len=_int(max_len, "tokens"),
+                            dtype="fp32", training=True, sparse_mlm=True)
     except (ValueError, TypeError) as e:
         return f"⚠️ {e}"
     cap = limits().max_params
@@ -107,7 +108,7 @@ def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpu
                              f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
         args += ["--preset", preset_name, "--layers", c.num_hidden_layers, "--hidden", c.hidden_size,
                  "--heads", c.num_attention_heads, "--intermediate", c.intermediate_size,
-                 "--vocab-size", c.vocab_size]
+                 "--vocab-size", c.vocab_size, "--max-position", c.max_position_embeddings]
     if corpus == CORPORA[1]:
         src = check_upload(upload, "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):

@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 import pytest
 from conftest import write_corpus
-from test_app import ARGS, CHROMIUM, SHOTS, server  # noqa: F401  (the app server fixture)
+from test_app import ARGS, CHROMIUM, SHOTS, client, server  # noqa: F401  (the app server fixtures)
 
 from bertlab.ui import finetune_tab, pretrain_tab
 
@@ -112,6 +112,28 @@ def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
         (tmp_path / name).write_text(content)
         with pytest.raises(ValueError, match=words):
             finetune_tab.check_task_data(finetune_tab.cli_args(**{**form, "task": csv, "upload": str(tmp_path / name)}))
+
+
+def test_training_api_says_what_is_wrong(client):  # noqa: F811
+    from gradio_client.exceptions import AppError
+    bad = [("/pretrain_start", dict(steps=0), "less than minimum value 1"),  # Gradio's own check of the field
+           ("/pretrain_start", dict(steps=10**9), "BERTLAB_MAX_STEPS"),
+           ("/pretrain_start", dict(name="../x"), "bad run name"),
+           ("/pretrain_start", dict(hidden=30, heads=4), "divisible"),
+           ("/pretrain_stop", dict(name=None), "No run selected"),
+           ("/pretrain_resume", dict(name="nothing-here"), "nothing to resume"),
+           ("/finetune_start", dict(epochs=1000), "BERTLAB_MAX_EPOCHS"),
+           ("/finetune_start", dict(task="Upload: a CSV/JSONL of texts and labels"), "no labelled file uploaded"),
+           ("/finetune_try", dict(name="nothing-here", text="good film"), "no saved model yet"),
+           ("/finetune_try", dict(name="../../etc", text="good film"), "bad run name"),
+           ("/pretrain_stop", dict(name="../../etc"), "bad run name")]
+    for api, kw, words in bad:
+        # owner: any private string (the browser keeps a random one); whoever has it may stop the run
+        base = {"/finetune_try": {}, "/pretrain_start": {"owner": "api-1", "name": "", "upload": None, "hub_name": ""},
+                "/finetune_start": {"owner": "api-1", "name": "", "upload": None}}.get(api, {"owner": "api-1"})
+        with pytest.raises(AppError) as e:
+            client.predict(**{**base, **kw}, api_name=api)
+        assert words in str(e.value) and "Traceback" not in str(e.value), (api, str(e.value))
 
 
 def _plot_signature(page, sel):

@@ -134,8 +134,9 @@ SUMMARY_HEADERS = ["run", "method", "parameters trained", "validation accuracy b
 
 
 def view(name, overlay, owner):
+    name = name if jobs_ui.valid(name) else None
     st = jobs_ui.status(name)
-    shown = list(dict.fromkeys(n for n in ([name] if name else []) + list(overlay or []) if n))
+    shown = jobs_ui.shown_runs(name, overlay)
     runs = {n: metrics(jobs_ui.run_dir(n)) for n in shown}
     conf = read_json(jobs_ui.run_dir(name) / "confusion.json") if name else None
     table = gr.Dataframe(value=summary_rows(shown) or [["", "", "", "", "", ""]], headers=SUMMARY_HEADERS)
@@ -149,27 +150,33 @@ def _start(owner, name, form):
     jobs_ui.manager().start(name, args, owner=owner, kind="finetune")
 
 
-def start(owner, name, *form):
-    overlay = form[-1]
+def start(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
+          layer_decay, unfreeze, max_examples, max_len, batch, overlay):
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("finetune"))
-        _start(owner, name, form[:-1])
+        _start(owner, name, [choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank,
+                             lora_alpha, layer_decay, unfreeze, max_examples, max_len, batch])
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=name), gr.Dropdown(value=[]),
             *view(name, [], owner))
 
 
-def compare(owner, name, *form):
-    """The same task, data and seed three times: frozen, full and LoRA (queued one after another)."""
+def compare(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
+            layer_decay, unfreeze, max_examples, max_len, batch, overlay):
+    """The same task, data and seed three times: frozen, full and LoRA (queued one after another),
+    each at its own default learning rate; `method` and `lr` of the form are not used."""
+    f = dict(choice=choice, task=task, upload=upload, text_column=text_column, label_column=label_column,
+             epochs=epochs, lora_rank=lora_rank, lora_alpha=lora_alpha, layer_decay=layer_decay,
+             max_examples=max_examples, max_len=max_len, batch=batch, lr=0)
     try:
         base = (name or "").strip() or jobs_ui.default_name("compare")
         names = [check_name(f"{base[:56]}-{m}") for m in METHODS]
+        if taken := [n for n in names if jobs_ui.run_dir(n).exists()]:
+            raise ValueError(f"run {taken[0]} exists: pick another name for the comparison")
         for n, m in zip(names, METHODS):
-            f = dict(zip(FORM, form[:-1]))
-            f.update(method=METHOD_LABELS[m], lr=0)  # each method at its own default learning rate
-            f["unfreeze"] = f["unfreeze"] and m == "full"  # gradual unfreezing exists for full only
-            _start(owner, n, [f[k] for k in FORM])
+            _start(owner, n, [{**f, "method": METHOD_LABELS[m], "unfreeze": bool(unfreeze) and m == "full"}[k]
+                              for k in FORM])
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=names[0]),
@@ -192,6 +199,8 @@ def try_it(name, text):
     """The run's saved classifier on the visitor's own text."""
     if not name:
         raise gr.Error("Pick a fine-tuned run first.")
+    if not jobs_ui.valid(name):
+        raise gr.Error(f"bad run name {name!r}")
     folder = jobs_ui.finished_model(name)
     if folder is None:
         raise gr.Error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")
@@ -261,8 +270,8 @@ def build(picker: gr.Dropdown) -> None:
         compare_btn = gr.Button("Compare frozen / full / LoRA", elem_id="finetune-compare")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop")
     with gr.Row():
-        watch = gr.Dropdown([], label="Run", scale=2, elem_id="finetune-run")
-        overlay = gr.Dropdown([], multiselect=True, label="Overlay other runs", scale=3)
+        watch = gr.Dropdown([], label="Run", allow_custom_value=True, scale=2, elem_id="finetune-run")
+        overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3)
     status = gr.HTML(elem_id="finetune-status")
     plot = gr.Plot(elem_id="finetune-plot", label="Curves")
     with gr.Row():

@@ -71,6 +71,15 @@ def my_live_run(owner: str, kind: str) -> str | None:
     return None
 
 
+def valid(name) -> bool:
+    return isinstance(name, str) and bool(jobs._NAME.match(name))
+
+
+def shown_runs(name, overlay) -> list[str]:
+    """The watched run, then the overlaid ones: valid names only (an API caller may type anything)."""
+    return list(dict.fromkeys(n for n in [name, *(overlay or [])] if valid(n)))
+
+
 def default_name(prefix: str) -> str:
     return f"{prefix}-{time.strftime('%m%d-%H%M%S')}"
 

@@ -133,9 +133,9 @@ def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpu
 
 def view(name, overlay, owner):
     """Status, curves (this run and the overlaid ones), probe sentences, log; the timer runs while live."""
+    name = name if jobs_ui.valid(name) else None
     st = jobs_ui.status(name)
-    shown = [n for n in ([name] if name else []) + list(overlay or []) if n]
-    runs = {n: metrics(jobs_ui.run_dir(n)) for n in dict.fromkeys(shown)}
+    runs = {n: metrics(jobs_ui.run_dir(n)) for n in jobs_ui.shown_runs(name, overlay)}
     header, body = probe_rows(jobs_ui.run_dir(name)) if name else (["sentence"], [])
     table = gr.Dataframe(value=body, headers=header) if body else gr.Dataframe(
         value=[["The probe sentences' top guesses appear at each evaluation."]], headers=["sentence"])
@@ -144,11 +144,14 @@ def view(name, overlay, owner):
             gr.Timer(active=jobs_ui.is_live(st)))
 
 
-def start(owner, name, *form):
-    overlay = form[-1]
+def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
+          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, overlay):
+    """Validate the form and launch the run (or queue it); named so the API reads like the form."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
-        jobs_ui.manager().start(name, cli_args(*form[:-1]), owner=owner)
+        args = cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
+                        hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16)
+        jobs_ui.manager().start(name, args, owner=owner)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("pretrain"), value=name), *view(name, overlay, owner))
@@ -235,9 +238,9 @@ def build(picker: gr.Dropdown) -> None:
         stop_btn = gr.Button("Stop", variant="stop", elem_id="pretrain-stop")
         resume_btn = gr.Button("Resume", elem_id="pretrain-resume")
     with gr.Row():
-        watch = gr.Dropdown([], label="Run", info="the run shown below (yours or anyone's)", scale=2,
-                            elem_id="pretrain-run")
-        overlay = gr.Dropdown([], multiselect=True, label="Overlay other runs", scale=3)
+        watch = gr.Dropdown([], label="Run", allow_custom_value=True, info="the run shown below (yours or anyone's)",
+                            scale=2, elem_id="pretrain-run")
+        overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3)
     status = gr.HTML(elem_id="pretrain-status")
     plot = gr.Plot(elem_id="pretrain-plot", label="Curves")
     gr.Markdown("**Watch it learn**: the same sentences, the model's top three guesses at each evaluation.")

@@ -11,15 +11,17 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
 from bertlab.ui import (architecture_tab, attention_tab, embeddings_tab, fill_mask_tab,  # noqa: E402
-                        masking_tab, models, nsp_tab, tokenize_tab)
+                        finetune_tab, jobs_ui, masking_tab, models, nsp_tab, pretrain_tab, probe_tab, tokenize_tab)
 
 INTRO = """# bertlab
 See BERT work on your own sentences. Pick a model, then walk through the tabs from left to right:
-how text becomes tokens, how pre-training hides words, what the model guesses, where it looks."""
+how text becomes tokens, how pre-training hides words, what the model guesses, where it looks.
+Then train your own: pre-train a small BERT, fine-tune it, and probe what each layer learned."""
 
 TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
         ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
-        ("Architecture", architecture_tab)]
+        ("Architecture", architecture_tab), ("Pre-train", pretrain_tab), ("Fine-tune", finetune_tab),
+        ("Probing", probe_tab)]
 
 
 def pick(choice: str):
@@ -44,6 +46,7 @@ def build_app() -> gr.Blocks:
         picker.change(pick, picker, card, api_name=False)
         picker.focus(refresh, None, picker, api_name=False)
         demo.load(pick, picker, card, api_name=False)
+        jobs_ui.session()  # this browser's id, at the top level: a component inside a closed tab is not mounted
         for title, tab in TABS:
             with gr.Tab(title):
                 tab.build(picker)

@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     ft = sub.add_parser("finetune", help="fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file")
     add_finetune_args(ft)
     ft.set_defaults(run=cmd_finetune)
+    from .analysis.probe_cli import add_probe_args, cmd_probe
+    pr = sub.add_parser("probe", help="per-layer probes (POS, sentiment, position, your file) with control tasks")
+    add_probe_args(pr)
+    pr.set_defaults(run=cmd_probe)
     return p
 
 

@@ -1,0 +1,78 @@
+"""`python -m bertlab probe`: per-layer probe accuracy, control accuracy and selectivity in a terminal."""
+from __future__ import annotations
+
+import json
+
+from . import probe_data
+from .probing import POOLINGS, WORD_FEATURES
+
+
+def add_probe_args(p) -> None:
+    p.add_argument("--model", default=None, help="model folder, run folder or hub id (default: the shipped model)")
+    p.add_argument("--task", default="pos",
+                   help=f"{', '.join(probe_data.TASKS)}, or a file: .conll/.txt (token tag per line), "
+                        ".jsonl with tokens+tags lists, .csv/.tsv/.jsonl with text,label")
+    p.add_argument("--feature", "--pooling", dest="feature", default=None,
+                   choices=sorted(set(WORD_FEATURES + POOLINGS)),
+                   help="a word's vector: first piece or mean of its pieces (default first); "
+                        "a sentence's: cls or mean (default cls)")
+    p.add_argument("--mlp", action="store_true", help="a 1-hidden-layer MLP probe instead of a linear one")
+    p.add_argument("--sample", type=int, default=None,
+                   help=f"sentences to use (default {probe_data.DEFAULT_SAMPLE}, files {probe_data.DEFAULT_FILE_SAMPLE})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare-random", action="store_true",
+                   help="also probe a randomly initialised model of the same config (the baseline)")
+    p.add_argument("--layer", type=int, default=None, help="per-label table at this layer (default: the best)")
+    p.add_argument("--per-tag", action="store_true", help="print the per-label accuracy table")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--label-column", default="label")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f} %"
+
+
+def cmd_probe(a) -> int:
+    from ..checkpoint import load_pretrained
+    from .probing import per_tag, probe, public, random_init
+    model, tok = load_pretrained(a.model)
+    kw = dict(feature=a.feature, probe="mlp" if a.mlp else "linear", sample=a.sample, seed=a.seed,
+              text_column=a.text_column, label_column=a.label_column)
+    runs = [probe(model, tok, a.task, name=a.model or "default", **kw)]
+    if a.compare_random:
+        runs.append(probe(random_init(model, a.seed), tok, a.task, name="random init (same config)", **kw))
+    for r in runs:
+        if a.layer is not None:
+            r["per_tag"], r["per_tag_layer"] = per_tag(r, a.layer), a.layer
+        else:
+            r["per_tag_layer"] = r["best_layer"]
+    if a.json:
+        out = [public(r) for r in runs]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+        return 0
+    r, c = runs[0], runs[0]["counts"]
+    print(f"{r['task']} probe on {r['model']}: {c['sentences']} sentences, {c['train']} training / "
+          f"{c['validation']} validation {c['unit']}, {c['labels']} labels; {r['probe']} probe, "
+          f"feature {r['feature']}")
+    print(f"control task: {r['control']}; majority baseline {_pct(r['majority']).strip()}")
+    for n in r["notes"]:
+        print(f"note: {n}")
+    head = f"\n{'layer':<12} {'accuracy':>9} {'control':>9} {'selectivity':>12}"
+    if len(runs) > 1:
+        head += f"   | random init: {'accuracy':>9} {'control':>9} {'selectivity':>12}"
+    print(head)
+    for i, row in enumerate(r["layers"]):
+        line = f"{row['name']:<12} {_pct(row['acc']):>9} {_pct(row['control_acc']):>9} {100 * row['selectivity']:>+12.1f}"
+        if len(runs) > 1:
+            q = runs[1]["layers"][i]
+            line += f"   | {'':13}{_pct(q['acc']):>9} {_pct(q['control_acc']):>9} {100 * q['selectivity']:>+12.1f}"
+        print(line)
+    print(f"\nbest layer {r['best_layer']} ({_pct(r['layers'][r['best_layer']]['acc']).strip()}), most selective "
+          f"layer {r['most_selective_layer']}; {sum(x['seconds'] for x in runs):.1f} s")
+    if a.per_tag:
+        print(f"\nper label at layer {r['per_tag_layer']} (validation):")
+        print(f"  {'label':<12} {'count':>6} {'accuracy':>9}  most confused with")
+        for t in r["per_tag"]:
+            print(f"  {t['label']:<12} {t['count']:>6} {_pct(t['accuracy']):>9}  {t['most confused with']}")
+    return 0

@@ -1,0 +1,168 @@
+"""Probe tasks: labelled words, tokens or sentences, read once and sampled with a fixed seed.
+
+  "pos"        every word of Rotten Tomatoes sentences, silver Penn Treebank tags (TextBlob)
+  "sentiment"  Rotten Tomatoes sentences, negative/positive
+  "position"   every WordPiece token's index in its sentence (1..MAX_POSITION)
+  a file       .conll/.txt/... ("token tag" per line), .jsonl/.json with "tokens" + "tags" lists,
+               or .csv/.tsv/.json/.jsonl with a text and a label column
+
+The readers, the tagger and their clear ValueErrors are finetune_data's: a file that fine-tunes
+also probes, and fails with the same message when it cannot.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import random
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..data import _check_text_file
+from ..train import finetune_data as fd
+
+TASKS = ("pos", "sentiment", "position")
+DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~10 s a model here
+DEFAULT_FILE_SAMPLE = 2000
+MIN_SENTENCES = fd.MIN_ROWS
+MAX_POSITION = 16  # position task: tokens 1..16 (after [CLS]); later ones are left out
+TAG_KEYS = ("tags", "pos_tags", "ner_tags", "labels")
+
+
+@dataclass
+class ProbeData:
+    """What a probe reads: sentences (word lists, or texts) and their labels.
+    kind "word": one label per word; "sentence": one per text; "token": labels come from the
+    tokenizer (positions), so `y` is None until features are computed."""
+    name: str
+    kind: str
+    sentences: list  # list[list[str]] for "word", list[str] otherwise
+    y: list | None  # list[list[int]] for "word", list[int] for "sentence"
+    labels: list[str]
+    key: tuple  # identifies the data for the feature cache
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        n = sum(map(len, self.y)) if self.kind == "word" else len(self.sentences)
+        unit = {"word": "words", "sentence": "texts"}.get(self.kind, "tokens")
+        return f"{self.name}: {len(self.sentences)} sentences" + (f", {n} {unit}" if self.kind != "token" else "")
+
+
+@functools.lru_cache(maxsize=1)
+def _rotten_tomatoes() -> tuple[tuple[str, ...], tuple[int, ...]]:
+    texts, labels = fd.rotten_tomatoes()  # ~4 s the first time (datasets), then free
+    return tuple(texts), tuple(labels)
+
+
+def _sample(n_total: int, sample: int | None, seed: int) -> list[int]:
+    if sample is None or sample >= n_total:
+        return list(range(n_total))
+    return sorted(random.Random(seed).sample(range(n_total), sample))
+
+
+def _check_sample(sample) -> int | None:
+    if sample is None:
+        return None
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < MIN_SENTENCES:
+        raise ValueError(f"sample must be an integer >= {MIN_SENTENCES} (sentences), got {sample!r}")
+    return sample
+
+
+def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | None:
+    """Sentences from JSON lines {"tokens": [...], "tags": [...]} (Hugging Face style), or None when
+    the file holds texts instead. Tag ids (ints) are kept as their string form."""
+    _check_text_file(path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        rows = json.loads(text) if path.suffix.lower() == ".json" else \
+            [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError:
+        return None  # let the CSV/JSON reader give its own message
+    if isinstance(rows, dict):
+        rows = [rows]
+    if not rows or not all(isinstance(r, dict) for r in rows) or "tokens" not in rows[0]:
+        return None
+    tag_key = next((k for k in TAG_KEYS if k in rows[0]), None)
+    if tag_key is None:
+        raise ValueError(f"{path}: rows have 'tokens' but no labels; add one of {', '.join(TAG_KEYS)} "
+                         f"(a list with one tag per token)")
+    sents, tags = [], []
+    for n, r in enumerate(rows, 1):
+        words, ts = r.get("tokens"), r.get(tag_key)
+        if not isinstance(words, list) or not isinstance(ts, list):
+            raise ValueError(f"{path}, row {n}: 'tokens' and {tag_key!r} must be lists")
+        if len(words) != len(ts):
+            raise ValueError(f"{path}, row {n}: {len(words)} tokens but {len(ts)} tags; "
+                             f"give exactly one tag per token")
+        if words:
+            sents.append([str(w) for w in words])
+            tags.append([str(t) for t in ts])
+    return sents, tags
+
+
+def _word_task(name, sents, tags, sample, seed, key, notes=()) -> ProbeData:
+    keep = _sample(len(sents), sample, seed)
+    sents, tags = [sents[i] for i in keep], [tags[i] for i in keep]
+    if len(sents) < MIN_SENTENCES:
+        raise ValueError(f"{name}: has {len(sents)} tagged sentences; a probe needs at least {MIN_SENTENCES}")
+    names = fd._order_labels({t for ts in tags for t in ts})
+    if len(names) < 2:
+        raise ValueError(f"{name}: every token has the same tag ({names[0]!r}); a probe needs at least two classes")
+    to_id = {t: i for i, t in enumerate(names)}
+    return ProbeData(name, "word", sents, [[to_id[t] for t in ts] for ts in tags], names, key, list(notes))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, label_column: str) -> ProbeData:
+    key = (task, stamp, sample, seed, text_column, label_column)
+    if task == "pos":
+        texts = _rotten_tomatoes()[0]
+        keep = _sample(len(texts), sample, seed)  # tag only what we keep
+        with warnings.catch_warnings():  # textblob opens its lexicon without closing it
+            warnings.simplefilter("ignore", ResourceWarning)
+            sents, tags = fd.silver_pos([texts[i] for i in keep])
+        return _word_task("pos", sents, tags, None, seed, key)
+    if task in ("sentiment", "position"):
+        texts, labels = _rotten_tomatoes()
+        keep = _sample(len(texts), sample, seed)
+        if task == "position":
+            return ProbeData("position", "token", [texts[i] for i in keep], None,
+                             [str(p) for p in range(1, MAX_POSITION + 1)], key)
+        return ProbeData("sentiment", "sentence", [texts[i] for i in keep], [labels[i] for i in keep],
+                         ["negative", "positive"], key)
+    path = Path(task).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{task}: not a task ({', '.join(TASKS)}) and no such file")
+    kind = fd.task_kind(str(path))  # ValueError for unsupported extensions
+    if kind == "token":
+        sents, tags = fd.read_conll(path)
+        return _word_task(path.name, sents, tags, sample, seed, key)
+    tagged = read_tagged_jsonl(path) if path.suffix.lower() in (".json", ".jsonl") else None
+    if tagged is not None:
+        return _word_task(path.name, *tagged, sample, seed, key)
+    texts, ys, names, notes = fd.load_labelled_file(path, text_column, label_column)
+    keep = _sample(len(texts), sample, seed)
+    texts, ys = [texts[i] for i in keep], [ys[i] for i in keep]
+    if len(set(ys)) < 2:
+        raise ValueError(f"{path.name}: the sample holds only one class; give more rows of each label")
+    return ProbeData(path.name, "sentence", texts, ys, names, key, notes)
+
+
+def load(task: str, sample: int | None = None, seed: int = 0, text_column: str = "text",
+         label_column: str = "label") -> ProbeData:
+    """A probe task by name or file path; `sample` = how many sentences (None: the task default).
+    Cached: the same arguments (and an unchanged file) return the same object."""
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError(f"task must be one of {', '.join(TASKS)} or a file path")
+    task = task.strip()
+    sample = _check_sample(sample)
+    if sample is None:
+        sample = DEFAULT_SAMPLE.get(task, DEFAULT_FILE_SAMPLE)
+    stamp = None
+    if task not in TASKS:
+        p = Path(task).expanduser()
+        if p.is_file():
+            st = p.stat()
+            stamp, task = (st.st_size, st.st_mtime_ns), str(p.resolve())
+    return _load(task, stamp, sample, int(seed), text_column, label_column)

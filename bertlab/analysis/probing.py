@@ -1,0 +1,306 @@
+"""Probing: what can a small classifier read off each layer's frozen vectors?
+
+A probe is trained on the embedding output and on every layer, on sentences held apart from the
+ones it is scored on. Its accuracy alone says little: a probe can memorise. So every task has a
+control (Hewitt & Liang 2019): for word and token tasks each word type (token type for position)
+gets a fixed random label drawn from the task's label distribution; for sentence tasks, where
+no type recurs, the labels are shuffled among sentences (the control then shows what the probe
+reaches on noise, about chance). Selectivity = task accuracy - control accuracy, per layer.
+A probe measures what is decodable, not what the model uses.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..train.finetune_data import _backend, split_indices
+from . import probe_data
+from .probe_data import ProbeData
+
+WORD_FEATURES = ("first", "mean")  # a word's vector: its first piece, or the mean of its pieces
+POOLINGS = ("cls", "mean")  # a sentence's vector: [CLS], or the mean of its pieces
+PROBES = ("linear", "mlp")
+VAL_FRAC = 0.2
+CACHE_BYTES = int(600e6)  # features kept in memory (float16), least recently used dropped first
+
+
+@dataclass
+class Features:
+    """Frozen vectors of one model on one task: X (L+1, N, H) float16, layer 0 = embeddings."""
+    X: torch.Tensor
+    y: torch.Tensor  # (N,) label ids
+    group: torch.Tensor  # (N,) sentence index: the split is by sentence
+    types: torch.Tensor  # (N,) word/token type id, for the control task
+    keys: list[str]  # one per sentence (identical sentences share a side of the split)
+    dropped: int  # words (texts) the tokenizer left no piece for, or words past the model's length
+
+    @property
+    def num_layers(self) -> int:
+        return self.X.size(0) - 1
+
+
+_cache: OrderedDict[tuple, Features] = OrderedDict()
+_lock = threading.Lock()
+
+
+def fingerprint(model, tok) -> str:
+    """Content identity of (weights, vocabulary): a strided sample of every tensor, so a retrained
+    or re-initialised model never reuses another's cached features; ~10 ms for a mini BERT."""
+    h = hashlib.blake2b(digest_size=12)
+    for k, v in model.state_dict().items():
+        flat = v.detach().reshape(-1)
+        h.update(f"{k}{tuple(v.shape)}".encode())
+        h.update(flat[:: max(1, flat.numel() // 2048)].float().cpu().numpy().tobytes())
+    h.update(_backend(tok).to_str().encode())
+    return h.hexdigest()
+
+
+def _items(kind, n_pieces, word_ids, feature):
+    """Items of one sentence as (label slot, piece positions); a vector is the mean over positions."""
+    if kind == "sentence":
+        return [(0, [0] if feature == "cls" else list(range(1, n_pieces + 1)))]
+    if kind == "token":
+        return [(i, [i + 1]) for i in range(min(n_pieces, probe_data.MAX_POSITION))]
+    pieces: dict[int, list[int]] = {}
+    for t, w in enumerate(word_ids):
+        if w is not None:
+            pieces.setdefault(w, []).append(t + 1)  # +1: after [CLS]
+    return [(w, ps[:1] if feature == "first" else ps) for w, ps in sorted(pieces.items())]
+
+
+@torch.no_grad()
+def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_size: int = 64,
+                     progress=None) -> Features:
+    """One forward pass per batch (eval mode, no autograd); each item's vector at every layer."""
+    encoder = getattr(model, "bert", model)
+    was_training = encoder.training
+    encoder.eval()
+    limit = min(tok.model_max_length, encoder.config.max_position_embeddings) - 2
+    pretok = data.kind == "word"
+    encs = _backend(tok).encode_batch([list(s) for s in data.sentences] if pretok else list(data.sentences),
+                                      is_pretokenized=pretok, add_special_tokens=False)
+    cls, sep, pad = tok.cls_token_id, tok.sep_token_id, tok.token_to_id("[PAD]") or 0
+    device = next(encoder.parameters()).device
+    order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))  # similar lengths: little padding
+    chunks, ys, groups, types, dropped = [], [], [], [], 0
+    vocab: dict[str, int] = {}
+    for b0 in range(0, len(order), batch_size):
+        idx = order[b0:b0 + batch_size]
+        seqs = [[cls] + encs[i].ids[:limit] + [sep] for i in idx]
+        T = max(map(len, seqs))
+        ids = torch.tensor([s + [pad] * (T - len(s)) for s in seqs], device=device)  # (B, T)
+        mask = (torch.arange(T, device=device)[None] < torch.tensor([len(s) for s in seqs], device=device)[:, None]).long()
+        hs = encoder(ids, torch.zeros_like(ids), mask, output_hidden_states=True).hidden_states
+        h = torch.stack(hs).float().reshape(len(hs), len(idx) * T, -1)  # (L+1, B*T, H)
+        rows, cols, vals, start = [], [], [], len(ys)
+        for b, i in enumerate(idx):
+            e, n = encs[i], len(seqs[b]) - 2  # the pieces the model saw
+            items = [(slot, ps) for slot, ps in _items(data.kind, n, e.word_ids[:n], feature) if ps]
+            dropped += (len(data.sentences[i]) if data.kind == "word" else data.kind == "sentence") - len(items)
+            for slot, ps in items:
+                rows += [len(ys) - start] * len(ps)
+                cols += [b * T + p for p in ps]
+                vals += [1.0 / len(ps)] * len(ps)
+                if data.kind == "word":
+                    ys.append(data.y[i][slot])
+                    types.append(vocab.setdefault(data.sentences[i][slot].lower(), len(vocab)))
+                elif data.kind == "token":
+                    ys.append(slot)  # position slot+1 has label id slot
+                    types.append(e.ids[slot])
+                else:
+                    ys.append(data.y[i])
+                    types.append(i)
+                groups.append(i)
+        w = torch.tensor(vals, device=device)[None, :, None]  # (1, P, 1): each piece's share of its item
+        out = h.new_zeros(h.size(0), len(ys) - start, h.size(2))  # (L+1, items, H)
+        out.index_add_(1, torch.tensor(rows, device=device), h[:, torch.tensor(cols, device=device)] * w)
+        chunks.append(out.half().cpu())
+        if progress:
+            progress(min(1.0, (b0 + len(idx)) / len(order)), "computing features")
+    encoder.train(was_training)
+    if not ys:
+        raise ValueError(f"{data.name}: no item has a token left after tokenisation")
+    keys = [s if isinstance(s, str) else " ".join(s) for s in data.sentences]
+    group = torch.tensor(groups)
+    order = torch.sort(group, stable=True).indices  # back to the data's order (batches went by length)
+    return Features(torch.cat(chunks, 1)[:, order], torch.tensor(ys)[order], group[order],
+                    torch.tensor(types)[order], keys, dropped)
+
+
+def features(model, tok, data: ProbeData, feature: str = "first", model_key: str | None = None,
+             progress=None) -> Features:
+    """compute_features, cached per (model content, data, feature) in a bounded LRU."""
+    key = (model_key or fingerprint(model, tok), data.key, feature if data.kind != "token" else "-")
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    f = compute_features(model, tok, data, feature, progress=progress)
+    with _lock:
+        _cache[key] = f
+        while len(_cache) > 1 and sum(v.X.numel() * 2 for v in _cache.values()) > CACHE_BYTES:
+            _cache.popitem(last=False)
+    return f
+
+
+# ---- probes ----------------------------------------------------------------------------------------
+
+def control_labels(f: Features, train_rows: torch.Tensor, kind: str, seed: int) -> torch.Tensor:
+    """Hewitt & Liang: each type draws one fixed label from the task's (training) label
+    distribution. Sentence tasks have no recurring types: labels are shuffled instead."""
+    g = torch.Generator().manual_seed(seed + 1)
+    if kind == "sentence":
+        return f.y[torch.randperm(len(f.y), generator=g)]
+    C = int(f.y.max()) + 1
+    dist = torch.bincount(f.y[train_rows], minlength=C).double()
+    per_type = torch.multinomial(dist / dist.sum(), int(f.types.max()) + 1, replacement=True, generator=g)
+    return per_type[f.types]
+
+
+def train_probe(Xtr, ytr, Xva, n_classes: int, kind: str = "linear", seed: int = 0,
+                weight_decay: float = 1e-4, hidden: int = 256) -> tuple[torch.Tensor, float]:
+    """(validation predictions, training accuracy). Features are standardised on the training
+    rows; linear = multinomial logistic regression by full-batch L-BFGS; mlp = one ReLU layer,
+    minibatch Adam. Everything is seeded, so a rerun gives the same numbers."""
+    g = torch.Generator().manual_seed(seed)
+    mu, sd = Xtr.mean(0), Xtr.std(0) + 1e-5
+    Xtr, Xva = (Xtr - mu) / sd, (Xva - mu) / sd
+    H = Xtr.size(1)
+    if kind == "linear":
+        net = nn.Linear(H, n_classes, dtype=Xtr.dtype)
+        nn.init.zeros_(net.weight)  # a convex problem: start at zero, no randomness at all
+        nn.init.zeros_(net.bias)
+        opt = torch.optim.LBFGS(net.parameters(), lr=1, max_iter=60, history_size=10,
+                                line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            loss = F.cross_entropy(net(Xtr), ytr) + weight_decay * net.weight.pow(2).sum()
+            loss.backward()
+            return loss
+        opt.step(closure)
+    else:
+        net = nn.Sequential(nn.Linear(H, hidden, dtype=Xtr.dtype), nn.ReLU(), nn.Linear(hidden, n_classes, dtype=Xtr.dtype))
+        for m in (net[0], net[2]):  # seeded here, not from the global RNG other threads share
+            nn.init.kaiming_uniform_(m.weight, a=5 ** 0.5, generator=g)
+            nn.init.zeros_(m.bias)
+        opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=1e-2)
+        bs = 256
+        steps = max(200, min(1500, 8 * len(Xtr) // bs))  # ~8 epochs
+        for s in range(steps):
+            i = torch.randint(len(Xtr), (bs,), generator=g)
+            loss = F.cross_entropy(net(Xtr[i]), ytr[i])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        train_acc = (net(Xtr).argmax(-1) == ytr).float().mean().item()
+        return net(Xva).argmax(-1), train_acc
+
+
+def split_rows(f: Features, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row indices of the training and validation items; whole sentences go to one side."""
+    tr, va = split_indices(f.keys, VAL_FRAC, seed)
+    side = torch.zeros(len(f.keys), dtype=torch.bool)
+    side[torch.tensor(va, dtype=torch.long)] = True
+    held = side[f.group]
+    return (~held).nonzero().squeeze(1), held.nonzero().squeeze(1)
+
+
+def per_tag(result: dict, layer: int | None = None) -> list[dict]:
+    """Per label at one layer (default: the best): validation count, probe accuracy, the label
+    it is most often mistaken for; commonest labels first."""
+    layer = result["best_layer"] if layer is None else int(layer)
+    if not 0 <= layer <= result["num_layers"]:
+        raise ValueError(f"layer must be between 0 and {result['num_layers']}, got {layer}")
+    y, pred = result["_y_val"], result["_pred"][layer]
+    names, rows = result["labels"], []
+    for c, n in Counter(y.tolist()).most_common():
+        mine = pred[y == c]
+        wrong = Counter(mine[mine != c].tolist()).most_common(1)
+        rows.append({"label": names[c], "count": n, "accuracy": round((mine == c).float().mean().item(), 4),
+                     "train share": round(result["_train_share"][c], 4),
+                     "most confused with": names[wrong[0][0]] if wrong else ""})
+    return rows
+
+
+def probe(model, tok, task: str | ProbeData = "pos", *, feature: str | None = None, probe: str = "linear",
+          sample: int | None = None, seed: int = 0, model_key: str | None = None, name: str = "model",
+          text_column: str = "text", label_column: str = "label", progress=None) -> dict:
+    """Train a task probe and a control probe on every layer. Returns a dict: per-layer
+    {acc, control_acc, selectivity, train_acc}, majority baseline, counts, the best layer and its
+    per-label table. Keys starting with "_" hold tensors for per_tag() at other layers."""
+    t0 = time.time()
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {', '.join(PROBES)}, got {probe!r}")
+    data = task if isinstance(task, ProbeData) else probe_data.load(task, sample, seed, text_column, label_column)
+    if feature is None:
+        feature = "cls" if data.kind == "sentence" else "first"
+    allowed = POOLINGS if data.kind == "sentence" else WORD_FEATURES
+    if data.kind != "token" and feature not in allowed:
+        raise ValueError(f"for a {data.kind} task the feature must be one of {', '.join(allowed)}, got {feature!r}")
+    say = progress or (lambda frac, desc: None)
+    f = features(model, tok, data, feature, model_key, progress=lambda p, d: say(0.3 * p, d))
+    tr, va = split_rows(f, seed)
+    if len(va) == 0 or len(tr) < 2 or len(set(f.keys)) < 2:
+        raise ValueError(f"{data.name}: too few distinct sentences to hold some out for validation")
+    C = len(data.labels)
+    ctrl = control_labels(f, tr, data.kind, seed)
+    y_tr, y_va = f.y[tr], f.y[va]
+    if len(y_tr.unique()) < 2:
+        raise ValueError(f"{data.name}: the training split holds only one class; give more examples of each label")
+    counts = torch.bincount(y_tr, minlength=C).double()
+    majority = (y_va == counts.argmax()).float().mean().item()
+    layers, preds = [], []
+    L = f.num_layers
+    for layer in range(L + 1):
+        X = f.X[layer].float()
+        say(0.3 + 0.7 * layer / (L + 1), f"probing layer {layer} of {L}")
+        pred, train_acc = train_probe(X[tr], y_tr, X[va], C, probe, seed)
+        say(0.3 + 0.7 * (layer + 0.5) / (L + 1), f"control task, layer {layer} of {L}")
+        cpred, ctrain = train_probe(X[tr], ctrl[tr], X[va], C, probe, seed)
+        acc, cacc = (pred == y_va).float().mean().item(), (cpred == ctrl[va]).float().mean().item()
+        layers.append({"layer": layer, "name": "embeddings" if layer == 0 else f"layer {layer}",
+                       "acc": round(acc, 4), "control_acc": round(cacc, 4), "selectivity": round(acc - cacc, 4),
+                       "train_acc": round(train_acc, 4), "control_train_acc": round(ctrain, 4)})
+        preds.append(pred)
+    say(1.0, "done")
+    unit = {"word": "words", "token": "tokens", "sentence": "sentences"}[data.kind]
+    notes = list(data.notes)
+    if f.dropped:
+        what = "words" if data.kind == "word" else "texts"
+        notes.append(f"{f.dropped} {what} were left out (no WordPiece piece, or past the model's length)")
+    res = {"model": name, "task": data.name, "kind": data.kind, "probe": probe,
+           "feature": feature if data.kind != "token" else "token", "num_layers": L,
+           "control": "shuffled labels" if data.kind == "sentence" else
+           ("random label per token type" if data.kind == "token" else "random label per word type"),
+           "layers": layers, "majority": round(majority, 4), "labels": data.labels,
+           "best_layer": max(range(L + 1), key=lambda i: (layers[i]["acc"], -i)),
+           "most_selective_layer": max(range(L + 1), key=lambda i: (layers[i]["selectivity"], -i)),
+           "counts": {"sentences": len(set(f.group.tolist())), "train": len(tr), "validation": len(va),
+                      "unit": unit, "labels": C, "types": int(len(f.types.unique())), "hidden": f.X.size(2)},
+           "seconds": round(time.time() - t0, 2), "notes": notes,
+           "_y_val": y_va, "_pred": preds, "_train_share": (counts / counts.sum()).tolist()}
+    res["per_tag"] = per_tag(res)
+    return res
+
+
+def public(result: dict) -> dict:
+    """The result without its tensors (JSON-ready)."""
+    return {k: v for k, v in result.items() if not k.startswith("_")}
+
+
+def random_init(model, seed: int = 0):
+    """A model of the same config with BERT's initial random weights (fixed seed): the baseline
+    that shows what the architecture alone, untrained, makes decodable."""
+    from ..model import BertForPreTraining
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return BertForPreTraining(model.config).eval()

@@ -1,0 +1,236 @@
+"""Probing lab: what can a linear classifier read off each layer, and is that more than it could memorise?"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..analysis import probe_data
+from ..analysis.probing import fingerprint, per_tag, probe, public, random_init
+from . import models
+from .tokenize_tab import user_error
+
+EXPLAIN = """**What does each layer know?** A *probe* is a small classifier trained on a layer's frozen
+vectors (the model is not changed). If it predicts part of speech well from layer 2, then part of
+speech is *decodable* from layer 2. Layer 0 is the embedding output: word + position, no context yet.
+
+**Read it against a control.** A probe can also memorise: give every word type a fixed *random* tag
+(Hewitt & Liang 2019) and a probe still scores well on words it saw in training. **Selectivity** =
+task accuracy − control accuracy: high when the layer holds the real property, not just word
+identity. For sentiment (one label per sentence, no word type to tie a label to) the control
+shuffles the labels among sentences, so it shows what the probe reaches on noise (≈ chance).
+
+**What it cannot show:** that the model *uses* this information. A probe measures what is there,
+not what matters; and a randomly initialised model of the same shape (compare with it!) already
+gives a surprisingly strong baseline."""
+
+TASKS = [("part of speech (per word)", "pos"), ("sentiment (per sentence)", "sentiment"),
+         ("position (per token)", "position"), ("my file (upload below)", "file")]
+FEATURES = [("first piece · [CLS]", "first"), ("mean of the pieces", "mean")]
+PROBES = [("linear (logistic regression)", "linear"), ("MLP (1 hidden layer)", "mlp")]
+RANDOM = "random init (same config)"
+MAX_SAMPLE = 8530  # every Rotten Tomatoes sentence
+MAX_MODELS = 4
+COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
+EXAMPLES = [["pos", "first", "linear", 1000], ["pos", "mean", "mlp", 1000], ["sentiment", "first", "linear", 4000],
+            ["position", "first", "linear", 500]]
+
+_results: OrderedDict[tuple, dict] = OrderedDict()
+_randoms: OrderedDict[str, object] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _remember(cache: OrderedDict, key, value, size: int):
+    with _lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > size:
+            cache.popitem(last=False)
+    return value
+
+
+def _load(entry: str, main):
+    """(model, tokenizer) for a picker value or RANDOM (the main model's config and tokenizer)."""
+    if entry != RANDOM:
+        try:
+            return models.get(entry)
+        except (ValueError, OSError) as e:
+            raise gr.Error(f"Cannot load {entry!r} to compare with: {e}") from None
+    key = fingerprint(*main)
+    with _lock:
+        hit = _randoms.get(key)
+    model = hit if hit is not None else _remember(_randoms, key, random_init(main[0], seed=0), 2)
+    return model, main[1]
+
+
+def _run(name, model, tok, task, feature, kind, sample, progress) -> dict:
+    key = (fingerprint(model, tok), task, feature, kind, sample,
+           Path(task).stat().st_mtime_ns if task not in probe_data.TASKS else None)
+    with _lock:
+        hit = _results.get(key)
+    if hit is not None:
+        return {**hit, "model": name}
+    res = probe(model, tok, task, feature=feature, probe=kind, sample=sample, name=name, progress=progress)
+    return _remember(_results, key, res, 16)
+
+
+def figure(results: list[dict]) -> go.Figure:
+    """Left: accuracy (solid) and control accuracy (dashed) by layer; right: selectivity."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.09,
+                        subplot_titles=("accuracy (solid) · control task (dashed)", "selectivity = accuracy − control"))
+    for i, r in enumerate(results):
+        c, xs = COLORS[i % len(COLORS)], [row["layer"] for row in r["layers"]]
+        pct = lambda k: [100 * row[k] for row in r["layers"]]  # noqa: E731
+        hov = "%{fullData.name}<br>layer %{x}: %{y:.1f} %<extra></extra>"
+        fig.add_trace(go.Scatter(x=xs, y=pct("acc"), name=f"{r['model']}", mode="lines+markers", line=dict(color=c, width=3),
+                                 legendgroup=str(i), hovertemplate=hov), 1, 1)
+        fig.add_trace(go.Scatter(x=xs, y=pct("control_acc"), name=f"{r['model']} · control", mode="lines+markers",
+                                 line=dict(color=c, dash="dash", width=2), marker_symbol="circle-open",
+                                 legendgroup=str(i), hovertemplate=hov), 1, 1)
+        fig.add_trace(go.Scatter(x=xs, y=pct("selectivity"), name=f"{r['model']} · selectivity", mode="lines+markers",
+                                 line=dict(color=c, width=3), legendgroup=str(i), showlegend=False,
+                                 hovertemplate=hov.replace(" %<", " points<")), 1, 2)
+    r0 = results[0]
+    fig.add_hline(y=100 * r0["majority"], line_dash="dot", line_color="#6b7280", row=1, col=1,
+                  annotation_text=f"majority class {100 * r0['majority']:.0f} %", annotation_position="bottom right")
+    fig.add_hline(y=0, line_color="#9ca3af", row=1, col=2)
+    L = max(r["num_layers"] for r in results)
+    ticks = dict(tickvals=list(range(L + 1)), ticktext=["emb"] + [str(i) for i in range(1, L + 1)], title="layer")
+    fig.update_xaxes(**ticks)
+    fig.update_yaxes(title="accuracy on held-out sentences (%)", row=1, col=1)
+    fig.update_yaxes(title="points", row=1, col=2)
+    fig.update_layout(height=500, margin=dict(l=10, r=10, t=70, b=10), hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.16, x=0),
+                      title=dict(text=f"{r0['task']} probe ({r0['probe']}, {r0['feature']}) by layer", font_size=15))
+    return fig
+
+
+def _short(name: str, n: int = 22) -> str:
+    name = "random init" if name == RANDOM else name
+    return name if len(name) <= n else "…" + name[-(n - 1):]
+
+
+def tag_table(results: list[dict], layer: int) -> pd.DataFrame:
+    """Per label at one layer for the main model, with every compared model's accuracy beside it."""
+    r0 = results[0]
+    rows = per_tag(r0, layer)
+    df = pd.DataFrame([{"label": t["label"], "validation count": t["count"], "train share %": round(100 * t["train share"], 1),
+                        f"accuracy % · {_short(r0['model'])}": round(100 * t["accuracy"], 1),
+                        "most confused with": t["most confused with"]} for t in rows])
+    for r in results[1:]:
+        if layer <= r["num_layers"] and r["labels"] == r0["labels"]:
+            acc = {t["label"]: t["accuracy"] for t in per_tag(r, layer)}
+            df[f"accuracy % · {_short(r['model'])}"] = [round(100 * acc.get(t["label"], float("nan")), 1) for t in rows]
+    return df
+
+
+def summary(results: list[dict], layer: int) -> str:
+    r0, c = results[0], results[0]["counts"]
+    lines = [f"**{r0['task']}** · {c['sentences']:,} sentences → {c['train']:,} training / {c['validation']:,} "
+             f"held-out {c['unit']} · {c['labels']} labels · control: {r0['control']} · majority class "
+             f"{100 * r0['majority']:.1f} % · per-label table at layer {layer}"]
+    for r in results:
+        b, s = r["layers"][r["best_layer"]], r["layers"][r["most_selective_layer"]]
+        lines.append(f"- **{r['model']}**: best layer {r['best_layer']}, {100 * b['acc']:.1f} % (control "
+                     f"{100 * b['control_acc']:.1f} %); most selective layer {r['most_selective_layer']} "
+                     f"({100 * s['selectivity']:+.1f} points) · {r['seconds']:.1f} s")
+    lines += [f"- note: {n}" for n in dict.fromkeys(n for r in results for n in r["notes"])]
+    return "\n".join(lines)
+
+
+def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer, choice: str | None,
+               progress=gr.Progress()):
+    """(figure, per-label table, summary, JSON, results) for the picked model and every model
+    compared with it; results (with the probes' predictions) go to a gr.State for `show`."""
+    if task == "file":
+        if not file:
+            raise gr.Error("Upload a file first: .conll/.txt (a token and its tag per line), .jsonl with "
+                           "tokens + tags lists, or .csv with text,label columns.")
+        task = str(file)
+    elif task not in probe_data.TASKS:
+        raise gr.Error(f"Unknown task {task!r}: choose {', '.join(probe_data.TASKS)} or file.")
+    if feature not in ("first", "mean"):
+        raise gr.Error(f"Unknown feature {feature!r}: choose first or mean.")
+    try:
+        sample = int(sample) if sample not in (None, "") else None
+    except (TypeError, ValueError):
+        raise gr.Error(f"The sample size must be a number, got {sample!r}.") from None
+    if sample is not None and not probe_data.MIN_SENTENCES <= sample <= MAX_SAMPLE:
+        raise gr.Error(f"The sample must be between {probe_data.MIN_SENTENCES} and {MAX_SAMPLE:,} sentences.")
+    compare = [compare] if isinstance(compare, str) else list(compare or [])
+    main_name = choice or models.DEFAULT
+    entries = [main_name] + [e for e in dict.fromkeys(x.strip() for x in compare if x and x.strip()) if e != main_name]
+    if len(entries) > MAX_MODELS:
+        raise gr.Error(f"Compare at most {MAX_MODELS - 1} models with the picked one.")
+    try:
+        main = models.get(choice)
+    except ValueError as e:
+        raise user_error(e) from None
+    results = []
+    for i, entry in enumerate(entries):
+        model, tok = main if i == 0 else _load(entry, main)
+        say = lambda p, d, i=i, e=entry: progress((i + p) / len(entries), desc=f"{e}: {d}")  # noqa: E731
+        say(0, "reading the task")
+        try:  # "first" means [CLS] for a sentence task: the backend's default for each kind
+            results.append(_run(entry, model, tok, task, None if feature == "first" else feature, kind, sample, say))
+        except ValueError as e:  # an upload's temporary folder means nothing to the user: drop it
+            msg = str(e).replace(str(Path(task).parent) + "/", "") if task not in probe_data.TASKS else str(e)
+            raise gr.Error(msg.strip() or type(e).__name__) from None
+    return (figure(results),) + show(results, layer) + (results,)
+
+
+def show(results: list[dict] | None, layer):
+    """(per-label table, summary, JSON) at one layer; the probes are not retrained."""
+    if not results:
+        return gr.skip(), gr.skip(), gr.skip()
+    L = results[0]["num_layers"]
+    layer = results[0]["best_layer"] if layer is None or int(layer) < 0 else min(int(layer), L)
+    data = [{**public(r), "per_tag": per_tag(r, min(layer, r["num_layers"]))} for r in results]
+    return tag_table(results, layer), summary(results, layer), data
+
+
+def _on_task(task: str):
+    return gr.Slider(value=probe_data.DEFAULT_SAMPLE.get(task, probe_data.DEFAULT_FILE_SAMPLE)), \
+        gr.File(visible=task == "file")
+
+
+def build(picker: gr.Dropdown) -> None:
+    with gr.Row():
+        with gr.Column(scale=3):
+            with gr.Row():
+                task = gr.Radio(TASKS, value="pos", label="What to probe for")
+                feature = gr.Radio(FEATURES, value="first", label="Vector of a word · of a sentence",
+                                   info="a word split into pieces: its first piece or their mean; a sentence: [CLS] or the mean")
+            with gr.Row():
+                kind = gr.Radio(PROBES, value="linear", label="Probe")
+                sample = gr.Slider(probe_data.MIN_SENTENCES, MAX_SAMPLE, value=probe_data.DEFAULT_SAMPLE["pos"], step=10,
+                                   label="Sentences to use", info="more: steadier numbers, slower (the default takes ~10 s a model)")
+            upload = gr.File(label="Your file: .conll/.txt (token tag per line), .jsonl (tokens + tags), .csv (text,label)",
+                             file_types=[".conll", ".conllu", ".txt", ".tags", ".bio", ".iob", ".csv", ".tsv", ".json",
+                                         ".jsonl"], type="filepath", visible=False)
+            with gr.Row():
+                compare = gr.Dropdown([RANDOM] + models.choices(), value=[RANDOM], multiselect=True, allow_custom_value=True,
+                                      label="Compare with", scale=3,
+                                      info="besides the model picked at the top: a random init, runs, a folder or a hub id")
+                layer = gr.Slider(-1, 24, value=-1, step=1, label="Per-label table at layer", scale=2,
+                                  info="−1: the best layer · 0: the embeddings")
+            go_btn = gr.Button("Run probes", variant="primary")
+        with gr.Column(scale=2):
+            gr.Markdown(EXPLAIN)
+    note = gr.Markdown()
+    plot = gr.Plot(label="Probe accuracy by layer")
+    with gr.Row():
+        table = gr.Dataframe(label="Per label (held-out)", interactive=False, max_height=420, scale=3)
+        raw = gr.JSON(label="JSON results", open=False, scale=1)
+    gr.Examples(EXAMPLES, inputs=[task, feature, kind, sample])
+    results = gr.State()
+    go_btn.click(run_probes, [task, upload, feature, kind, sample, compare, layer, picker],
+                 [plot, table, note, raw, results], api_name="probe", concurrency_limit=2)
+    layer.release(show, [results, layer], [table, note, raw], api_name=False, show_progress="hidden")
+    task.input(_on_task, task, [sample, upload], api_name=False)
+    compare.focus(lambda: gr.Dropdown(choices=[RANDOM] + models.choices()), None, compare, api_name=False)

@@ -1,0 +1,67 @@
+"""Probing tab: its API (/probe) with good and bad input, and the default probe run in Chromium."""
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from test_app import ARGS, CHROMIUM, SHOTS, client, server  # noqa: F401  (the app server fixtures)
+
+RANDOM = "random init (same config)"
+
+
+def test_probe_api_good_and_bad(client, tmp_path):  # noqa: F811
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+    out = client.predict(task="pos", file=None, sample=60, compare=[RANDOM], layer=0, api_name="/probe")
+    chart, table, note, data = out
+    assert [r["model"] for r in data] == ["default (shipped)", RANDOM]
+    assert all(len(r["layers"]) == 5 and {"acc", "control_acc", "selectivity"} <= set(r["layers"][0]) for r in data)
+    assert "per-label table at layer 0" in note and table["headers"][0] == "label"
+    nouns = ["film", "movie", "plot", "story", "actor", "scene"]
+    (tmp_path / "mine.conll").write_text("".join(f"the DT\n{nouns[i % 6]} NN\nwas VBD\n\n" for i in range(30)))
+    _, _, note, data = client.predict(task="file", file=handle_file(str(tmp_path / "mine.conll")), compare=[],
+                                      api_name="/probe")
+    assert [r["task"] for r in data] == ["mine.conll"] and data[0]["labels"] == ["DT", "NN", "VBD"]
+    bad = {"no file": (dict(task="file", file=None), "upload a file"),
+           "tiny sample": (dict(task="pos", file=None, sample=3), "minimum"),
+           "unknown model": (dict(task="pos", file=None, sample=60, compare=["/no/such/model"]), "cannot load")}
+    (tmp_path / "x.conll").write_text("the\nfilm\n")
+    bad["no labels"] = (dict(task="file", file=handle_file(str(tmp_path / "x.conll"))), "token tag")
+    for what, (kw, words) in bad.items():
+        with pytest.raises(AppError) as e:
+            client.predict(**kw, api_name="/probe")
+        msg = str(e.value)
+        assert words in msg.lower() and "Traceback" not in msg and "/tmp" not in msg and len(msg) < 400, (what, msg)
+
+
+@pytest.mark.slow
+def test_default_probe_in_chromium(server):  # noqa: F811
+    from playwright.sync_api import sync_playwright
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
+    SHOTS.mkdir(exist_ok=True)
+    outside, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
+                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+        page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
+        page.get_by_role("tab", name="Probing").click()
+        panel = page.locator("[role=tabpanel]:visible").first
+        panel.get_by_text("What does each layer know?").wait_for(timeout=30_000)
+        panel.get_by_role("button", name="Run probes").click()  # the defaults: POS, 1,000 sentences, + random init
+        try:
+            panel.locator(".js-plotly-plot").first.wait_for(timeout=150_000)
+        finally:
+            page.screenshot(path=str(SHOTS / "7_probing.png"), full_page=True)
+        panel.get_by_text("most selective layer").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(800)
+        traces = panel.locator(".js-plotly-plot .scatterlayer .trace").count()
+        assert traces >= 6  # accuracy, control, selectivity for each of two models
+        assert panel.locator("table td").filter(has_text="NN").count() >= 1  # the per-label table
+        assert panel.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(SHOTS / "7_probing.png"), full_page=True)
+        browser.close()
+    assert not outside, f"requests left the machine: {outside[:5]}"
+    assert not errors, errors

@@ -50,14 +50,17 @@ def _series(rows, split, key):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def _panel(fig, runs, idx, row, col, lines, legend_done):
-    """Add one panel: `lines` = [(split, key, label, dash)]; a run's first trace carries the legend."""
+def _panel(fig, runs, idx, row, col, lines, legend_done) -> bool:
+    """Add one panel: `lines` = [(split, key, label, dash)]; a run's first trace carries the legend.
+    False when it had nothing to draw."""
+    drawn = False
     for i, (name, rows) in enumerate(runs.items()):
         color = COLORS[i % len(COLORS)]
         for split, key, label, dash in lines:
             x, y = _series(rows, split, key)
             if not x:
                 continue
+            drawn = True
             show = (name, label) not in legend_done
             legend_done.add((name, label))
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers" if split == "eval" else "lines",
@@ -66,6 +69,7 @@ def _panel(fig, runs, idx, row, col, lines, legend_done):
                                      legendgroup=f"{name}{label}", showlegend=show,
                                      hovertemplate=f"{name} · {label}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"),
                           row=row, col=col)
+    return drawn
 
 
 PRETRAIN_PANELS = [
@@ -92,12 +96,18 @@ def runs_figure(runs: dict[str, list[dict]], panels, cols: int, height: int, tit
     fig = make_subplots(rows=rows_n, cols=cols, subplot_titles=[p[0] for p in panels],
                         vertical_spacing=0.16 if rows_n > 1 else 0.1, horizontal_spacing=0.07)
     done: set = set()
+    any_rows = any(len(r) for r in runs.values())
     for i, (_, lines) in enumerate(panels):
-        _panel(fig, runs, i, i // cols + 1, i % cols + 1, lines, done)
+        if not _panel(fig, runs, i, i // cols + 1, i % cols + 1, lines, done) and any_rows:
+            held_out = all(split == "eval" for split, *_ in lines)
+            ax = "" if i == 0 else str(i + 1)
+            fig.add_annotation(text="appears at the first evaluation" if held_out else "not measured in this run",
+                               showarrow=False, xref=f"x{ax} domain", yref=f"y{ax} domain", x=0.5, y=0.5,
+                               font=dict(size=12, color="#6b7280"))
     fig.update_xaxes(title_text="step", title_standoff=2)
     fig.update_layout(height=height, margin=dict(l=40, r=10, t=60, b=40), legend=dict(orientation="h", y=-0.12),
                       title=dict(text=title, font_size=15), uirevision="keep")  # keep the zoom across updates
-    if not any(len(r) for r in runs.values()):
+    if not any_rows:
         fig.add_annotation(text="No measurements yet: start a run, or pick one to watch.", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=15, color="#6b7280"))
     return fig

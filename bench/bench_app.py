@@ -55,12 +55,13 @@ def server_side(reps: int) -> dict[str, float]:
     return out
 
 
-def startup_and_rss() -> tuple[float, float]:
+def launch_app(extra_env: dict | None = None) -> tuple[subprocess.Popen, str, float]:
+    """`python app.py` on a free port: (process, url, seconds until the page answered 200)."""
     import httpx
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port)}
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), **(extra_env or {})}
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -70,8 +71,14 @@ def startup_and_rss() -> tuple[float, float]:
             if httpx.get(url, timeout=1).status_code == 200:
                 break
         except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise SystemExit("app.py exited before it answered")
             time.sleep(0.1)
-    startup = time.perf_counter() - t
+    return proc, url, time.perf_counter() - t
+
+
+def startup_and_rss() -> tuple[float, float]:
+    proc, url, startup = launch_app()
     from gradio_client import Client
     c = Client(url, verbose=False, analytics_enabled=False, download_files=False)
     c.predict(text=TEXT, api_name="/fill_mask")

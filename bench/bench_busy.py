@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 TEXT = ("the acting was [MASK] , but the story of the old man and his young son kept me watching "
         "until the very end of this long and quiet film .")
 
@@ -45,27 +43,15 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--job-threads", type=int, default=None)
     a = ap.parse_args()
-    import httpx
+    from bench_app import launch_app
     from gradio_client import Client
     runs = Path(tempfile.mkdtemp(prefix="bench-busy-"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "BERTLAB_RUNS_DIR": str(runs),
-           "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {"BERTLAB_RUNS_DIR": str(runs), "GRADIO_ANALYTICS_ENABLED": "False"}
     if a.job_threads:
         env["BERTLAB_JOB_THREADS"] = str(a.job_threads)
-    os.environ.update({k: v for k, v in env.items() if k.startswith("BERTLAB")})
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    os.environ.update(env)  # the job manager below reads the same settings
+    server, url, _ = launch_app(env)
     try:
-        url = f"http://127.0.0.1:{port}/"
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
         client = Client(url, verbose=False, analytics_enabled=False, download_files=False)
         latencies(client, 5)
         idle = latencies(client, a.calls)

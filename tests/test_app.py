@@ -1,4 +1,5 @@
 """The app as people use it: a real server, its API through gradio_client, the page in Chromium."""
+import contextlib
 import os
 import socket
 import subprocess
@@ -13,6 +14,27 @@ SHOTS = ROOT / "tests" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
+
+
+@contextlib.contextmanager
+def chromium_page():
+    """(browser, page, outside, errors): headless Debian Chromium; `outside` collects any request that
+    leaves 127.0.0.1 and `errors` any JavaScript error, for the test to assert empty at the end."""
+    from urllib.parse import urlparse
+
+    from playwright.sync_api import sync_playwright
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
+    SHOTS.mkdir(exist_ok=True)
+    outside, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
+                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+        yield browser, page, outside, errors
+        browser.close()
 
 
 def free_port() -> int:
@@ -138,19 +160,7 @@ TABS = [  # tab, button to press (None: the tab shows its example on load), what
 
 @pytest.mark.slow
 def test_every_tab_in_chromium(server):
-    from urllib.parse import urlparse
-
-    from playwright.sync_api import sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
-    SHOTS.mkdir(exist_ok=True)
-    outside, errors = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
-                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+    with chromium_page() as (browser, page, outside, errors):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
         page.get_by_text("bertlab").first.wait_for()
         for i, (tab, button, check) in enumerate(TABS):
@@ -173,6 +183,5 @@ def test_every_tab_in_chromium(server):
         page.wait_for_timeout(2000)
         page.screenshot(path=str(SHOTS / "error.png"))
         page.get_by_text("text is empty").first.wait_for(timeout=15000)  # a clear message, not a traceback
-        browser.close()
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

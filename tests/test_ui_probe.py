@@ -1,9 +1,7 @@
 """Probing tab: its API (/probe) with good and bad input, and the default probe run in Chromium."""
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
-from test_app import ARGS, CHROMIUM, SHOTS, client, server  # noqa: F401  (the app server fixtures)
+from test_app import SHOTS, chromium_page, client, server  # noqa: F401  (the app server fixtures)
 
 RANDOM = "random init (same config)"
 
@@ -35,17 +33,7 @@ def test_probe_api_good_and_bad(client, tmp_path):  # noqa: F811
 
 @pytest.mark.slow
 def test_default_probe_in_chromium(server):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
-    SHOTS.mkdir(exist_ok=True)
-    outside, errors = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
-                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+    with chromium_page() as (browser, page, outside, errors):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
         page.get_by_role("tab", name="Probing").click()
         panel = page.locator("[role=tabpanel]:visible").first
@@ -62,6 +50,5 @@ def test_default_probe_in_chromium(server):  # noqa: F811
         assert panel.locator("table td").filter(has_text="NN").count() >= 1  # the per-label table
         assert panel.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(SHOTS / "7_probing.png"), full_page=True)
-        browser.close()
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

@@ -4,11 +4,10 @@ resume, then fine-tune to a confusion matrix and try the model."""
 import re
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 from conftest import write_corpus
-from test_app import ARGS, CHROMIUM, SHOTS, client, server  # noqa: F401  (the app server fixtures)
+from test_app import SHOTS, chromium_page, client, server  # noqa: F401  (the app server fixtures)
 
 from bertlab.ui import finetune_tab, pretrain_tab
 
@@ -154,19 +153,8 @@ def _wait_status(page, sel, pattern, timeout=90):
 
 @pytest.mark.slow
 def test_train_in_the_browser(server, tmp_path):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
-    SHOTS.mkdir(exist_ok=True)
     corpus = write_corpus(tmp_path / "docs.txt", n_docs=200)
-    outside, errors = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = ctx.new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
-                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+    with chromium_page() as (browser, page, outside, errors):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
         page.get_by_role("tab", name="Pre-train").click()
         page.locator("#pretrain-size").get_by_text("parameters").wait_for()
@@ -190,7 +178,7 @@ def test_train_in_the_browser(server, tmp_path):  # noqa: F811
         assert len(set(s for s in seen if s)) >= 2 and len(set(seen)) >= 3, "the chart did not update twice"
         page.screenshot(path=str(SHOTS / "8_pretrain_running.png"), full_page=True)
 
-        other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another student
+        other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another student: own storage
         other.goto(server)
         other.get_by_role("tab", name="Pre-train").click()
         other.locator("#pretrain-run input").click()
@@ -228,6 +216,5 @@ def test_train_in_the_browser(server, tmp_path):  # noqa: F811
         assert "finetune-" in page.locator("#finetune-summary").inner_text()
         page.screenshot(path=str(SHOTS / "9_finetune.png"), full_page=True)
         assert page.get_by_text("Traceback").count() == 0
-        browser.close()
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

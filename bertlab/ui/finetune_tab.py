@@ -299,13 +299,6 @@ def build(picker: gr.Dropdown) -> None:
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="finetune_stop", show_progress="minimal")
     try_btn.click(try_it, [watch, text], [label, tags], api_name="finetune_try")
     text.submit(try_it, [watch, text], [label, tags], api_name=False)
-    gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
-    timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
-    for dd in (watch, overlay):
-        dd.focus(lambda: gr.Dropdown(choices=jobs_ui.runs_of("finetune")), None, dd, api_name=False)
-    root = gr.context.Context.root_block
-    if root is not None:
-        opened.then(on_open, [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
-            view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
-        root.load(params_md, p_in, params, api_name=False, show_progress="hidden")
+    jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs, on_open)
+    gr.context.Context.root_block.load(params_md, p_in, params, api_name=False, show_progress="hidden")
 

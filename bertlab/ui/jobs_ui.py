@@ -43,6 +43,17 @@ def session():
     return root._bertlab_session
 
 
+def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, on_open) -> None:
+    """What both training tabs do with their run picker: redraw on a pick, on each tick while the
+    run is live, refresh the run lists when opened, and show this browser's live run on page load."""
+    gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
+    timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+    for dd in (watch, overlay):
+        dd.focus(lambda: gr.Dropdown(choices=runs_of(kind)), None, dd, api_name=False)
+    opened.then(on_open, [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
+        view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+
+
 def run_kind(run_dir: Path) -> str | None:
     info = read_json(run_dir / jobs.JOB) or {}
     if info.get("kind"):

@@ -263,12 +263,5 @@ def build(picker: gr.Dropdown) -> None:
                     concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")
-    gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
-    timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
-    watch.focus(lambda: gr.Dropdown(choices=jobs_ui.runs_of("pretrain")), None, watch, api_name=False)
-    overlay.focus(lambda: gr.Dropdown(choices=jobs_ui.runs_of("pretrain")), None, overlay, api_name=False)
-    root = gr.context.Context.root_block
-    if root is not None:
-        opened.then(on_open, [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
-            view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
-        root.load(size_md, size_in, size, api_name=False, show_progress="hidden")
+    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, on_open)
+    gr.context.Context.root_block.load(size_md, size_in, size, api_name=False, show_progress="hidden")

@@ -218,3 +218,22 @@ def test_train_in_the_browser(server, tmp_path):  # noqa: F811
         assert page.get_by_text("Traceback").count() == 0
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors
+
+
+def test_charts_overlay_runs_and_read_partial_files(tmp_path):
+    from bertlab.ui import train_charts
+    rows = [{"step": s, "split": "train", "loss": 5 - s / 10, "mlm_acc": s / 100, "lr": 1e-3, "tokens_per_s": 9e3}
+            for s in (10, 20)] + [{"step": 20, "split": "eval", "mlm_loss": 4.0, "mlm_acc": 0.2, "unigram_acc": 0.04}]
+    fig = train_charts.pretrain_figure({"a": rows, "b": rows[:1]})
+    names = {t.name for t in fig.data}
+    assert {"a: train loss", "b: train loss", "a: held-out MLM acc.", "a: unigram guess"} <= names
+    assert "b: held-out MLM acc." not in names  # b has no evaluation yet
+    notes = [a.text for a in fig.layout.annotations]
+    assert "appears at the first evaluation" in notes and "not measured in this run" in notes  # attention, NSP
+    conf = {"labels": ["neg", "pos"], "confusion": [[3, 1], [0, 4]], "accuracy": 0.875}
+    heat = train_charts.confusion_figure(conf).data[0]
+    assert [list(r) for r in heat.z] == [[0.75, 0.25], [0.0, 1.0]] and "87.5%" in train_charts.confusion_figure(conf).layout.title.text
+    (tmp_path / "probes.jsonl").write_text('{"step": 5, "top3": {"the acting was [MASK] .": ["the", ".", ","]}}\n'
+                                           '{"step": 10, "top3": {"the acting was [MASK] .": ["good", "great"')
+    header, body = train_charts.probe_rows(tmp_path)  # the second line is still being written
+    assert header == ["sentence", "step 5"] and body == [["the acting was [MASK] .", "the / . / ,"]]

@@ -1,9 +1,7 @@
 """Fine-tune the picked model on a labelled task, and compare frozen, full and LoRA side by side."""
 from __future__ import annotations
 
-import shutil
 import threading
-import uuid
 from collections import OrderedDict
 
 import gradio as gr
@@ -84,10 +82,7 @@ def cli_args(choice, task, upload, text_column, label_column, method, epochs, lr
     t = TASKS.get(task, task)
     if t.startswith("upload"):
         src = check_upload(upload, "labelled file")
-        staged = jobs_ui.manager().root / ".uploads" / f"{uuid.uuid4().hex}{src.suffix.lower()}"
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, staged)
-        t = str(staged)
+        t = str(jobs_ui.stage_upload(src))
     model = models.resolve(choice)
     args = ["--model", "default" if choice in (None, "", models.DEFAULT) else str(model), "--task", t,
             "--method", spec.method, "--epochs", epochs, "--batch-size", batch, "--max-len", max_len,

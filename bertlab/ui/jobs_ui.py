@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -70,7 +71,7 @@ def runs_of(kind: str) -> list[str]:
     root = manager().root
     if not root.is_dir():
         return []
-    found = [d for d in root.iterdir() if d.is_dir() and jobs._NAME.match(d.name) and run_kind(d) == kind]
+    found = [d for d in root.iterdir() if d.is_dir() and valid(d.name) and run_kind(d) == kind]
     return [d.name for d in sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)]
 
 
@@ -83,12 +84,24 @@ def my_live_run(owner: str, kind: str) -> str | None:
 
 
 def valid(name) -> bool:
-    return isinstance(name, str) and bool(jobs._NAME.match(name))
+    try:
+        return bool(jobs.check_name(name))
+    except ValueError:
+        return False
 
 
 def shown_runs(name, overlay) -> list[str]:
     """The watched run, then the overlaid ones: valid names only (an API caller may type anything)."""
     return list(dict.fromkeys(n for n in [name, *(overlay or [])] if valid(n)))
+
+
+def stage_upload(src: Path) -> Path:
+    """A private copy of an uploaded file under the runs folder: Gradio's temporary copy may be
+    cleaned up while a queued run still waits to read it."""
+    staged = manager().root / ".uploads" / f"{uuid.uuid4().hex}{src.suffix.lower()}"
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, staged)
+    return staged
 
 
 def default_name(prefix: str) -> str:
@@ -111,7 +124,7 @@ def _duration(s: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
 
 
-def status_html(st: dict | None, owner: str | None, extra: str = "") -> str:
+def status_html(st: dict | None, owner: str | None) -> str:
     """A status line with a progress bar: state, step, ETA, whose run it is."""
     if not st:
         return "<div class='bl-status'>No run selected. Start one, or pick a run to watch.</div>"
@@ -135,7 +148,7 @@ def status_html(st: dict | None, owner: str | None, extra: str = "") -> str:
         if st.get("message") else ""
     bar = (f"<div style='background:#e5e7eb;border-radius:4px;height:8px;margin-top:6px'>"
            f"<div style='background:{color};width:{pct:.1f}%;height:8px;border-radius:4px'></div></div>")
-    return f"<div class='bl-status'>{' · '.join(parts)}{bar}{msg}{extra}</div>"
+    return f"<div class='bl-status'>{' · '.join(parts)}{bar}{msg}</div>"
 
 
 def owner_error(e: Exception) -> gr.Error:

@@ -5,8 +5,6 @@ event: closing the tab does not kill it, and a reloaded page finds it again.
 """
 from __future__ import annotations
 
-import shutil
-import uuid
 
 import gradio as gr
 
@@ -114,10 +112,7 @@ def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpu
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
             raise ValueError(f"{src.name}: a corpus is a .txt, .csv, .json or .jsonl file")
         load_documents(src, text_column or "text", max_docs or None)  # empty, binary, wrong column: said now
-        staged = jobs_ui.manager().root / ".uploads" / f"{uuid.uuid4().hex}{src.suffix.lower()}"
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, staged)
-        corpus_arg = str(staged)
+        corpus_arg = str(jobs_ui.stage_upload(src))
     elif corpus == CORPORA[2]:
         if not (hub_name or "").strip():
             raise ValueError("type a Hugging Face dataset name, e.g. stanfordnlp/imdb")

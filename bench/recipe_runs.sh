@@ -17,6 +17,7 @@ declare -A R=(
   [s_len64_lr2]="--max-len 64 --batch-size 64 --lr 2e-3 --mask-rate 0.15 --objective nsp --steps 1000 --eval-every 100"
   [len32_lr2_d0]="--max-position 128 --max-len 32 --batch-size 128 --lr 2e-3 --dropout 0 --mask-rate 0.15 --objective nsp --steps 2600 --eval-every 200"
   [default20]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250"
+  [default20_v4k]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250 --vocab-size 4096"
   [s_len64_mlm_d0]="--max-len 64 --batch-size 64 --lr 1e-3 --mask-rate 0.15 --objective mlm --dropout 0 --steps 1000 --eval-every 100"
 )
 names=("$@"); [ ${#names[@]} -eq 0 ] && names=(base128 len64 len64_mlm_d0 len64_m30 len32 len64_lr2)

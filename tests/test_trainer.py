@@ -254,3 +254,28 @@ def test_ddp_two_processes_on_gloo(tmp_path):
     assert res["ranks_equal"] and res["resume_exact"]
     assert res["stopped"] == ["stopped", 10] and res["resumed"] == ["finished", 20]
     assert res["losses"][-1] < 0.8 * res["losses"][0], res["losses"]
+
+
+def test_bf16_falls_back_to_fp32_where_the_cpu_emulates_it(tmp_path, monkeypatch):
+    """Emulated bf16 (AVX2-only CPUs) is ~100x slower than fp32: the trainer says so and uses fp32."""
+    from bertlab.train import loop, precision
+    assert isinstance(precision.bf16_is_fast("cpu"), bool) and precision.bf16_is_fast("meta")
+    monkeypatch.setattr(loop, "bf16_is_fast", lambda device_type: False)
+    used = []
+    real = torch.autocast
+
+    def spy(device_type, dtype=None, enabled=True, **kw):
+        used.append(enabled)
+        return real(device_type, dtype, enabled=enabled, **kw)
+    monkeypatch.setattr(loop.torch, "autocast", spy)
+    lines = []
+    t = Trainer(tiny_model(), TinyBatches(), TrainArgs(steps=3, bf16=True, log_every=1), tmp_path,
+                pretraining_loss, log_fn=lines.append)
+    assert t.fit()["state"] == "finished"
+    assert used and not any(used) and not t.args.bf16
+    assert any("no fast bfloat16" in m and "fp32" in m for m in lines), lines
+    assert json.loads((tmp_path / "train_args.json").read_text())["bf16"] is False
+
+    monkeypatch.setattr(loop, "bf16_is_fast", lambda device_type: True)
+    t = Trainer(tiny_model(), TinyBatches(), TrainArgs(steps=1, bf16=True), tmp_path / "b", pretraining_loss)
+    assert t.args.bf16

@@ -35,7 +35,7 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (or steps if >= 1)")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--clip", type=float, default=1.0)
-    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (faster on recent CPUs)")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast where the hardware has native bf16 (else fp32)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--eval-every", type=int, default=200)

@@ -338,7 +338,7 @@ def add_finetune_args(p) -> None:
                    help="full only: train the head first, then unfreeze one layer from the top per stage")
     p.add_argument("--max-examples", type=int, default=None, help="use a seeded random subset of N examples")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast if the hardware has native bf16")
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", action="store_true", help="print the final validation metrics as JSON")

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from torch.optim.lr_scheduler import LambdaLR
 
 from . import runs
+from .precision import bf16_is_fast, slow_bf16_note
 from .runs import load_weights, rng_state, save_weights, seed_everything, set_rng_state
 
 # On resume these come from the run's train_args.json (changing them mid-run breaks the schedule
@@ -150,6 +151,9 @@ class Trainer:
         self.device = resolve_device(args.device)
         self.comm_device = self.device if ddp and dist.get_backend() == "nccl" else torch.device("cpu")
         self.model = model.to(self.device)
+        if args.bf16 and not bf16_is_fast(self.device.type):  # emulated bf16 is far slower than fp32
+            self._say(slow_bf16_note())
+            self.args = replace(args, bf16=False)
         self.step, self.elapsed, self.started = 0, 0.0, time.time()
         self._build()
 

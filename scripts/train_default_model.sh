@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Retrain the shipped default model from scratch on IMDB (about an hour on 2 CPU cores).
+# Retrain the shipped default model from scratch on IMDB (about three hours on 2 CPU cores in fp32).
 # Stage 1 learns with short 32-token examples, where attention to neighbouring words is found
-# quickly; stage 2 continues from it on 128-token examples so the model reads whole reviews.
+# quickly; stages 2 and 3 continue from it on 128-token examples so the model reads whole reviews
+# (stage 3 is a second learning-rate cycle: held-out accuracy 33.2 % -> 36.4 %).
 # Usage: bash scripts/train_default_model.sh [RUNS_DIR]   (resumable: rerun after a stop)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +14,7 @@ python -m bertlab pretrain $common --vocab-size 8192 --max-len 32 --max-position
   --lr 1e-3 --warmup 0.05 --steps 4000 --eval-every 250 --out "$runs/default-32" $(resume "$runs/default-32")
 python -m bertlab pretrain $common --init-from "$runs/default-32" --max-len 128 --batch-size 32 \
   --lr 5e-4 --warmup 0.05 --steps 2000 --eval-every 250 --out "$runs/default-128" $(resume "$runs/default-128")
-python -m bertlab export "$runs/default-128" assets/default-model --fp16
-python -m bertlab evaluate "$runs/default-128"
+python -m bertlab pretrain $common --init-from "$runs/default-128" --max-len 128 --batch-size 32 \
+  --lr 5e-4 --warmup 0.03 --steps 4800 --eval-every 400 --out "$runs/default-128b" $(resume "$runs/default-128b")
+python -m bertlab export "$runs/default-128b" assets/default-model --fp16
+python -m bertlab evaluate "$runs/default-128b"

@@ -27,8 +27,9 @@ HEADS = {"bert.pooler.": "pooler", "cls.predictions.": "masked-LM head", "cls.se
 
 
 def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
-    """A local folder as is; anything else is taken as a hub id and downloaded (cached)."""
-    if path_or_hub_id is None:
+    """A local folder as is; None or "default" (no such folder here) is the shipped model; anything
+    else is taken as a hub id and downloaded (cached)."""
+    if path_or_hub_id is None or (str(path_or_hub_id) == "default" and not Path("default").is_dir()):
         return DEFAULT_MODEL_DIR
     p = Path(path_or_hub_id).expanduser()
     if p.is_dir():

@@ -124,3 +124,4 @@ def test_default_model_ships_and_loads():
     assert checkpoint.DEFAULT_MODEL_DIR.is_dir()
     m, tok = load_pretrained()
     assert tok.vocab_size <= m.config.vocab_size
+    assert checkpoint.resolve_folder("default") == checkpoint.resolve_folder(None) == checkpoint.DEFAULT_MODEL_DIR

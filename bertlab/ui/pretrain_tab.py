@@ -5,7 +5,6 @@ event: closing the tab does not kill it, and a reloaded page finds it again.
 """
 from __future__ import annotations
 
-
 import gradio as gr
 
 from ..analysis import sizing

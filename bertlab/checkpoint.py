@@ -189,6 +189,7 @@ def write_model_files(tmp: Path, model, tokenizer, dtype=torch.float32, extra_fi
     sd = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
           for k, v in model.state_dict().items() if k not in TIED}
     save_file(sd, tmp / "model.safetensors", metadata={"format": "pt"})
+    shutil.copymode(tmp / "config.json", tmp / "model.safetensors")  # safetensors writes 0600
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     for name, text in (extra_files or {}).items():

@@ -116,6 +116,8 @@ def test_save_is_atomic(folder, monkeypatch):
     monkeypatch.undo()
     save_pretrained(m, None, path, dtype=torch.float16)  # overwrite in place
     assert [p.name for p in path.parent.iterdir()] == ["model"]  # no temp or old folders left
+    modes = {f.name: f.stat().st_mode & 0o777 for f in path.iterdir()}
+    assert len(set(modes.values())) == 1, modes  # the weights as readable as config.json (not 0600)
     m16 = load_model(path)  # fp16 storage comes back as fp32
     assert next(m16.parameters()).dtype == torch.float32
 

@@ -140,3 +140,19 @@ def test_cli_pretrain_evaluate_and_torchrun(tmp_path, small_corpus):
     assert read_status(tmp_path / "ddp")["state"] == "finished"
     rows = [x for x in read_metrics(tmp_path / "ddp")[0] if x["split"] == "train"]
     assert rows[-1]["loss"] < rows[0]["loss"]
+
+
+def test_init_from_keeps_the_weights_and_takes_a_new_dropout(tmp_path, small_corpus):
+    """A later stage may switch dropout off; its other shape settings come from the model it continues."""
+    from bertlab.train.pretrain import build_model, prepare_data
+    pretrain(tmp_path / "s1", spec(small_corpus), args(10), log=lambda *_: None)
+    s2 = spec(small_corpus, init_from=str(tmp_path / "s1"),
+              config={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+    tok, *_ = prepare_data(tmp_path / "s2", s2, seed=0, log=lambda *_: None)
+    model = build_model(s2, tok)
+    before, _ = load_pretrained(tmp_path / "s1")
+    assert model.config.hidden_dropout_prob == 0.0 and model.config.attention_probs_dropout_prob == 0.0
+    assert all(m.p == 0.0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    assert before.config.hidden_dropout_prob == 0.1
+    for (k, a), b in zip(model.state_dict().items(), before.state_dict().values()):
+        assert torch.equal(a, b), k

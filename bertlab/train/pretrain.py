@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from ..analysis.attention import layer_diagnostics
 from ..checkpoint import load_model, resolve_folder, save_pretrained, write_model_files
-from ..config import preset
+from ..config import BertConfig, preset
 from ..data import Example, OBJECTIVES, load_documents, make_pretraining_examples, split_heldout, tokenize_documents
 from ..masking import Batcher, continuation_table
 from ..model import BertForPreTraining
@@ -29,6 +29,7 @@ PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
           "this is one of the worst [MASK] i have ever seen .", "the [MASK] was slow but the ending was great ."]
 
 
+DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 DATA_FIELDS = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective", "heldout", "init_from")
 
 
@@ -164,7 +165,10 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, seed: int, log=print):
 
 def build_model(spec: PretrainSpec, tok: WordPieceTokenizer) -> BertForPreTraining:
     if spec.init_from:
-        model = load_model(resolve_folder(spec.init_from))
+        folder = resolve_folder(spec.init_from)
+        # A continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage).
+        drop = {k: v for k, v in spec.config.items() if k in DROPOUT_FIELDS}
+        model = load_model(folder, BertConfig.from_json_file(folder / "config.json").replace(**drop) if drop else None)
     else:
         overrides = {"vocab_size": tok.vocab_size, "max_position_embeddings": spec.max_len, **spec.config}
         model = BertForPreTraining(preset(spec.preset, **overrides))

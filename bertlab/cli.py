@@ -139,7 +139,8 @@ def cmd_export(a) -> int:
     model, tok = load_pretrained(a.source)
     out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32)
     size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and transformers)")
+    hf = "transformers as MegatronBertForPreTraining (pre-LN)" if model.config.pre_ln else "transformers"
+    print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and {hf})")
     return 0
 
 

@@ -25,6 +25,9 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+    # Pre-LN (LayerNorm before attention and feed-forward, one after the last layer): trains stably at
+    # higher learning rates. Not BERT's layout: saved as Hugging Face's MegatronBert, which computes it.
+    pre_ln: bool = False
 
     def __post_init__(self):
         self.validate()
@@ -56,6 +59,8 @@ class BertConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"{name} must be a positive number, got {v!r}")
+        if not isinstance(self.pre_ln, bool):
+            raise ValueError(f"pre_ln must be true or false, got {self.pre_ln!r}")
         if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id must be in [0, vocab_size), got {self.pad_token_id!r}")
         return self
@@ -65,15 +70,21 @@ class BertConfig:
         return asdict(self)
 
     def to_hf_dict(self, architecture: str = "BertForPreTraining") -> dict:
-        return {"architectures": [architecture], "model_type": "bert", **self.to_dict()}
+        """A pre-LN model is written as MegatronBert (same keys, LayerNorms moved), so transformers
+        computes it correctly instead of loading it into a post-LN BERT."""
+        d = self.to_dict()
+        if d.pop("pre_ln"):
+            return {"architectures": ["Megatron" + architecture], "model_type": "megatron-bert", **d}
+        return {"architectures": [architecture], "model_type": "bert", **d}
 
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
         """Keep the fields we know and ignore the rest (HF configs carry many we do not use)."""
-        if d.get("model_type", "bert") not in ("bert",):
-            raise ValueError(f"model_type must be 'bert', got {d.get('model_type')!r}")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known and v is not None})
+        kind = d.get("model_type", "bert")
+        if kind not in ("bert", "megatron-bert"):
+            raise ValueError(f"model_type must be 'bert' (or 'megatron-bert', pre-LN), got {kind!r}")
+        known = {f.name for f in fields(cls)} - {"pre_ln"}
+        return cls(**{k: v for k, v in d.items() if k in known and v is not None}, pre_ln=kind == "megatron-bert")
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":

@@ -285,7 +285,8 @@ def read_head_config(folder: str | os.PathLike) -> tuple[str | None, list[str] |
         raise ValueError(f"{path}: not a readable JSON config ({e})") from e
     if not isinstance(d, dict):
         raise ValueError(f"{path}: a config must be a JSON object")
-    arch = next((a for a in d.get("architectures") or [] if a in HEADS), None)
+    names = [str(a).removeprefix("Megatron") for a in d.get("architectures") or []]  # pre-LN heads
+    arch = next((a for a in names if a in HEADS), None)
     labels = None
     id2label = d.get("id2label")
     if isinstance(id2label, dict) and id2label:

@@ -69,7 +69,7 @@ class BertEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
-        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.LayerNorm = _post_ln(c)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
     def forward(self, input_ids, token_type_ids):  # (B, T) each
@@ -118,13 +118,22 @@ class BertSelfAttention(nn.Module):
         return y.transpose(1, 2).reshape(B, T, H), probs
 
 
+def _post_ln(c: BertConfig) -> nn.Module:
+    """BERT's LayerNorm after each residual add; pre-LN models normalise before each block instead."""
+    return nn.Identity() if c.pre_ln else nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+
+
+def _pre_ln(c: BertConfig) -> nn.Module | None:
+    return nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.pre_ln else None
+
+
 class BertSelfOutput(nn.Module):
     """Project, dropout, add the residual, then LayerNorm (post-LN, as in the paper)."""
 
     def __init__(self, c: BertConfig, d_in: int):
         super().__init__()
         self.dense = nn.Linear(d_in, c.hidden_size)
-        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.LayerNorm = _post_ln(c)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
     def forward(self, h, residual):
@@ -137,11 +146,12 @@ class BertSelfOutput(nn.Module):
 class BertAttention(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()
+        self.ln = _pre_ln(c)  # MegatronBert's name for the pre-LN LayerNorm
         self.self = BertSelfAttention(c)
         self.output = BertSelfOutput(c, c.hidden_size)
 
     def forward(self, x, bias, need_weights):
-        y, probs = self.self(x, bias, need_weights)
+        y, probs = self.self(x if self.ln is None else self.ln(x), bias, need_weights)
         return self.output(y, x), probs
 
 
@@ -159,18 +169,20 @@ class BertLayer(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()
         self.attention = BertAttention(c)
+        self.ln = _pre_ln(c)
         self.intermediate = BertIntermediate(c)
         self.output = BertSelfOutput(c, c.intermediate_size)  # HF's BertOutput has the same shape
 
     def forward(self, x, bias, need_weights):
         x, probs = self.attention(x, bias, need_weights)
-        return self.output(self.intermediate(x), x), probs
+        return self.output(self.intermediate(x if self.ln is None else self.ln(x)), x), probs
 
 
 class BertEncoder(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
+        self.ln = _pre_ln(c)  # pre-LN: the residual stream is normalised once, at the end
 
 
 class BertPooler(nn.Module):
@@ -233,6 +245,8 @@ class BertModel(nn.Module):
             x, probs = layer(x, bias, output_attentions)
             hidden.append(x)
             attns.append(probs)
+        if self.encoder.ln is not None:  # as MegatronBert: the last hidden state is the normalised one
+            x = hidden[-1] = self.encoder.ln(x)
         return BertOutput(
             last_hidden_state=x,
             pooler_output=self.pooler(x) if self.pooler is not None else None,

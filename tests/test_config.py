@@ -17,6 +17,7 @@ from bertlab.config import PRESETS, BertConfig, preset
     ({"hidden_act": "swish"}, "hidden_act"),
     ({"pad_token_id": 99, "vocab_size": 50}, "pad_token_id"),
     ({"max_position_embeddings": 0}, "max_position_embeddings"),
+    ({"pre_ln": "yes"}, "pre_ln"),
 ])
 def test_impossible_configs_name_the_field(changes, field):
     with pytest.raises(ValueError, match=field):

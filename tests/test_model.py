@@ -203,3 +203,37 @@ def test_packed_weights_follow_dtype_round_trips_and_reloads():
         fast = m(ids, tt, am).mlm_logits
     slow = m(ids, tt, am).mlm_logits  # grad enabled: plain F.linear
     assert (fast - slow).abs().max() <= TOL
+
+
+def hf_megatron(vocab_size, **kw):
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.MegatronBertConfig(vocab_size=vocab_size, attn_implementation="eager", **kw)
+    m = transformers.MegatronBertForPreTraining(cfg).eval()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if ".ln." in n or "LayerNorm" in n or n.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return m
+
+
+@pytest.mark.parametrize("name", ["odd", "tanh-gelu"])
+def test_pre_ln_variant_is_transformers_megatron_bert(name, tmp_path, vocab_tokenizer):
+    """Pre-LN is opt-in and not BERT's layout: it round-trips through MegatronBert, number for number."""
+    import transformers
+    V = vocab_tokenizer.vocab_size
+    hf = hf_megatron(V, **CONFIGS[name])
+    hf.save_pretrained(tmp_path / "hf")
+    vocab_tokenizer.save_pretrained(tmp_path / "hf")
+    ours, _ = load_pretrained(tmp_path / "hf")
+    assert ours.config.pre_ln and ours.bert.encoder.ln is not None
+    assert_same(*run_both(ours, hf, V, hf.config.type_vocab_size))
+
+    torch.manual_seed(3)
+    ours = BertForPreTraining(BertConfig(vocab_size=V, pre_ln=True, **CONFIGS[name])).eval()
+    save_pretrained(ours, vocab_tokenizer, tmp_path / "m")
+    back = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "m", attn_implementation="eager").eval()
+    assert type(back).__name__ == "MegatronBertForPreTraining"
+    assert_same(*run_both(ours, back, V, ours.config.type_vocab_size))
+    post = BertForPreTraining(BertConfig(vocab_size=V, **CONFIGS[name]))  # same parameter count, other places
+    assert sum(p.numel() for p in post.parameters()) == sum(p.numel() for p in ours.parameters())

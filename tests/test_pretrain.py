@@ -119,6 +119,8 @@ def test_cli_architecture_flags_override_the_preset():
     assert s.config == {"intermediate_size": 100, "max_position_embeddings": 256}
     s, _ = specs_from_args(p.parse_args(["--out", "x", "--init-from", "default", "--max-len", "128"]))
     assert s.config == {}  # a continued model keeps its own position table
+    s, _ = specs_from_args(p.parse_args(["--out", "x", "--pre-ln", "--dropout", "0"]))
+    assert s.config["pre_ln"] is True and s.config["hidden_dropout_prob"] == 0.0
 
 
 @pytest.mark.slow

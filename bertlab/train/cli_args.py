@@ -26,6 +26,9 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mask-rate", type=float, default=0.15)
     p.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
     p.add_argument("--dropout", type=float, default=None, help="hidden and attention dropout (default 0.1)")
+    p.add_argument("--pre-ln", action="store_true",
+                   help="LayerNorm before each block (stable at higher learning rates; not BERT's post-LN: "
+                        "transformers loads it as MegatronBert)")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
     p.add_argument("--resume", action="store_true")
@@ -51,8 +54,10 @@ def specs_from_args(a):
     config = {}
     if a.dropout is not None:
         config = {"hidden_dropout_prob": a.dropout, "attention_probs_dropout_prob": a.dropout}
-    if a.init_from is None:  # a continued model keeps its own position table
+    if a.init_from is None:  # a continued model keeps its own position table and layout
         config["max_position_embeddings"] = a.max_position or max(128, a.max_len)
+        if a.pre_ln:
+            config["pre_ln"] = True
     for flag, key in (("layers", "num_hidden_layers"), ("hidden", "hidden_size"),
                       ("heads", "num_attention_heads"), ("intermediate", "intermediate_size")):
         if getattr(a, flag, None) is not None:

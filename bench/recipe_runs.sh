@@ -3,7 +3,7 @@
 # Usage: bash bench/recipe_runs.sh OUTDIR NAME...   (names below; all of them when none given)
 set -u
 out=${1:-runs/recipe}; shift || true
-common="--preset mini --corpus imdb --bf16 --seed 0 --log-every 25 --save-every 100000 --threads ${THREADS:-2}"
+common="--corpus imdb --bf16 --seed 0 --log-every 25 --save-every 100000 --threads ${THREADS:-2}"
 declare -A R=(
   [base128]="--max-len 128 --batch-size 32 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 1500 --eval-every 150"
   [len64]="--max-len 64 --batch-size 64 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 1500 --eval-every 150"
@@ -18,11 +18,15 @@ declare -A R=(
   [len32_lr2_d0]="--max-position 128 --max-len 32 --batch-size 128 --lr 2e-3 --dropout 0 --mask-rate 0.15 --objective nsp --steps 2600 --eval-every 200"
   [default20]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250"
   [default20_v4k]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250 --vocab-size 4096"
+  # Same schedule as default20 (3,700 steps), stopped at step 1,000: comparable step by step with it.
+  [r_len32_d0]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --dropout 0 --mask-rate 0.15 --objective nsp --steps 3700 --stop-at 1000 --eval-every 250"
+  [r_len32_preln_lr2]="--max-position 128 --max-len 32 --batch-size 128 --lr 2e-3 --pre-ln --mask-rate 0.15 --objective nsp --steps 3700 --stop-at 1000 --eval-every 250"
+  [r_tiny_len32]="--preset tiny --max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250"
   [s_len64_mlm_d0]="--max-len 64 --batch-size 64 --lr 1e-3 --mask-rate 0.15 --objective mlm --dropout 0 --steps 1000 --eval-every 100"
 )
 names=("$@"); [ ${#names[@]} -eq 0 ] && names=(base128 len64 len64_mlm_d0 len64_m30 len32 len64_lr2)
 for n in "${names[@]}"; do
-  [ -d "$out/$n/model" ] && continue
+  [ -d "$out/$n/model" ] && continue  # done (a --stop-at run also leaves its model)
   rm -rf "$out/$n"
   echo "== $n: ${R[$n]}"
   python -m bertlab pretrain $common ${R[$n]} --out "$out/$n" > "$out/$n.log" 2>&1

@@ -106,6 +106,23 @@ def test_stop_and_resume_equals_uninterrupted_run(tmp_path):
     assert json.loads((tmp_path / "b" / "train_args.json").read_text())["steps"] == 14
 
 
+def test_stop_at_samples_the_start_of_a_long_schedule(tmp_path):
+    """--stop-at keeps the full run's learning-rate schedule, so early steps compare across runs."""
+    args = TrainArgs(steps=12, lr=5e-3, warmup=3, save_every=100, log_every=1, eval_every=100)
+    ref = tiny_model()
+    Trainer(ref, TinyBatches(), args, tmp_path / "a", pretraining_loss).fit()
+    m = tiny_model()
+    st = Trainer(m, TinyBatches(), TrainArgs(**{**args.to_dict(), "stop_at": 5}), tmp_path / "b",
+                 pretraining_loss).fit()
+    assert st["state"] == "stopped" and st["step"] == 5 and latest_checkpoint(tmp_path / "b").name == "step-5"
+    lrs = lambda run: [r["lr"] for r in read_metrics(run)[0] if r["split"] == "train"]  # noqa: E731
+    assert lrs(tmp_path / "b") == lrs(tmp_path / "a")[:5]
+    st = Trainer(tiny_model(seed=7), TinyBatches(), args, tmp_path / "b", pretraining_loss).fit(resume=True)
+    assert st["state"] == "finished" and st["step"] == 12
+    with pytest.raises(ValueError, match="stop_at"):
+        TrainArgs(steps=3, stop_at=0)
+
+
 @pytest.fixture
 def one_thread():
     """Children run on one thread; summation order (so every bit) depends on the thread count."""

@@ -30,6 +30,8 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
                    help="LayerNorm before each block (stable at higher learning rates; not BERT's post-LN: "
                         "transformers loads it as MegatronBert)")
     p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--stop-at", type=int, default=None,
+                   help="stop after this step, resumably, keeping the --steps schedule (compare early parts of runs)")
     p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--batch-size", type=int, default=128)
@@ -70,5 +72,6 @@ def specs_from_args(a):
                         init_from=a.init_from, config=config)
     targs = TrainArgs(steps=a.steps, lr=a.lr, warmup=a.warmup, weight_decay=a.weight_decay, clip=a.clip,
                       accum=a.accum, bf16=a.bf16, seed=a.seed, log_every=a.log_every,
-                      eval_every=a.eval_every, save_every=a.save_every, keep_last=a.keep_last, device=a.device)
+                      eval_every=a.eval_every, save_every=a.save_every, keep_last=a.keep_last, device=a.device,
+                      stop_at=a.stop_at)
     return spec, targs

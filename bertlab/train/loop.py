@@ -46,9 +46,13 @@ class TrainArgs:
     save_every: int = 500
     keep_last: int = 2
     device: str = "cpu"  # "cpu", "cuda", "cuda:N" or "auto"
+    stop_at: int | None = None  # stop (resumably) after this step: samples the start of a long schedule
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
+        if self.stop_at is not None and (isinstance(self.stop_at, bool) or not isinstance(self.stop_at, int)
+                                         or self.stop_at < 1):
+            raise ValueError(f"stop_at must be a positive integer, got {self.stop_at!r}")
         for name in ("steps", "accum", "log_every", "eval_every", "save_every", "keep_last"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -271,7 +275,7 @@ class Trainer:
             loss_avg = loss_sum / a.accum
             bad = not (math.isfinite(loss_avg) and math.isfinite(gn))
             stop = (self.rank == 0 and runs.stop_requested(self.run_dir)) or \
-                bool(self.stop_event is not None and self.stop_event.is_set())
+                bool(self.stop_event is not None and self.stop_event.is_set()) or self.step + 1 == a.stop_at
             bad, stop = self._agree(bad, stop)
             if bad:
                 self.optimizer.zero_grad(set_to_none=True)

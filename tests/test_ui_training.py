@@ -33,8 +33,11 @@ def test_pretrain_form_gives_cli_flags(runs_root):
     assert flags["--corpus"] == "imdb" and flags["--layers"] == "1" and flags["--hidden"] == "32"
     assert flags["--objective"] == "nsp" and flags["--steps"] == "100" and "--bf16" not in a
     assert "--init-from" not in a and int(flags["--threads"]) >= 1
-    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa)", bf16=True)
+    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa)", bf16=True, pre_ln=True)
     assert "--init-from" in a and "--layers" not in a and a[-1] == "--bf16" and "mlm" in a
+    assert "--pre-ln" not in a  # a continued model keeps its own layout
+    a = pre_args(dropout=0, pre_ln=True)
+    assert "--pre-ln" in a and a[a.index("--dropout") + 1] == "0.0"
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -44,6 +47,7 @@ def test_pretrain_form_gives_cli_flags(runs_root):
     (dict(lr=-1), "lr"),
     (dict(mask_rate=1.0), "mask_rate"),
     (dict(max_len=4), "max_len"),
+    (dict(dropout=1.0), "dropout"),
     (dict(corpus=pretrain_tab.CORPORA[1]), "no corpus uploaded"),
     (dict(corpus=pretrain_tab.CORPORA[2]), "dataset name"),
 ])

@@ -51,7 +51,7 @@ def preset_fields(name: str):
 def recipe_fields(recipe: str):
     r = RECIPES[recipe]
     return (r["preset"], *preset_fields(r["preset"]), r["max_len"], r["batch_size"], r["steps"], r["lr"],
-            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]))
+            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]), r.get("dropout", 0.1))
 
 
 def _int(v, what: str) -> int:
@@ -84,7 +84,7 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
 
 
 def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
-             max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16) -> list[str]:
+             max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.1, pre_ln=False) -> list[str]:
     """The `pretrain` flags for the form, validated here so that mistakes show at once, not in a log."""
     lim = limits()
     steps, batch, max_len = _int(steps, "steps"), _int(batch, "batch size"), _int(max_len, "tokens per example")
@@ -93,9 +93,12 @@ def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpu
     obj = OBJECTIVES.get(objective, objective)
     TrainArgs(steps=steps, lr=float(lr or 0))  # range checks with clear messages
     max_docs = _int(max_docs or 0, "max documents")
+    if dropout is None or not 0 <= float(dropout) < 1:
+        raise ValueError(f"dropout must be at least 0 and below 1, got {dropout!r}")
     args = ["--max-len", max_len, "--batch-size", batch, "--steps", steps, "--lr", float(lr), "--warmup", 0.05,
             "--mask-rate", float(mask_rate), "--objective", obj, "--log-every", max(1, steps // 200),
-            "--eval-every", max(20, steps // 12), "--save-every", max(50, steps // 5), "--threads", lim.job_threads]
+            "--eval-every", max(20, steps // 12), "--save-every", max(50, steps // 5), "--threads", lim.job_threads,
+            "--dropout", float(dropout)]
     if start_from and start_from != SCRATCH:
         args += ["--init-from", str(models.resolve(start_from))]
     else:
@@ -105,7 +108,7 @@ def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpu
                              f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
         args += ["--preset", preset_name, "--layers", c.num_hidden_layers, "--hidden", c.hidden_size,
                  "--heads", c.num_attention_heads, "--intermediate", c.intermediate_size,
-                 "--vocab-size", c.vocab_size, "--max-position", c.max_position_embeddings]
+                 "--vocab-size", c.vocab_size, "--max-position", c.max_position_embeddings] + ["--pre-ln"] * bool(pre_ln)
     if corpus == CORPORA[1]:
         src = check_upload(upload, "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
@@ -139,12 +142,12 @@ def view(name, overlay, owner):
 
 
 def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, overlay):
+          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln, overlay):
     """Validate the form and launch the run (or queue it); named so the API reads like the form."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
         args = cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-                        hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16)
+                        hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln)
         jobs_ui.manager().start(name, args, owner=owner)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
@@ -204,6 +207,11 @@ def build(picker: gr.Dropdown) -> None:
                     heads = gr.Number(r0[3], label="Heads", precision=0, minimum=1, maximum=32)
                     inter = gr.Number(r0[4], label="Feed-forward size", precision=0, minimum=8, maximum=8192)
                     vocab = gr.Number(8192, label="Vocabulary", precision=0, minimum=100, maximum=60000)
+                with gr.Row():
+                    dropout = gr.Number(r0[11], label="Dropout", minimum=0, maximum=0.9,
+                                        info="0 suits short runs: the model is far from overfitting")
+                    pre_ln = gr.Checkbox(False, label="Pre-LN: LayerNorm before each block (stable at higher "
+                                                      "learning rates; not BERT's layout, saved as MegatronBert)")
             with gr.Accordion("Data", open=False, elem_id="pretrain-data"):
                 corpus = gr.Radio(CORPORA, value=CORPORA[0], label="Corpus")
                 with gr.Row():
@@ -245,11 +253,11 @@ def build(picker: gr.Dropdown) -> None:
 
     model_fields = [size_preset, layers, hidden, heads, inter, vocab]
     form = [*model_fields, start_from, corpus, upload, text_column, hub_name, max_docs, max_len, batch, steps, lr,
-            mask_rate, objective, bf16]
+            mask_rate, objective, bf16, dropout, pre_ln]
     outs = [status, plot, probes, log, timer]
     size_in = [*model_fields, max_len, batch, start_from]
     recipe.change(recipe_fields, recipe, [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
-                                          mask_rate, objective], api_name=False)
+                                          mask_rate, objective, dropout], api_name=False)
     size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
     gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)

@@ -137,6 +137,8 @@ def cmd_export(a) -> int:
 
     from .checkpoint import load_pretrained, save_pretrained
     model, tok = load_pretrained(a.source)
+    if a.dropout is not None:  # a training setting only: the weights and every eval-mode output stay the same
+        model.config = model.config.replace(hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout)
     out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32)
     size = sum(f.stat().st_size for f in out.iterdir())
     hf = "transformers as MegatronBertForPreTraining (pre-LN)" if model.config.pre_ln else "transformers"
@@ -175,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("source", help="run folder, model folder or hub id")
     x.add_argument("out", help="folder to write (replaced atomically)")
     x.add_argument("--fp16", action="store_true", help="store weights in float16 (half the size)")
+    x.add_argument("--dropout", type=float, default=None,
+                   help="dropout written to config.json, which fine-tuning uses (e.g. 0.1 after pre-training "
+                        "without dropout)")
     x.set_defaults(run=cmd_export)
     from .train.finetune import add_finetune_args, cmd_finetune
     ft = sub.add_parser("finetune", help="fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file")

@@ -8,13 +8,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-runs}
 common="--preset mini --corpus imdb --objective nsp --mask-rate 0.15 --bf16 --seed 0 --save-every 500 --log-every 25"
+# Stages 1-3 were trained with BERT's dropout 0.1; stage 4, the CLI default since, with none.
 resume() { [ -d "$1/checkpoints" ] && echo --resume || true; }
 [ -f "$runs/default-32/model/config.json" ] && [ "$(python -c "import json;print(json.load(open('$runs/default-32/status.json'))['state'])")" = finished ] || \
-python -m bertlab pretrain $common --vocab-size 8192 --max-len 32 --max-position 128 --batch-size 128 \
+python -m bertlab pretrain $common --vocab-size 8192 --max-len 32 --max-position 128 --batch-size 128 --dropout 0.1 \
   --lr 1e-3 --warmup 0.05 --steps 4000 --eval-every 250 --out "$runs/default-32" $(resume "$runs/default-32")
-python -m bertlab pretrain $common --init-from "$runs/default-32" --max-len 128 --batch-size 32 \
+python -m bertlab pretrain $common --init-from "$runs/default-32" --max-len 128 --batch-size 32 --dropout 0.1 \
   --lr 5e-4 --warmup 0.05 --steps 2000 --eval-every 250 --out "$runs/default-128" $(resume "$runs/default-128")
-python -m bertlab pretrain $common --init-from "$runs/default-128" --max-len 128 --batch-size 32 \
+python -m bertlab pretrain $common --init-from "$runs/default-128" --max-len 128 --batch-size 32 --dropout 0.1 \
   --lr 5e-4 --warmup 0.03 --steps 4800 --eval-every 400 --out "$runs/default-128b" $(resume "$runs/default-128b")
 python -m bertlab export "$runs/default-128b" assets/default-model --fp16
 python -m bertlab evaluate "$runs/default-128b"

@@ -100,3 +100,8 @@ def test_cli_export_fp16(model_dir, tmp_path):
     assert (tmp_path / "half" / "model.safetensors").stat().st_size < (path / "model.safetensors").stat().st_size
     for k, v in m.state_dict().items():
         assert torch.allclose(v, half.state_dict()[k], atol=1e-3, rtol=1e-3), k
+    r = run_cli("export", str(path), str(tmp_path / "d"), "--dropout", "0.25")  # what fine-tuning will use
+    assert r.returncode == 0, r.stderr
+    d = load_model(tmp_path / "d")
+    assert d.config.hidden_dropout_prob == d.config.attention_probs_dropout_prob == 0.25
+    assert all(torch.equal(v, d.state_dict()[k]) for k, v in m.state_dict().items())

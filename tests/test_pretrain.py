@@ -113,12 +113,14 @@ def test_cli_architecture_flags_override_the_preset():
     s, _ = specs_from_args(p.parse_args(["--out", "x", "--preset", "mini", "--layers", "2", "--hidden", "64",
                                          "--heads", "2"]))
     assert s.config == {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 256,
-                        "max_position_embeddings": 128}  # room for a later 128-token stage
+                        "max_position_embeddings": 128,  # room for a later 128-token stage
+                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # the CPU recipe
     assert (s.max_len, s.batch_size) == (32, 128)  # the CPU recipe is the default
     s, _ = specs_from_args(p.parse_args(["--out", "x", "--intermediate", "100", "--max-len", "256"]))
-    assert s.config == {"intermediate_size": 100, "max_position_embeddings": 256}
-    s, _ = specs_from_args(p.parse_args(["--out", "x", "--init-from", "default", "--max-len", "128"]))
-    assert s.config == {}  # a continued model keeps its own position table
+    assert s.config == {"intermediate_size": 100, "max_position_embeddings": 256,
+                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    s, _ = specs_from_args(p.parse_args(["--out", "x", "--init-from", "default", "--max-len", "128", "--dropout", "0.1"]))
+    assert s.config == {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}  # its own position table
     s, _ = specs_from_args(p.parse_args(["--out", "x", "--pre-ln", "--dropout", "0"]))
     assert s.config["pre_ln"] is True and s.config["hidden_dropout_prob"] == 0.0
 

@@ -231,7 +231,7 @@ def build(picker: gr.Dropdown) -> None:
                 mask_rate = gr.Slider(0.05, 0.5, r0[9], step=0.01, label="Mask rate")
             with gr.Row():
                 objective = gr.Radio(list(OBJECTIVES), value=r0[10], label="Objective")
-                bf16 = gr.Checkbox(False, label="bfloat16 (faster on CPUs with native bf16; elsewhere fp32 is used)")
+                bf16 = gr.Checkbox(True, label="bfloat16 where the CPU computes it natively (~1.5x faster); fp32 elsewhere")
             size = gr.Markdown(elem_id="pretrain-size")
         with gr.Column(scale=2):
             gr.Markdown(EXPLAIN)

@@ -127,3 +127,13 @@ def test_default_model_ships_and_loads():
     m, tok = load_pretrained()
     assert tok.vocab_size <= m.config.vocab_size
     assert checkpoint.resolve_folder("default") == checkpoint.resolve_folder(None) == checkpoint.DEFAULT_MODEL_DIR
+    import transformers  # the shipped folder is a plain Hugging Face BERT: same numbers there
+    hf = transformers.BertForPreTraining.from_pretrained(checkpoint.DEFAULT_MODEL_DIR, dtype=torch.float32,
+                                                         attn_implementation="eager").eval()
+    enc = tok.encode("the acting was [MASK] .", "i would not recommend it .")
+    ids, tt = torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids])
+    with torch.no_grad():
+        ours, theirs = m(ids, tt), hf(input_ids=ids, token_type_ids=tt)
+    assert (ours.mlm_logits - theirs.prediction_logits).abs().max() < 1e-4
+    assert sum(f.stat().st_size for f in checkpoint.DEFAULT_MODEL_DIR.iterdir()) < 25e6
+    assert m.config.hidden_dropout_prob == 0.1  # what fine-tuning it uses

@@ -160,3 +160,19 @@ def test_init_from_keeps_the_weights_and_takes_a_new_dropout(tmp_path, small_cor
     assert before.config.hidden_dropout_prob == 0.1
     for (k, a), b in zip(model.state_dict().items(), before.state_dict().values()):
         assert torch.equal(a, b), k
+
+
+@pytest.mark.slow
+def test_shipped_model_learned_context():
+    """The shipped model is the recipe's product: it must beat word counting by far and answer each
+    context differently (it scores 40.7 % on the full held-out evaluation; a sample has ±0.7 points)."""
+    from bertlab.analysis.predict import fill_mask
+    from bertlab.train.evaluate import evaluate_model
+    res = evaluate_model(None, batches=10)
+    assert res["masked_tokens"] > 4000 and res["mlm_acc"] > 0.37 and res["unigram_acc"] < 0.06
+    model, tok = load_pretrained()
+    top = lambda s: [c["token_str"] for c in fill_mask(model, tok, s, top_k=5)[0]]  # noqa: E731
+    acting, recommend = top("the acting was [MASK] ."), top("i would [MASK] recommend this film .")
+    assert {"highly", "not"} <= set(recommend) and {"good", "bad", "terrible"} & set(acting)
+    assert not set(acting) & set(recommend)
+    assert set(top("this is one of the [MASK] movies i have ever seen .")[:2]) == {"worst", "best"}

@@ -21,7 +21,7 @@ declare -A R=(
   [len32_lr2_d0]="--max-position 128 --max-len 32 --batch-size 128 --lr 2e-3 --dropout 0 --mask-rate 0.15 --objective nsp --steps 2600 --eval-every 200"
   [default20]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250"
   [default20_v4k]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --mask-rate 0.15 --objective nsp --steps 3700 --eval-every 250 --vocab-size 4096"
-  # Same schedule as default20 (3,700 steps), stopped at step 1,000: comparable step by step with it.
+  # default20's schedule (3,700 steps), stopped early with --stop-at: comparable step by step with it.
   [r_len32_d0]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --dropout 0 --mask-rate 0.15 --objective nsp --steps 3700 --stop-at 2250 --eval-every 250"
   [r_len32_preln_lr2]="--max-position 128 --max-len 32 --batch-size 128 --lr 2e-3 --pre-ln --dropout 0.1 --mask-rate 0.15 --objective nsp --steps 3700 --stop-at 1000 --eval-every 250"
   [r_len32_preln]="--max-position 128 --max-len 32 --batch-size 128 --lr 1e-3 --pre-ln --dropout 0 --mask-rate 0.15 --objective nsp --steps 3700 --stop-at 1000 --eval-every 250"

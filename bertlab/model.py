@@ -123,8 +123,9 @@ def _post_ln(c: BertConfig) -> nn.Module:
     return nn.Identity() if c.pre_ln else nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
 
 
-def _pre_ln(c: BertConfig) -> nn.Module | None:
-    return nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.pre_ln else None
+def _pre_ln(c: BertConfig) -> nn.Module:
+    """MegatronBert's `ln`: a LayerNorm before a block (or after the last layer) in pre-LN models only."""
+    return nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.pre_ln else nn.Identity()
 
 
 class BertSelfOutput(nn.Module):
@@ -146,12 +147,12 @@ class BertSelfOutput(nn.Module):
 class BertAttention(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()
-        self.ln = _pre_ln(c)  # MegatronBert's name for the pre-LN LayerNorm
+        self.ln = _pre_ln(c)
         self.self = BertSelfAttention(c)
         self.output = BertSelfOutput(c, c.hidden_size)
 
     def forward(self, x, bias, need_weights):
-        y, probs = self.self(x if self.ln is None else self.ln(x), bias, need_weights)
+        y, probs = self.self(self.ln(x), bias, need_weights)
         return self.output(y, x), probs
 
 
@@ -175,7 +176,7 @@ class BertLayer(nn.Module):
 
     def forward(self, x, bias, need_weights):
         x, probs = self.attention(x, bias, need_weights)
-        return self.output(self.intermediate(x if self.ln is None else self.ln(x)), x), probs
+        return self.output(self.intermediate(self.ln(x)), x), probs
 
 
 class BertEncoder(nn.Module):
@@ -245,8 +246,7 @@ class BertModel(nn.Module):
             x, probs = layer(x, bias, output_attentions)
             hidden.append(x)
             attns.append(probs)
-        if self.encoder.ln is not None:  # as MegatronBert: the last hidden state is the normalised one
-            x = hidden[-1] = self.encoder.ln(x)
+        x = hidden[-1] = self.encoder.ln(x)  # pre-LN, as MegatronBert: the last hidden state is normalised
         return BertOutput(
             last_hidden_state=x,
             pooler_output=self.pooler(x) if self.pooler is not None else None,

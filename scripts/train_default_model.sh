@@ -23,12 +23,12 @@ python -m bertlab export "$runs/default-128b" "$runs/default-128b-fp16" --fp16
 # Stage 4's schedule was stretched three times while it ran (5,000 -> 9,000 steps at step 921,
 # -> 9,400 at 4,372, -> 10,400 at 6,184); --stop-at replays that exactly. Skip the parts already done, so a rerun resumes.
 past() { python -c "import json,sys; sys.exit(json.load(open('$1/status.json'))['step'] < $2)" 2>/dev/null; }
-s4="$common --init-from $runs/default-128b-fp16 --max-len 128 --batch-size 32 --dropout 0 --lr 5e-4 --warmup 0.03 \
-  --eval-every 200 --save-every 200 --out $runs/default-128c"
-past "$runs/default-128c" 921 || python -m bertlab pretrain $s4 --steps 5000 --stop-at 921 $(resume "$runs/default-128c")
-past "$runs/default-128c" 4372 || python -m bertlab pretrain $s4 --steps 9000 --stop-at 4372 --resume
-past "$runs/default-128c" 6184 || python -m bertlab pretrain $s4 --steps 9400 --stop-at 6184 --resume
-python -m bertlab pretrain $s4 --steps 10400 --resume
+s4=($common --init-from "$runs/default-128b-fp16" --max-len 128 --batch-size 32 --dropout 0 --lr 5e-4 --warmup 0.03
+  --eval-every 200 --save-every 200 --out "$runs/default-128c")
+past "$runs/default-128c" 921 || python -m bertlab pretrain "${s4[@]}" --steps 5000 --stop-at 921 $(resume "$runs/default-128c")
+past "$runs/default-128c" 4372 || python -m bertlab pretrain "${s4[@]}" --steps 9000 --stop-at 4372 --resume
+past "$runs/default-128c" 6184 || python -m bertlab pretrain "${s4[@]}" --steps 9400 --stop-at 6184 --resume
+python -m bertlab pretrain "${s4[@]}" --steps 10400 --resume
 # Dropout was off for stage 4's speed; fine-tuning of the shipped model uses BERT's 0.1.
 python -m bertlab export "$runs/default-128c" assets/default-model --fp16 --dropout 0.1
 python -m bertlab evaluate assets/default-model

@@ -226,7 +226,7 @@ def test_pre_ln_variant_is_transformers_megatron_bert(name, tmp_path, vocab_toke
     hf.save_pretrained(tmp_path / "hf")
     vocab_tokenizer.save_pretrained(tmp_path / "hf")
     ours, _ = load_pretrained(tmp_path / "hf")
-    assert ours.config.pre_ln and ours.bert.encoder.ln is not None
+    assert ours.config.pre_ln and isinstance(ours.bert.encoder.ln, torch.nn.LayerNorm)
     assert_same(*run_both(ours, hf, V, hf.config.type_vocab_size))
 
     torch.manual_seed(3)
@@ -236,4 +236,5 @@ def test_pre_ln_variant_is_transformers_megatron_bert(name, tmp_path, vocab_toke
     assert type(back).__name__ == "MegatronBertForPreTraining"
     assert_same(*run_both(ours, back, V, ours.config.type_vocab_size))
     post = BertForPreTraining(BertConfig(vocab_size=V, **CONFIGS[name]))  # same parameter count, other places
+    assert isinstance(post.bert.encoder.ln, torch.nn.Identity) and "bert.encoder.ln.weight" not in post.state_dict()
     assert sum(p.numel() for p in post.parameters()) == sum(p.numel() for p in ours.parameters())

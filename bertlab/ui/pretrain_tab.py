@@ -54,7 +54,7 @@ def preset_fields(name: str):
 def recipe_fields(recipe: str):
     r = RECIPES[recipe]
     return (r["preset"], *preset_fields(r["preset"]), r["max_len"], r["batch_size"], r["steps"], r["lr"],
-            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]), r.get("dropout", 0.1))
+            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]), r["dropout"])
 
 
 def _int(v, what: str) -> int:

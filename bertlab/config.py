@@ -83,8 +83,9 @@ class BertConfig:
         kind = d.get("model_type", "bert")
         if kind not in ("bert", "megatron-bert"):
             raise ValueError(f"model_type must be 'bert' (or 'megatron-bert', pre-LN), got {kind!r}")
-        known = {f.name for f in fields(cls)} - {"pre_ln"}
-        return cls(**{k: v for k, v in d.items() if k in known and v is not None}, pre_ln=kind == "megatron-bert")
+        known = {f.name for f in fields(cls)} - {"pre_ln"}  # a config.json says pre-LN by its model_type
+        pre_ln = kind == "megatron-bert" or d.get("pre_ln") is True  # ... and our own to_dict() by the field
+        return cls(**{k: v for k, v in d.items() if k in known and v is not None}, pre_ln=pre_ln)
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":

@@ -43,6 +43,9 @@ def test_hf_config_json_round_trip(tmp_path):
     assert (hf.vocab_size, hf.hidden_size, hf.hidden_act) == (1234, 128, "gelu_new")
     hf.save_pretrained(tmp_path / "hf")
     assert BertConfig.from_json_file(tmp_path / "hf" / "config.json") == c
+    pre = c.replace(pre_ln=True)  # pre-LN: megatron-bert in config.json, the field in to_dict()
+    assert BertConfig.from_dict(pre.to_hf_dict()) == BertConfig.from_dict(pre.to_dict()) == pre
+    assert BertConfig.from_dict(c.to_dict()) == c
 
 
 def test_bad_config_files(tmp_path):

@@ -10,8 +10,20 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from bertlab.ui import (architecture_tab, attention_tab, embeddings_tab, fill_mask_tab,  # noqa: E402
-                        finetune_tab, jobs_ui, masking_tab, models, nsp_tab, pretrain_tab, probe_tab, tokenize_tab)
+from bertlab.app.ui import (  # noqa: E402
+    architecture_tab,
+    attention_tab,
+    embeddings_tab,
+    fill_mask_tab,
+    finetune_tab,
+    jobs_ui,
+    masking_tab,
+    models,
+    nsp_tab,
+    pretrain_tab,
+    probe_tab,
+    tokenize_tab,
+)
 
 INTRO = """# bertlab
 See BERT work on your own sentences. Pick a model, then walk through the tabs from left to right:

@@ -28,7 +28,7 @@ PLAIN = TEXT.replace("[MASK]", "great")
 
 
 def handlers():
-    from bertlab.ui import attention_tab, fill_mask_tab, models, nsp_tab
+    from bertlab.app.ui import attention_tab, fill_mask_tab, models, nsp_tab
     d = models.DEFAULT
     return {
         "fill_mask": lambda: fill_mask_tab.predict(TEXT, 5, False, d),
@@ -39,7 +39,8 @@ def handlers():
 
 def server_side(reps: int) -> dict[str, float]:
     import torch
-    from bertlab.ui import models
+
+    from bertlab.app.ui import models
     torch.set_num_threads(2)
     model, tok = models.get(models.DEFAULT)
     print(f"input: {len(tok.encode(PLAIN).ids)} tokens")

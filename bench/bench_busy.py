@@ -56,8 +56,8 @@ def main() -> None:
         latencies(client, 5)
         idle = latencies(client, a.calls)
         print(f"no job:      {summary(idle)}")
-        from bertlab.train.jobs import JobManager
-        from bertlab.ui import pretrain_tab
+        from bertlab.app.jobs import JobManager
+        from bertlab.app.ui import pretrain_tab
         recipe = next(iter(pretrain_tab.RECIPES))
         p, L, H, A, I, T, B, steps, lr, mask, obj = pretrain_tab.recipe_fields(recipe)
         args = pretrain_tab.cli_args(p, L, H, A, I, 8192, pretrain_tab.SCRATCH, pretrain_tab.CORPORA[0], None, "text",

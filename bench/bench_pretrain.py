@@ -23,8 +23,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bertlab import BertForPreTraining, preset  # noqa: E402
-from bertlab.data import load_documents, make_pretraining_examples, tokenize_documents  # noqa: E402
-from bertlab.masking import Batcher  # noqa: E402
+from bertlab.data.corpus import (  # noqa: E402
+    load_documents,
+    make_pretraining_examples,
+    tokenize_documents,
+)
+from bertlab.data.masking import Batcher  # noqa: E402
 from bertlab.tokenizer import WordPieceTokenizer  # noqa: E402
 
 WARMUP, LR, CLIP = 3, 1e-3, 1.0

@@ -40,7 +40,11 @@ def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
     if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith((".", "/")):
         raise ValueError(f"{name}: no such folder, and not a Hugging Face hub id")
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
     try:
         return Path(snapshot_download(name, allow_patterns=HUB_FILES))
     except RepositoryNotFoundError as e:

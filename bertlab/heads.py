@@ -20,8 +20,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checkpoint import (
+    read_weights,
+    resolve_folder,
+    save_pretrained,
+    to_pretraining_keys,
+)
 from .config import BertConfig
 from .model import BertModel, init_weights
+from .tokenizer import WordPieceTokenizer
 
 ARCHITECTURES = ("BertForSequenceClassification", "BertForTokenClassification")
 
@@ -265,7 +272,6 @@ def save_classifier(model: _Classifier, tokenizer, folder: str | os.PathLike,
                     dtype: torch.dtype = torch.float32) -> Path:
     """A Hugging Face folder (atomically): LoRA merged (on a copy; `model` is left as it is), and a
     config.json that names the architecture and the labels."""
-    from .checkpoint import save_pretrained
     if has_lora(model):  # a plain twin with the merged weights (no deepcopy: caches may hold oneDNN tensors)
         with torch.random.fork_rng(devices=[]):  # building it draws initial weights: leave the RNG alone
             plain = type(model)(model.config, model.num_labels, model.id2label, model.classifier_dropout)
@@ -300,8 +306,6 @@ def read_head_config(folder: str | os.PathLike) -> tuple[str | None, list[str] |
 def load_classifier(path_or_hub_id: str | os.PathLike):
     """(model, tokenizer) from a folder saved by `save_classifier` or by transformers' own
     BertForSequenceClassification / BertForTokenClassification."""
-    from .checkpoint import read_weights, resolve_folder, to_pretraining_keys
-    from .tokenizer import WordPieceTokenizer
     folder = resolve_folder(path_or_hub_id)
     arch, labels, raw = read_head_config(folder)
     if arch is None:

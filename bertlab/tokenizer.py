@@ -11,7 +11,15 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 from tokenizers import Encoding as RawEncoding
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 # Trained vocabularies put these at ids 0..4, so [PAD] is 0 like BertConfig.pad_token_id.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -298,3 +306,15 @@ def _check_int(x: object, what: str, low: int) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or x < low:
         raise ValueError(f"{what} must be an integer >= {low}, got {x!r}")
     return x
+
+
+_CLITIC = re.compile(r"(?i)^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$")
+
+
+def ptb_words(text: str) -> list[str]:
+    """Whitespace tokens with Penn Treebank clitics split off: "isn't" -> "is n't", "film's" -> "film 's"."""
+    out = []
+    for w in text.split():
+        m = _CLITIC.match(w)
+        out.extend([m.group(1), m.group(2)] if m and m.group(1) != "'" else [w])
+    return out

@@ -4,8 +4,14 @@ import json
 import pytest
 import torch
 
-from bertlab import BertConfig, BertForPreTraining, load_model, load_pretrained, save_pretrained
-from bertlab import checkpoint
+from bertlab import (
+    BertConfig,
+    BertForPreTraining,
+    checkpoint,
+    load_model,
+    load_pretrained,
+    save_pretrained,
+)
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=40,
              max_position_embeddings=32)

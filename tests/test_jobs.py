@@ -4,8 +4,9 @@ import time
 
 import pytest
 
-from bertlab.train import jobs, runs
-from bertlab.train.jobs import JobManager
+from bertlab.app import jobs
+from bertlab.app.jobs import JobManager
+from bertlab.train import runs
 
 TINY = ["--preset", "tiny", "--max-docs", "60", "--vocab-size", "500", "--max-len", "32", "--batch-size", "8",
         "--threads", "1", "--log-every", "5", "--eval-every", "1000", "--save-every", "1000"]

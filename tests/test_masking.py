@@ -2,8 +2,16 @@
 import pytest
 import torch
 
-from bertlab.masking import (KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens,
-                             special_tokens_mask, word_ids_from_pieces)
+from bertlab.data.masking import (
+    KEPT,
+    MASKED,
+    NOT_SELECTED,
+    RANDOM,
+    continuation_table,
+    mask_tokens,
+    special_tokens_mask,
+    word_ids_from_pieces,
+)
 
 V, MASK = 1000, 4
 

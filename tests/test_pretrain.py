@@ -107,7 +107,7 @@ def test_cli_impossible_settings(tmp_path, small_corpus):
 def test_cli_architecture_flags_override_the_preset():
     import argparse
 
-    from bertlab.train.cli_args import add_pretrain_args, specs_from_args
+    from bertlab.app.cli_args import add_pretrain_args, specs_from_args
     p = argparse.ArgumentParser()
     add_pretrain_args(p)
     s, _ = specs_from_args(p.parse_args(["--out", "x", "--preset", "mini", "--layers", "2", "--hidden", "64",

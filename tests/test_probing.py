@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from bertlab import BertConfig, BertForPreTraining, save_pretrained
-from bertlab.analysis import probe_data, probing
-from bertlab.analysis.probe_data import ProbeData
+from bertlab.data import probe as probe_data
+from bertlab.data.probe import ProbeData
+from bertlab.train import probing
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
              max_position_embeddings=64)

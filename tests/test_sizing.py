@@ -2,8 +2,17 @@
 import pytest
 import torch
 
-from bertlab.analysis.sizing import (KNOWN_MODELS, activation_bytes, embedding_params, flops, humanize,
-                                     known_model_params, layer_params, memory, param_counts)
+from bertlab.analysis.sizing import (
+    KNOWN_MODELS,
+    activation_bytes,
+    embedding_params,
+    flops,
+    humanize,
+    known_model_params,
+    layer_params,
+    memory,
+    param_counts,
+)
 from bertlab.config import BertConfig, preset
 from bertlab.model import BertForPreTraining, BertModel
 

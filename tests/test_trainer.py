@@ -11,12 +11,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from ddp_worker import TinyBatches, hf_save, kill_args, pretraining_loss, tiny_model
 from torch.optim.lr_scheduler import LambdaLR
 
 from bertlab import load_model
-from bertlab.train import (RunLock, TrainArgs, Trainer, checkpoint_dirs, latest_checkpoint, lr_lambda,
-                           read_metrics, read_status, request_stop, stop_requested, write_status)
-from ddp_worker import TinyBatches, hf_save, kill_args, pretraining_loss, tiny_model
+from bertlab.train import (
+    RunLock,
+    TrainArgs,
+    Trainer,
+    checkpoint_dirs,
+    latest_checkpoint,
+    lr_lambda,
+    read_metrics,
+    read_status,
+    request_stop,
+    stop_requested,
+    write_status,
+)
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 ROOT = WORKER.parent.parent

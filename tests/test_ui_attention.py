@@ -11,8 +11,8 @@ import torch
 
 from bertlab.analysis import attention_views as av
 from bertlab.analysis import bertviz_offline as bv
-from bertlab.ui import attention_tab as at
-from bertlab.ui import models
+from bertlab.app.ui import attention_tab as at
+from bertlab.app.ui import models
 
 TEXT = "we walked along the river bank and then went to the bank to get some money ."
 D = models.DEFAULT
@@ -76,7 +76,7 @@ def test_hide_specials_renormalises(result):
     assert keep == list(range(1, len(full) - 1))
     # exact reference from the model itself (the JSON is rounded, and a row that gave most of its
     # attention to [CLS]/[SEP] magnifies that rounding when renormalised)
-    from bertlab.ui import models
+    from bertlab.app.ui import models
     model, tok = models.get(D)
     with torch.no_grad():
         a = model(torch.tensor([tok.encode(TEXT).ids]), output_attentions=True).attentions[0][0, 0].double()

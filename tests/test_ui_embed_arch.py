@@ -17,10 +17,10 @@ import torch  # noqa: E402
 
 from bertlab.analysis import embeddings as E  # noqa: E402
 from bertlab.analysis import sizing  # noqa: E402
+from bertlab.app.ui import architecture_tab as at  # noqa: E402
+from bertlab.app.ui import embeddings_tab as et  # noqa: E402
+from bertlab.app.ui import models  # noqa: E402
 from bertlab.config import PRESETS, preset  # noqa: E402
-from bertlab.ui import architecture_tab as at  # noqa: E402
-from bertlab.ui import embeddings_tab as et  # noqa: E402
-from bertlab.ui import models  # noqa: E402
 
 D = models.DEFAULT
 BASE = (12, 768, 12, 3072, 30522, 512)

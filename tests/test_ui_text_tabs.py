@@ -8,8 +8,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlab.analysis import masking_lab  # noqa: E402
-from bertlab.ui import fill_mask_tab, masking_tab, models, nsp_tab, tokenize_tab  # noqa: E402
+from bertlab.app.ui import fill_mask_tab, masking_tab, models, nsp_tab, tokenize_tab  # noqa: E402
+from bertlab.data import masking_lab  # noqa: E402
 
 C = models.DEFAULT
 LONG = " ".join(["the film was great and the acting was superb ."] * 1000)  # 10,000 words

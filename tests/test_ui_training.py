@@ -9,7 +9,7 @@ import pytest
 from conftest import write_corpus
 from test_app import SHOTS, chromium_page, client, server  # noqa: F401  (the app server fixtures)
 
-from bertlab.ui import finetune_tab, pretrain_tab
+from bertlab.app.ui import finetune_tab, pretrain_tab
 
 TINY = dict(preset_name="tiny", layers=1, hidden=32, heads=2, inter=64, vocab=300, start_from=pretrain_tab.SCRATCH,
             corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text", hub_name="", max_docs=0, max_len=32,
@@ -18,7 +18,7 @@ TINY = dict(preset_name="tiny", layers=1, hidden=32, heads=2, inter=64, vocab=30
 
 @pytest.fixture
 def runs_root(tmp_path, monkeypatch):
-    from bertlab.train import jobs
+    from bertlab.app import jobs
     monkeypatch.setattr(jobs, "_default", jobs.JobManager(tmp_path / "runs"))
     return tmp_path / "runs"
 
@@ -225,7 +225,7 @@ def test_train_in_the_browser(server, tmp_path):  # noqa: F811
 
 
 def test_charts_overlay_runs_and_read_partial_files(tmp_path):
-    from bertlab.ui import train_charts
+    from bertlab.app.ui import train_charts
     rows = [{"step": s, "split": "train", "loss": 5 - s / 10, "mlm_acc": s / 100, "lr": 1e-3, "tokens_per_s": 9e3}
             for s in (10, 20)] + [{"step": 20, "split": "eval", "mlm_loss": 4.0, "mlm_acc": 0.2, "unigram_acc": 0.04}]
     fig = train_charts.pretrain_figure({"a": rows, "b": rows[:1]})

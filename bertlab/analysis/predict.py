@@ -5,6 +5,8 @@ import re
 
 import torch
 
+from ..tokenizer import ptb_words
+
 MASK_RE = re.compile(r"\[mask\]", re.IGNORECASE)
 MAX_MASKS = 20
 
@@ -80,7 +82,6 @@ def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
 def classify(model, tok, text: str) -> dict:
     """A fine-tuned classifier on one text. Sequence heads: {"labels": {label: p}}; token heads:
     {"words": [(word, label, p)]}, each word labelled by its first piece (as it was trained)."""
-    from ..train.finetune_data import ptb_words
     text = _check_text(text)
     if model.architecture == "BertForSequenceClassification":
         enc = tok.encode(text)

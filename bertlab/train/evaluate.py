@@ -7,8 +7,14 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import load_pretrained, resolve_folder
-from ..data import load_documents, make_pretraining_examples, split_heldout, tokenize_documents
-from ..masking import Batcher
+from ..data.corpus import (
+    load_documents,
+    make_pretraining_examples,
+    split_heldout,
+    tokenize_documents,
+)
+from ..data.masking import Batcher
+from .pretrain import Evaluator, _unpack
 
 
 def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None = None,
@@ -16,7 +22,6 @@ def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None
     """MLM loss / masked-token accuracy / NSP accuracy on fixed masks. A run folder is scored on the
     held-out documents it set aside; anything else on the held-out 2 % of `corpus` (by document,
     seed 0: the same documents `pretrain` holds out with its defaults)."""
-    from .pretrain import Evaluator, _unpack
     run = Path(model_or_run) if model_or_run is not None else None
     model, tok = load_pretrained(model_or_run)
     data = run / "data" / "examples.pt" if run is not None else None

@@ -17,13 +17,28 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import load_pretrained, resolve_folder
+from ..checkpoint import load_pretrained, read_weights, resolve_folder
 from ..config import BertConfig
-from ..heads import (BertForSequenceClassification, BertForTokenClassification, add_lora,
-                     freeze_encoder, layer_index, read_head_config, save_classifier, trainable_parameters)
+from ..data.tasks import (
+    IGNORE_INDEX,
+    ExampleBatcher,
+    TaskData,
+    collate,
+    load_task,
+    task_kind,
+)
+from ..heads import (
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    add_lora,
+    freeze_encoder,
+    layer_index,
+    read_head_config,
+    save_classifier,
+    trainable_parameters,
+)
 from ..tokenizer import WordPieceTokenizer
 from . import runs
-from .finetune_data import IGNORE_INDEX, ExampleBatcher, TaskData, collate, load_task, task_kind
 from .loop import TrainArgs, Trainer
 
 METHODS = ("full", "frozen", "lora")
@@ -102,7 +117,6 @@ def build_classifier(source: str | None, kind: str, labels: list[str], spec: Fin
     own = model.bert.state_dict()
     model.bert.load_state_dict({k: v for k, v in pre.bert.state_dict().items() if k in own})
     if arch == cls.architecture and old_labels == labels:
-        from ..checkpoint import read_weights
         sd = read_weights(folder)
         model.classifier.load_state_dict({k: sd[f"classifier.{k}"].float() for k in ("weight", "bias")})
         log(f"continuing with the head of {folder} (same labels)")
@@ -314,72 +328,3 @@ def finetune(run_dir, model: str | None = "default", task: str = "sentiment", me
             "train_examples": len(data.train), "val_examples": len(data.val),
             "trainable_params": trainable, "total_params": total, **res,
             "model_dir": str(model_dir) if model_dir else None, "seconds": round(time.time() - t0, 1)}
-
-
-# ---- command line (`python -m bertlab finetune ...`) -------------------------------------------------
-
-def add_finetune_args(p) -> None:
-    p.add_argument("--model", default="default", help="model folder, run folder or hub id (default: the shipped model)")
-    p.add_argument("--task", default="sentiment",
-                   help="sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file (.conll/.txt)")
-    p.add_argument("--method", default="full", choices=METHODS, help="full | frozen (head only) | lora")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--text-column", default="text", help="CSV/JSON column holding the text")
-    p.add_argument("--label-column", default="label", help="CSV/JSON column holding the label")
-    p.add_argument("--lr", type=float, default=None, help="default: 3e-4 full, 1e-2 frozen, 3e-3 lora")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-len", type=int, default=64, help="WordPiece tokens per text, [CLS] and [SEP] included")
-    p.add_argument("--lora-rank", type=int, default=8)
-    p.add_argument("--lora-alpha", type=float, default=16.0)
-    p.add_argument("--layer-decay", type=float, default=1.0, help="layer-wise LR decay (e.g. 0.8); 1 = off")
-    p.add_argument("--gradual-unfreeze", action="store_true",
-                   help="full only: train the head first, then unfreeze one layer from the top per stage")
-    p.add_argument("--max-examples", type=int, default=None, help="use a seeded random subset of N examples")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast if the hardware has native bf16")
-    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--json", action="store_true", help="print the final validation metrics as JSON")
-
-
-def cmd_finetune(a) -> int:
-    import sys
-    if a.threads:
-        torch.set_num_threads(a.threads)
-
-    def log(msg: str) -> None:  # progress on stderr; stdout holds only the result (JSON with --json)
-        print(msg, file=sys.stderr)
-    from ..cli import _graceful_stop
-    stop = _graceful_stop(log)
-    res = finetune(a.out, model=a.model, task=a.task, method=a.method, epochs=a.epochs, lr=a.lr,
-                   batch_size=a.batch_size, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
-                   layer_decay=a.layer_decay, max_len=a.max_len, seed=a.seed, bf16=a.bf16, log=log,
-                   stop_event=stop, text_column=a.text_column, label_column=a.label_column,
-                   max_examples=a.max_examples, device=a.device, resume=a.resume,
-                   gradual_unfreeze=a.gradual_unfreeze)
-    if res["state"] == "failed":
-        print(f"error: {res['message']}", file=sys.stderr)
-        return 1
-    if a.json:
-        print(json.dumps(res, indent=2))
-        return 0
-    unit = "texts" if res["kind"] == "sequence" else "tokens"
-    print(f"\n{res['state']} at step {res['step']} of {res['total_steps']} in {res['seconds']:.0f} s "
-          f"({res['method']}: {res['trainable_params']:,} of {res['total_params']:,} parameters trained)")
-    if "accuracy" in res:
-        print(f"validation: loss {res['loss']:.4f}  accuracy {res['accuracy']:.1%}  macro-F1 {res['macro_f1']:.3f}  "
-              f"(always guessing the commonest label: {res['majority_baseline']:.1%} of {sum(res['support'])} {unit})")
-        labels = res["labels"]
-        if len(labels) <= 8:
-            w = max(8, *(len(x) for x in labels))
-            print("confusion matrix (rows: true label, columns: predicted):")
-            print(" " * (w + 2) + "".join(f"{x:>{w + 1}}" for x in labels))
-            for x, row in zip(labels, res["confusion"]):
-                print(f"  {x:<{w}}" + "".join(f"{v:>{w + 1}}" for v in row))
-        else:
-            print(f"confusion matrix ({len(labels)} labels): {Path(a.out) / CONFUSION_FILE}")
-    if res["model_dir"]:
-        print(f"model: {res['model_dir']}")
-    return 0

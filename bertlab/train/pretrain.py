@@ -16,10 +16,18 @@ import torch
 import torch.distributed as dist
 
 from ..analysis.attention import layer_diagnostics
+from ..analysis.predict import fill_mask
 from ..checkpoint import load_model, resolve_folder, save_pretrained, write_model_files
 from ..config import BertConfig, preset
-from ..data import Example, OBJECTIVES, load_documents, make_pretraining_examples, split_heldout, tokenize_documents
-from ..masking import Batcher, continuation_table
+from ..data.corpus import (
+    OBJECTIVES,
+    Example,
+    load_documents,
+    make_pretraining_examples,
+    split_heldout,
+    tokenize_documents,
+)
+from ..data.masking import Batcher, continuation_table
 from ..model import BertForPreTraining
 from ..tokenizer import WordPieceTokenizer
 from . import runs
@@ -234,7 +242,6 @@ class Evaluator:
         return res
 
     def _probe(self, model) -> None:
-        from ..analysis.predict import fill_mask
         rows = {}
         for s in PROBES:
             try:

@@ -18,8 +18,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data import _check_text_file
-from ..train import finetune_data as fd
+from . import tasks as fd
+from .corpus import _check_text_file
 
 TASKS = ("pos", "sentiment", "position")
 DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~10 s a model here

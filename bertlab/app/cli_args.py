@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 
 from ..config import PRESETS
-from ..data import OBJECTIVES
+from ..data.corpus import OBJECTIVES
+from ..train.loop import TrainArgs
+from ..train.pretrain import PretrainSpec
 
 
 def add_pretrain_args(p: argparse.ArgumentParser) -> None:
@@ -53,8 +55,6 @@ def add_pretrain_args(p: argparse.ArgumentParser) -> None:
 
 
 def specs_from_args(a):
-    from .loop import TrainArgs
-    from .pretrain import PretrainSpec
     config = {}
     if a.dropout is not None:
         config = {"hidden_dropout_prob": a.dropout, "attention_probs_dropout_prob": a.dropout}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gradio as gr
 import plotly.graph_objects as go
 
-from ..analysis.predict import nsp_scores
+from ...analysis.predict import nsp_scores
 from . import models
 from .tokenize_tab import check_text, on_load, user_error
 

@@ -11,8 +11,8 @@ import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..analysis import attention_views as av
-from ..analysis import bertviz_offline as bv
+from ...analysis import attention_views as av
+from ...analysis import bertviz_offline as bv
 from . import models
 from .tokenize_tab import check_text, notice_html, user_error
 

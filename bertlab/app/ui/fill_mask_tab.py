@@ -8,7 +8,7 @@ import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis.predict import MASK_RE, MAX_MASKS, fill_mask
+from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
 from . import models
 from .tokenize_tab import check_text, on_load, user_error
 

@@ -10,8 +10,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ..analysis import sizing
-from ..checkpoint import DEFAULT_MODEL_DIR, load_pretrained
+from ...analysis import sizing
+from ...checkpoint import DEFAULT_MODEL_DIR, load_pretrained
 
 DEFAULT = "default (shipped)"
 CACHE_SIZE = int(os.environ.get("BERTLAB_MODEL_CACHE", "4"))

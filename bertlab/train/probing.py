@@ -20,9 +20,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..train.finetune_data import _backend, split_indices
-from . import probe_data
-from .probe_data import ProbeData
+from ..data import probe as probe_data
+from ..data.probe import ProbeData
+from ..data.tasks import _backend, split_indices
+from ..model import BertForPreTraining
 
 WORD_FEATURES = ("first", "mean")  # a word's vector: its first piece, or the mean of its pieces
 POOLINGS = ("cls", "mean")  # a sentence's vector: [CLS], or the mean of its pieces
@@ -300,7 +301,6 @@ def public(result: dict) -> dict:
 def random_init(model, seed: int = 0):
     """A model of the same config with BERT's initial random weights (fixed seed): the baseline
     that shows what the architecture alone, untrained, makes decodable."""
-    from ..model import BertForPreTraining
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return BertForPreTraining(model.config).eval()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..train import jobs
+from .. import jobs
 from .train_charts import read_json
 
 LIVE = ("queued", "starting", "running", "stopping")

@@ -6,12 +6,14 @@ from collections import OrderedDict
 
 import gradio as gr
 
-from ..analysis.predict import classify
-from ..heads import load_classifier
-from ..train.finetune import METHODS, FinetuneSpec, trainable_estimate
-from ..train.finetune_data import task_kind
-from ..train.jobs import check_name
-from ..train.limits import check_upload, limits
+from ...analysis.predict import classify
+from ...checkpoint import resolve_folder
+from ...data.tasks import load_task, task_kind
+from ...heads import load_classifier
+from ...tokenizer import WordPieceTokenizer
+from ...train.finetune import METHODS, FinetuneSpec, trainable_estimate
+from ..jobs import check_name
+from ..limits import check_upload, limits
 from . import jobs_ui, models
 from .train_charts import confusion_figure, finetune_figure, metrics, read_json
 
@@ -98,9 +100,6 @@ def cli_args(choice, task, upload, text_column, label_column, method, epochs, lr
 
 def check_task_data(args: list[str]) -> None:
     """Read the task once before launching, so a bad upload is said here rather than in a log."""
-    from ..checkpoint import resolve_folder
-    from ..tokenizer import WordPieceTokenizer
-    from ..train.finetune_data import load_task
     a = dict(zip(args[::2], args[1::2]))
     task = a["--task"]
     if task in ("sentiment", "pos"):

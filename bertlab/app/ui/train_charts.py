@@ -12,7 +12,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..train.runs import read_metrics
+from ...train.runs import read_metrics
 
 COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f"]
 _cache: dict[str, tuple[tuple, list[dict]]] = {}

@@ -5,11 +5,22 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
+
+from ..analysis import sizing
+from ..analysis.predict import fill_mask
+from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
+from ..config import PRESETS, BertConfig, preset
+from ..train.evaluate import evaluate_model
+from ..train.finetune import CONFUSION_FILE, METHODS, finetune
+from ..train.loop import init_distributed
+from ..train.pretrain import pretrain
+from ..train.runs import read_metrics
+from .cli_args import add_pretrain_args, specs_from_args
+from .probe_cli import add_probe_args, cmd_probe
 
 
 def cmd_fill_mask(a) -> int:
-    from .analysis.predict import fill_mask
-    from .checkpoint import load_pretrained
     model, tok = load_pretrained(a.model)
     results = fill_mask(model, tok, a.text, top_k=a.top_k)
     if a.json:
@@ -24,9 +35,6 @@ def cmd_fill_mask(a) -> int:
 
 
 def cmd_info(a) -> int:
-    from .analysis import sizing
-    from .config import PRESETS, BertConfig, preset
-    from .checkpoint import resolve_folder
     if a.model in PRESETS:
         config, where = preset(a.model), f"preset {a.model!r}"
     else:
@@ -76,10 +84,6 @@ def cmd_pretrain(a) -> int:
     import torch
     from tqdm import tqdm
 
-    from .train.cli_args import specs_from_args
-    from .train.loop import init_distributed
-    from .train.pretrain import pretrain
-    from .train.runs import read_metrics
     if a.threads:
         torch.set_num_threads(a.threads)
     spec, targs = specs_from_args(a)
@@ -118,7 +122,6 @@ def cmd_pretrain(a) -> int:
 
 
 def cmd_evaluate(a) -> int:
-    from .train.evaluate import evaluate_model
     res = evaluate_model(a.model, corpus=a.corpus, max_docs=a.max_docs, batches=a.batches,
                          batch_size=a.batch_size)
     if a.json:
@@ -135,7 +138,6 @@ def cmd_evaluate(a) -> int:
 def cmd_export(a) -> int:
     import torch
 
-    from .checkpoint import load_pretrained, save_pretrained
     model, tok = load_pretrained(a.source)
     if a.dropout is not None:  # a training setting only: the weights and every eval-mode output stay the same
         model.config = model.config.replace(hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout)
@@ -143,6 +145,76 @@ def cmd_export(a) -> int:
     size = sum(f.stat().st_size for f in out.iterdir())
     hf = "transformers as MegatronBertForPreTraining (pre-LN)" if model.config.pre_ln else "transformers"
     print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and {hf})")
+    return 0
+
+
+# ---- command line (`python -m bertlab finetune ...`) -------------------------------------------------
+
+def add_finetune_args(p) -> None:
+    p.add_argument("--model", default="default", help="model folder, run folder or hub id (default: the shipped model)")
+    p.add_argument("--task", default="sentiment",
+                   help="sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file (.conll/.txt)")
+    p.add_argument("--method", default="full", choices=METHODS, help="full | frozen (head only) | lora")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--text-column", default="text", help="CSV/JSON column holding the text")
+    p.add_argument("--label-column", default="label", help="CSV/JSON column holding the label")
+    p.add_argument("--lr", type=float, default=None, help="default: 3e-4 full, 1e-2 frozen, 3e-3 lora")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-len", type=int, default=64, help="WordPiece tokens per text, [CLS] and [SEP] included")
+    p.add_argument("--lora-rank", type=int, default=8)
+    p.add_argument("--lora-alpha", type=float, default=16.0)
+    p.add_argument("--layer-decay", type=float, default=1.0, help="layer-wise LR decay (e.g. 0.8); 1 = off")
+    p.add_argument("--gradual-unfreeze", action="store_true",
+                   help="full only: train the head first, then unfreeze one layer from the top per stage")
+    p.add_argument("--max-examples", type=int, default=None, help="use a seeded random subset of N examples")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast if the hardware has native bf16")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--json", action="store_true", help="print the final validation metrics as JSON")
+
+
+def cmd_finetune(a) -> int:
+    import sys
+
+    import torch
+    if a.threads:
+        torch.set_num_threads(a.threads)
+
+    def log(msg: str) -> None:  # progress on stderr; stdout holds only the result (JSON with --json)
+        print(msg, file=sys.stderr)
+    stop = _graceful_stop(log)
+    res = finetune(a.out, model=a.model, task=a.task, method=a.method, epochs=a.epochs, lr=a.lr,
+                   batch_size=a.batch_size, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
+                   layer_decay=a.layer_decay, max_len=a.max_len, seed=a.seed, bf16=a.bf16, log=log,
+                   stop_event=stop, text_column=a.text_column, label_column=a.label_column,
+                   max_examples=a.max_examples, device=a.device, resume=a.resume,
+                   gradual_unfreeze=a.gradual_unfreeze)
+    if res["state"] == "failed":
+        print(f"error: {res['message']}", file=sys.stderr)
+        return 1
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    unit = "texts" if res["kind"] == "sequence" else "tokens"
+    print(f"\n{res['state']} at step {res['step']} of {res['total_steps']} in {res['seconds']:.0f} s "
+          f"({res['method']}: {res['trainable_params']:,} of {res['total_params']:,} parameters trained)")
+    if "accuracy" in res:
+        print(f"validation: loss {res['loss']:.4f}  accuracy {res['accuracy']:.1%}  macro-F1 {res['macro_f1']:.3f}  "
+              f"(always guessing the commonest label: {res['majority_baseline']:.1%} of {sum(res['support'])} {unit})")
+        labels = res["labels"]
+        if len(labels) <= 8:
+            w = max(8, *(len(x) for x in labels))
+            print("confusion matrix (rows: true label, columns: predicted):")
+            print(" " * (w + 2) + "".join(f"{x:>{w + 1}}" for x in labels))
+            for x, row in zip(labels, res["confusion"]):
+                print(f"  {x:<{w}}" + "".join(f"{v:>{w + 1}}" for v in row))
+        else:
+            print(f"confusion matrix ({len(labels)} labels): {Path(a.out) / CONFUSION_FILE}")
+    if res["model_dir"]:
+        print(f"model: {res['model_dir']}")
     return 0
 
 
@@ -161,7 +233,6 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--seq-len", type=int, default=128)
     i.add_argument("--json", action="store_true")
     i.set_defaults(run=cmd_info)
-    from .train.cli_args import add_pretrain_args
     t = sub.add_parser("pretrain", help="pre-train a BERT (MLM + NSP/SOP) into a run folder")
     add_pretrain_args(t)
     t.set_defaults(run=cmd_pretrain)
@@ -181,11 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dropout written to config.json, which fine-tuning uses (e.g. 0.1 after pre-training "
                         "without dropout)")
     x.set_defaults(run=cmd_export)
-    from .train.finetune import add_finetune_args, cmd_finetune
     ft = sub.add_parser("finetune", help="fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file")
     add_finetune_args(ft)
     ft.set_defaults(run=cmd_finetune)
-    from .analysis.probe_cli import add_probe_args, cmd_probe
     pr = sub.add_parser("probe", help="per-layer probes (POS, sentiment, position, your file) with control tasks")
     add_probe_args(pr)
     pr.set_defaults(run=cmd_probe)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..analysis import sizing
-from ..config import PRESETS, preset
-from ..data import load_documents
-from ..train.jobs import check_name
-from ..train.limits import check_upload, limits
-from ..train.loop import TrainArgs
-from ..train.pretrain import PretrainSpec
+from ...analysis import sizing
+from ...config import PRESETS, preset
+from ...data.corpus import load_documents
+from ...train.loop import TrainArgs
+from ...train.pretrain import PretrainSpec
+from ..jobs import check_name
+from ..limits import check_upload, limits
 from . import jobs_ui, models
 from .train_charts import metrics, pretrain_figure, probe_rows
 

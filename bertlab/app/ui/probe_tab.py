@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import probe_data
-from ..analysis.probing import fingerprint, per_tag, probe, public, random_init
+from ...data import probe as probe_data
+from ...train.probing import fingerprint, per_tag, probe, public, random_init
 from . import models
 from .tokenize_tab import user_error
 

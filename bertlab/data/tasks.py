@@ -20,7 +20,8 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..data import _check_text_file, _hf_load
+from ..tokenizer import ptb_words
+from .corpus import _check_text_file, _hf_load
 
 IGNORE_INDEX = -100
 BUILTIN = ("sentiment", "pos")
@@ -171,18 +172,6 @@ def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
     if not sents:
         raise ValueError(f"{path}: holds no tagged sentences")
     return sents, tags
-
-
-_CLITIC = re.compile(r"(?i)^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$")
-
-
-def ptb_words(text: str) -> list[str]:
-    """Whitespace tokens with Penn Treebank clitics split off: "isn't" -> "is n't", "film's" -> "film 's"."""
-    out = []
-    for w in text.split():
-        m = _CLITIC.match(w)
-        out.extend([m.group(1), m.group(2)] if m and m.group(1) != "'" else [w])
-    return out
 
 
 def silver_pos(texts: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:

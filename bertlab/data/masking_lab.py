@@ -9,8 +9,16 @@ import weakref
 
 import torch
 
-from ..masking import (KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens,
-                       special_tokens_mask, word_ids_from_pieces)
+from .masking import (
+    KEPT,
+    MASKED,
+    NOT_SELECTED,
+    RANDOM,
+    continuation_table,
+    mask_tokens,
+    special_tokens_mask,
+    word_ids_from_pieces,
+)
 
 RULE_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random", KEPT: "kept"}
 MAX_SAMPLES = 5000

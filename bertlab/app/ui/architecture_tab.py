@@ -11,8 +11,8 @@ import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import sizing
-from ..config import PRESETS, BertConfig, preset
+from ...analysis import sizing
+from ...config import PRESETS, BertConfig, preset
 from . import models
 from .tokenize_tab import on_load, user_error
 

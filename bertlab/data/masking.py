@@ -9,18 +9,22 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import torch
-
-if TYPE_CHECKING:
-    from .data import Example
 
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4  # bertlab.tokenizer's fixed special ids
 SPECIAL_IDS = (PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID)  # never selected ([UNK] neither, like HF)
 # What happened to each position; stored in `MaskResult.rule` so a UI can colour it.
 NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3
 IGNORE_INDEX = -100  # the label PyTorch's cross_entropy skips
+
+
+@dataclass
+class Example:
+    ids: list[int]  # [CLS] A [SEP] (B [SEP])
+    token_type_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
+    label: int  # NSP: 1 = B is random, 0 = B follows A; SOP: 1 = swapped; MLM only: -100
 
 
 @dataclass

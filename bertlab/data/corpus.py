@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlparse
 
-from .masking import CLS_ID, IGNORE_INDEX, SEP_ID, Batcher, collate  # noqa: F401 (the tensor side)
+from .masking import CLS_ID, IGNORE_INDEX, SEP_ID, Batcher, Example, collate  # noqa: F401 (the tensor side)
 
 OBJECTIVES = ("nsp", "sop", "mlm")
 _LOADERS = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
@@ -267,13 +267,6 @@ def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> lis
 
 
 # ---- pre-training examples ----------------------------------------------------------------------
-
-
-@dataclass
-class Example:
-    ids: list[int]  # [CLS] A [SEP] (B [SEP])
-    token_type_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
-    label: int  # NSP: 1 = B is random, 0 = B follows A; SOP: 1 = swapped; MLM only: -100
 
 
 def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]], max_len: int = 128,

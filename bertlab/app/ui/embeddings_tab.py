@@ -4,7 +4,7 @@ from __future__ import annotations
 import gradio as gr
 import plotly.graph_objects as go
 
-from ..analysis import embeddings as E
+from ...analysis import embeddings as E
 from . import models
 from .tokenize_tab import on_load, user_error
 

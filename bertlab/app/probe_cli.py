@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 
-from . import probe_data
-from .probing import POOLINGS, WORD_FEATURES
+from ..checkpoint import load_pretrained
+from ..data import probe as probe_data
+from ..train.probing import POOLINGS, WORD_FEATURES, per_tag, probe, public, random_init
 
 
 def add_probe_args(p) -> None:
@@ -34,8 +35,6 @@ def _pct(x: float) -> str:
 
 
 def cmd_probe(a) -> int:
-    from ..checkpoint import load_pretrained
-    from .probing import per_tag, probe, public, random_init
     model, tok = load_pretrained(a.model)
     kw = dict(feature=a.feature, probe="mlp" if a.mlp else "linear", sample=a.sample, seed=a.seed,
               text_column=a.text_column, label_column=a.label_column)

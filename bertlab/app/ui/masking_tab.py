@@ -6,11 +6,22 @@ import html
 import gradio as gr
 import plotly.graph_objects as go
 
-from ..analysis import masking_lab
-from ..masking import KEPT, MASKED, RANDOM
+from ...data import masking_lab
+from ...data.masking import KEPT, MASKED, RANDOM
 from . import models
-from .tokenize_tab import (CHIP, SEG_TINT, SPECIAL_STYLE, UNK_STYLE, encode, legend_html, notice_html,
-                           on_load, truncation_note, user_error, word_groups)
+from .tokenize_tab import (
+    CHIP,
+    SEG_TINT,
+    SPECIAL_STYLE,
+    UNK_STYLE,
+    encode,
+    legend_html,
+    notice_html,
+    on_load,
+    truncation_note,
+    user_error,
+    word_groups,
+)
 
 EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 % of the tokens are
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and

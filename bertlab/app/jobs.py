@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import runs
+from ..train import runs
 
 KINDS = ("pretrain", "finetune")  # each kind is a CLI subcommand
 JOB, LOG = "job.json", "log.txt"

@@ -1,0 +1,1 @@
+"""The app layer on top of the library: the command line, background jobs, server limits, the web UI."""

@@ -1,0 +1,1 @@
+"""The data layer: corpora, pre-training examples, masking, labelled tasks and probe sets."""

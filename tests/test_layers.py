@@ -1,0 +1,110 @@
+"""The package's layers, read from its imports: core <- data <- train <- app, analysis on core only.
+
+Every import inside bertlab/ is resolved to the module it names; a module may import its own layer
+or a layer below it, never above, and the import graph has no cycle. Function-level imports are
+allowed only for optional or heavy third-party packages, each marked with a reason in a comment.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "bertlab"
+CORE = {"config", "model", "fast", "tokenizer", "checkpoint", "heads"}
+# what each layer may import (besides itself)
+ALLOWED = {"core": {"core"}, "analysis": {"core"}, "data": {"core"}, "train": {"core", "data", "analysis"},
+           "app": {"core", "data", "analysis", "train"}}
+
+
+def layer(module: str) -> str:
+    """'bertlab.data.masking' -> 'data'; top-level modules are core (the package root re-exports core)."""
+    parts = module.split(".")[1:]
+    if parts == ["__main__"]:  # `python -m bertlab` is the command line
+        return "app"
+    if len(parts) >= 2 or (parts and parts[0] in ALLOWED):
+        return parts[0]
+    assert not parts or parts[0] in CORE, f"{module}: a top-level module outside the core list"
+    return "core"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        out[name] = path
+    return out
+
+
+def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
+    """(imported bertlab module, line, inside a function) for every import of our own package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[:len(base) - child.level + 1]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                if target.split(".")[0] == "bertlab":
+                    for alias in child.names:  # `from . import runs` names a module
+                        sub = f"{target}.{alias.name}"
+                        found.append((sub if sub in known else target, child.lineno, in_function))
+            elif isinstance(child, ast.Import):
+                found.extend((a.name, child.lineno, in_function) for a in child.names if a.name.split(".")[0] == "bertlab")
+            visit(child, nested)
+    known = set(modules())
+    visit(tree, False)
+    return found
+
+
+def test_no_upward_imports():
+    bad = []
+    for name, path in modules().items():
+        for target, line, _ in imports(name, path):
+            src, dst = layer(name), layer(target)
+            if dst != src and dst not in ALLOWED[src]:
+                bad.append(f"{path.relative_to(PKG.parent)}:{line} ({src}) imports {target} ({dst})")
+    assert not bad, "upward or sideways imports:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles():
+    mods = modules()
+    graph = {n: {t for t, _, _ in imports(n, p) if t in mods and t != n} for n, p in mods.items()}
+    # the package root and sub-package __init__ files re-export; their children never import them
+    state, stack = {}, []
+
+    def dfs(n):
+        state[n] = "open"
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+            if m not in state:
+                dfs(m)
+        stack.pop()
+        state[n] = "done"
+    for n in sorted(graph):
+        if n not in state:
+            dfs(n)
+
+
+def test_function_level_imports_of_our_own_code_are_gone():
+    """Imports of bertlab itself belong at the top of a module, where the layer test sees them."""
+    hidden = [f"{p.relative_to(PKG.parent)}:{line} imports {t}" for n, p in modules().items()
+              for t, line, inner in imports(n, p) if inner]
+    assert not hidden, "\n".join(hidden)
+
+
+@pytest.mark.parametrize("module,expected", [("bertlab.model", "core"), ("bertlab.data.masking", "data"),
+                                             ("bertlab.app.ui.common", "app"), ("bertlab", "core")])
+def test_layer_names(module, expected):
+    assert layer(module) == expected

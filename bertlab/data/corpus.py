@@ -15,7 +15,6 @@ import os
 import random
 import re
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlparse

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -21,10 +22,12 @@ from tokenizers import (
     trainers,
 )
 
-# Trained vocabularies put these at ids 0..4, so [PAD] is 0 like BertConfig.pad_token_id.
+# Trained vocabularies put these at ids 0..4; loaded ones anywhere (bert-base: 0, 100..103): ask
+# `special_token_ids(tok)` for their ids, never assume them.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_UNUSED = re.compile(r"\[unused\d+\]")  # Google's placeholder slots (bert-base: ids 1..99, 104..998)
 
 
 @dataclass
@@ -61,6 +64,35 @@ def _longest_first(n1: int, n2: int, budget: int) -> tuple[int, int]:
     a = min(n1, n2)
     a, b = (a, budget - a) if 2 * a <= budget else (budget // 2, budget - budget // 2)
     return (b, a) if n1 > n2 else (a, b)
+
+
+@dataclass(frozen=True, eq=False)
+class SpecialIds:
+    """A vocabulary's special token ids, as `special_token_ids` reads them from its tokenizer."""
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+    all: frozenset[int]  # every special id: never selected for masking, never a random replacement
+    random: torch.Tensor  # (n,) long, ascending: the ids a masked position may be replaced by at random
+
+
+_special_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def special_token_ids(tok: WordPieceTokenizer) -> SpecialIds:
+    """The one place that says which ids are special: [PAD] [UNK] [CLS] [SEP] [MASK] where this
+    vocabulary has them, plus any other special added token. Random replacements may be any other
+    id but the [unusedN] placeholders, which never occur in text (a model would only learn to
+    ignore them). Read once per tokenizer (a 30k vocabulary scan)."""
+    found = _special_ids.get(tok)
+    if found is None:
+        five = (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id)
+        every = frozenset(five) | {i for i, t in tok.backend.get_added_tokens_decoder().items() if t.special}
+        ordinary = sorted(i for t, i in tok.get_vocab().items() if i not in every and not _UNUSED.fullmatch(t))
+        found = _special_ids[tok] = SpecialIds(*five, every, torch.tensor(ordinary, dtype=torch.long))
+    return found
 
 
 class WordPieceTokenizer:
@@ -200,7 +232,7 @@ class WordPieceTokenizer:
 
     @property
     def special_ids(self) -> set[int]:
-        return {self.token_to_id(t) for t in SPECIAL_TOKENS}
+        return set(special_token_ids(self).all)
 
     @property
     def model_max_length(self) -> int:

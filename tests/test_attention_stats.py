@@ -43,7 +43,7 @@ def test_head_stats_and_rollout():
     ids = torch.tensor([[2, 10, 11, 12, 3]])
     to_cls = torch.zeros(1, 2, T, T)
     to_cls[..., 0] = 1.0
-    rows = A.head_stats([to_cls], ids)
+    rows = A.head_stats([to_cls], ids, cls_id=2, sep_id=3)
     assert len(rows) == 2 and rows[0]["cls"] == 1.0 and rows[0]["sep"] == 0.0
     maps = [torch.softmax(torch.randn(1, 2, T, T), -1) for _ in range(3)]
     r = A.rollout(maps)

@@ -6,17 +6,17 @@ import pytest
 import torch
 
 from bertlab.data.corpus import (
-    Batcher,
-    Example,
     clean_text,
-    collate,
     load_documents,
     make_pretraining_examples,
     split_heldout,
     split_sentences,
     tokenize_documents,
 )
+from bertlab.data.masking import Batcher, Example, collate
+from bertlab.tokenizer import SpecialIds, special_token_ids
 
+IDS = dict(cls_id=2, sep_id=3)  # the synthetic vocabulary's [CLS] and [SEP]
 SENT_LEN = 6  # synthetic sentences: SENT_LEN copies of one id that encodes (document, sentence)
 
 
@@ -166,6 +166,9 @@ def test_split_heldout():
     assert len(h) == 10 and not [d for d in h if d in t]
     with pytest.raises(ValueError):
         split_heldout(docs, 1.0)
+    keys = ["a", "b", "a"] + [str(i) for i in range(20)]  # by sentence, as fine-tuning and probing split
+    tr, va = split_heldout(range(len(keys)), 0.1, 0, keys)  # indices in, indices out
+    assert sorted(tr + va) == list(range(len(keys))) and len(va) == 2 and (0 in va) == (2 in va)
 
 
 # ---- tokens and examples ------------------------------------------------------------------------
@@ -182,8 +185,8 @@ def test_tokenize_documents(imdb, vocab_tokenizer):
 
 def test_nsp_examples():
     docs = synthetic_docs()
-    ex = make_pretraining_examples(docs, max_len=64, objective="nsp", seed=1)
-    assert len(ex) >= 2000 and ex == make_pretraining_examples(docs, max_len=64, objective="nsp", seed=1)
+    ex = make_pretraining_examples(docs, max_len=64, objective="nsp", seed=1, **IDS)
+    assert len(ex) >= 2000 and ex == make_pretraining_examples(docs, max_len=64, objective="nsp", seed=1, **IDS)
     assert abs(sum(e.label for e in ex) / len(ex) - 0.5) < 0.03
     assert any(len(e.ids) < 40 for e in ex)  # short_seq_prob gives some short ones
     for e in ex:
@@ -198,7 +201,7 @@ def test_nsp_examples():
 
 
 def test_sop_examples():
-    ex = make_pretraining_examples(synthetic_docs(800), max_len=64, objective="sop", seed=2)
+    ex = make_pretraining_examples(synthetic_docs(800), max_len=64, objective="sop", seed=2, **IDS)
     assert len(ex) >= 2000 and abs(sum(e.label for e in ex) / len(ex) - 0.5) < 0.03
     for e in ex:
         a, b = segments(e)
@@ -210,7 +213,7 @@ def test_sop_examples():
 def test_mlm_examples():
     docs = synthetic_docs(100)
     docs[0][3] = [99] * 200  # an over-long sentence spills into several windows
-    ex = make_pretraining_examples(docs, max_len=32, objective="mlm", short_seq_prob=0.0)
+    ex = make_pretraining_examples(docs, max_len=32, objective="mlm", short_seq_prob=0.0, **IDS)
     n_tokens = sum(len(s) for d in docs for s in d)
     assert sum(len(e.ids) - 2 for e in ex) == n_tokens  # nothing lost, nothing repeated
     for e in ex:
@@ -220,16 +223,17 @@ def test_mlm_examples():
 
 def test_example_errors():
     with pytest.raises(ValueError, match="objective"):
-        make_pretraining_examples(synthetic_docs(5), objective="xyz")
+        make_pretraining_examples(synthetic_docs(5), objective="xyz", **IDS)
     with pytest.raises(ValueError, match="at least 2"):
-        make_pretraining_examples([[[5, 6]], [], [[]]], objective="nsp")
+        make_pretraining_examples([[[5, 6]], [], [[]]], objective="nsp", **IDS)
     with pytest.raises(ValueError, match="max_len"):
-        make_pretraining_examples(synthetic_docs(5), max_len=4)
+        make_pretraining_examples(synthetic_docs(5), max_len=4, **IDS)
 
 
 def test_imdb_pipeline(imdb, vocab_tokenizer):
     td = tokenize_documents(imdb[:300], vocab_tokenizer)
-    ex = make_pretraining_examples(td, max_len=128, objective="nsp", dupe_factor=2)
+    s = special_token_ids(vocab_tokenizer)
+    ex = make_pretraining_examples(td, max_len=128, objective="nsp", dupe_factor=2, cls_id=s.cls, sep_id=s.sep)
     assert len(ex) > 1000 and abs(sum(e.label for e in ex) / len(ex) - 0.5) < 0.05
     for e in ex:
         assert len(e.ids) <= 128 and e.ids[0] == 2 and e.ids.count(3) == 2
@@ -239,23 +243,30 @@ def test_imdb_pipeline(imdb, vocab_tokenizer):
 # ---- batches ------------------------------------------------------------------------------------
 
 def test_collate():
-    ex = [Example([2, 7, 3, 8, 9, 3], [0, 0, 0, 1, 1, 1], 1), Example([2, 7, 3, 8, 3], [0, 0, 0, 1, 1], 0)]
-    b = collate(ex)
+    ex = [Example([2, 7, 3, 8, 9, 3], 1, [0, 0, 0, 1, 1, 1]), Example([2, 7, 3, 8, 3], 0, [0, 0, 0, 1, 1])]
+    b = collate(ex, pad_id=0)
     assert b["input_ids"].tolist() == [[2, 7, 3, 8, 9, 3], [2, 7, 3, 8, 3, 0]]
     assert b["token_type_ids"].tolist() == [[0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 0]]
     assert b["attention_mask"].tolist() == [[1] * 6, [1] * 5 + [0]]
-    T, F = True, False
-    assert b["special_mask"].tolist() == [[T, F, T, F, F, T], [T, F, T, F, T, T]]
-    assert b["next_sentence_label"].tolist() == [1, 0]
+    assert b["labels"].tolist() == [1, 0]  # one per example: a pair (NSP/SOP) or class label
+    tagged = collate([Example([101, 7, 102], [-100, 4, -100]), Example([101, 102], [-100, -100])], pad_id=9)
+    assert tagged["input_ids"].tolist() == [[101, 7, 102], [101, 102, 9]]  # the pad id it is given
+    assert tagged["labels"].tolist() == [[-100, 4, -100], [-100, -100, -100]]  # per token, padded with -100
+    assert tagged["token_type_ids"].tolist() == [[0] * 3] * 2
+    with pytest.raises(ValueError, match="token types"):
+        Example([2, 7, 3], 0, [0, 0])
 
 
 @pytest.fixture(scope="module")
 def examples():
-    return make_pretraining_examples(synthetic_docs(60), max_len=64, objective="nsp")
+    return make_pretraining_examples(synthetic_docs(60), max_len=64, objective="nsp", **IDS)
+
+
+SPECIAL = SpecialIds(0, 1, 2, 3, 4, frozenset(range(5)), torch.arange(5, 70_000))
 
 
 def kw(**extra):
-    return dict(vocab_size=70_000, seed=5, first_random_id=5) | extra
+    return dict(pad_id=0, mask=SPECIAL, seed=5) | extra
 
 
 def same(b1, b2):
@@ -292,8 +303,29 @@ def test_batcher_batches_are_masked(examples):
         assert sel.any(1).all() and b["next_sentence_label"].shape == (b["input_ids"].shape[0],)
         assert not (sel & (b["attention_mask"] == 0)).any()
         assert set(b) == {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}
-    mlm = make_pretraining_examples(synthetic_docs(20), max_len=64, objective="mlm")
+    mlm = make_pretraining_examples(synthetic_docs(20), max_len=64, objective="mlm", **IDS)
     assert "next_sentence_label" not in next(iter(Batcher(mlm, 8, **kw())))  # an all -100 NSP loss is NaN
+
+
+def test_batcher_without_masking_keeps_the_labels():
+    """Fine-tuning's batches: the same shuffling and resuming, the examples' own labels, no masks."""
+    tagged = [Example([2] + [5 + i % 7] * (1 + i % 5) + [3], [-100] + [i % 3] * (1 + i % 5) + [-100])
+              for i in range(23)]
+    a = Batcher(tagged, 4, pad_id=0, seed=7)
+    batches = list(a)
+    assert len(batches) == 6 and sum(len(b["input_ids"]) for b in batches) == 23
+    for b in batches:
+        assert set(b) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
+        assert b["labels"].shape == b["input_ids"].shape and (b["labels"][b["attention_mask"] == 0] == -100).all()
+    it = iter(a)
+    next(it)
+    old = {k: v for k, v in a.state_dict().items() if k != "world_size"}  # as older run folders saved it
+    b = Batcher(tagged, 4, pad_id=0, seed=7)
+    b.load_state_dict(json.loads(json.dumps(old)))
+    rest_a, rest_b = list(it), list(b)
+    assert len(rest_b) == 5 and all(same(x, y) for x, y in zip(rest_a, rest_b))
+    with pytest.raises(ValueError, match="batch_size"):
+        Batcher(tagged, True, pad_id=0)
 
 
 @pytest.mark.parametrize("n", [99, 100])
@@ -315,7 +347,8 @@ def test_batcher_feeds_the_model(vocab_tokenizer):
     from bertlab.model import BertForPreTraining
     docs = ["The film was fun. I love it! The plot was bad.", "A good movie. The actor was great."]
     td = tokenize_documents(docs, vocab_tokenizer)
-    ex = make_pretraining_examples(td, max_len=24, objective="nsp")
+    s = special_token_ids(vocab_tokenizer)
+    ex = make_pretraining_examples(td, max_len=24, objective="nsp", cls_id=s.cls, sep_id=s.sep)
     config = BertConfig(vocab_size=vocab_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64)
     model = BertForPreTraining(config)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "bertlab"
-CORE = {"config", "model", "fast", "tokenizer", "checkpoint", "heads"}
+CORE = {"config", "model", "fast", "tokenizer", "checkpoint", "heads", "cache"}
 # what each layer may import (besides itself)
 ALLOWED = {"core": {"core"}, "analysis": {"core"}, "data": {"core"}, "train": {"core", "data", "analysis"},
            "app": {"core", "data", "analysis", "train"}}

@@ -14,6 +14,7 @@ from bertlab.data.masking import (
 )
 
 V, MASK = 1000, 4
+ORDINARY = torch.arange(5, V)  # what special_token_ids(tok).random is for specials 0..4
 
 
 def batch(B=1200, T=256, seed=0):
@@ -37,7 +38,7 @@ def test_rates_and_80_10_10(rate):
     ids, special = batch()
     eligible = ~special
     assert eligible.sum() >= 200_000
-    m = mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, rate=rate, generator=gen())
+    m = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, rate=rate, generator=gen())
     sel = m.rule != NOT_SELECTED
     n = sel.sum().item()
     assert abs(n / eligible.sum().item() - rate) < 0.005
@@ -53,18 +54,33 @@ def test_rates_and_80_10_10(rate):
 
 def test_custom_fractions():
     ids, special = batch(300)
-    args = dict(vocab_size=V, mask_token_id=MASK, generator=gen())
+    args = dict(mask_token_id=MASK, random_ids=ORDINARY, generator=gen())
     m = mask_tokens(ids, special, mask_frac=1.0, random_frac=0.0, **args)
     assert set(m.rule.unique().tolist()) == {NOT_SELECTED, MASKED}
     m = mask_tokens(ids, special, mask_frac=0.0, random_frac=0.0, **args)
     assert torch.equal(m.input_ids, ids) and (m.labels != -100).any()  # all kept: labels only
 
 
+def test_random_replacements_only_from_random_ids():
+    ids, special = batch(400)
+    table = torch.tensor([7, 500, 999])  # e.g. a vocabulary whose ordinary ids have gaps
+    m = mask_tokens(ids, special, mask_token_id=MASK, random_ids=table, rate=0.5, generator=gen())
+    drawn = m.input_ids[m.rule == RANDOM]
+    assert len(drawn) > 3000 and set(drawn.unique().tolist()) == {7, 500, 999}
+    # a contiguous table draws exactly what torch.randint(5, V) drew before the table existed,
+    # so runs on trained vocabularies (specials 0..4) keep their masks bit for bit
+    a = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, generator=gen(3))
+    g = gen(3)
+    torch.rand(ids.shape, generator=g), torch.rand(ids.shape, generator=g)  # selection and rule draws
+    old = torch.randint(5, V, ids.shape, generator=g)
+    assert torch.equal(a.input_ids[a.rule == RANDOM], old[a.rule == RANDOM])
+
+
 def test_deterministic_with_generator():
     ids, special = batch(64)
-    a = mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, generator=gen(7))
-    b = mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, generator=gen(7))
-    c = mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, generator=gen(8))
+    a = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, generator=gen(7))
+    b = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, generator=gen(7))
+    c = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, generator=gen(8))
     assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.labels, b.labels)
     assert torch.equal(a.rule, b.rule)
     assert not torch.equal(a.rule, c.rule)
@@ -75,14 +91,14 @@ def test_at_least_one_per_sequence():
                         [2, 3, 0, 0, 0, 0], [2, 10, 11, 12, 13, 3]])
     special = special_tokens_mask(ids, [0, 1, 2, 3, 4])
     for seed in range(50):
-        m = mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, rate=1e-6, generator=gen(seed))
+        m = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, rate=1e-6, generator=gen(seed))
         assert (m.rule != NOT_SELECTED).sum(1).tolist() == [1, 1, 0, 1]  # row 2 has nothing to mask
         assert not ((m.rule != NOT_SELECTED) & special).any()
 
 
 def test_single_sequence_1d():
     ids = torch.tensor([2, 10, 11, 12, 3])
-    m = mask_tokens(ids, special_tokens_mask(ids, [2, 3]), vocab_size=V, mask_token_id=MASK, generator=gen())
+    m = mask_tokens(ids, special_tokens_mask(ids, [2, 3]), mask_token_id=MASK, random_ids=ORDINARY, generator=gen())
     assert m.input_ids.shape == m.labels.shape == m.rule.shape == (5,)
     assert m.rule[0] == m.rule[-1] == NOT_SELECTED and (m.rule != NOT_SELECTED).any()
 
@@ -101,7 +117,7 @@ def test_whole_word_masking():
     ids = torch.randint(5, V, (B, T), generator=g)
     ids[:, 0], ids[:, -1] = 2, 3
     special = word_ids < 0
-    m = mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, word_ids=word_ids, generator=gen(2))
+    m = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, word_ids=word_ids, generator=gen(2))
     sel = m.rule != NOT_SELECTED
     n_words = n_sel_words = 0
     for b in range(0, B, 7):
@@ -119,7 +135,7 @@ def test_whole_word_masking():
     wid = torch.tensor([[-1, 0, 0, 1, -1, 0, 1, -1]])
     ids1 = torch.tensor([[2, 10, 11, 12, 3, 13, 14, 3]])
     for seed in range(20):
-        m = mask_tokens(ids1, wid < 0, vocab_size=V, mask_token_id=MASK, word_ids=wid, rate=0.5,
+        m = mask_tokens(ids1, wid < 0, mask_token_id=MASK, random_ids=ORDINARY, word_ids=wid, rate=0.5,
                         generator=gen(seed))
         assert m.rule[0, 1] == m.rule[0, 2]
         if m.rule[0, 1] != m.rule[0, 5]:
@@ -145,12 +161,12 @@ def test_special_tokens_mask():
 @pytest.mark.parametrize("kw, msg", [
     (dict(rate=0.0), "rate"), (dict(rate=1.5), "rate"),
     (dict(mask_frac=0.8, random_frac=0.3), "mask_frac \\+ random_frac"),
-    (dict(mask_frac=-0.1), "mask_frac"), (dict(mask_token_id=V), "mask_token_id"),
-    (dict(first_random_id=V), "random"),
+    (dict(mask_frac=-0.1), "mask_frac"), (dict(mask_token_id=-1), "mask_token_id"),
+    (dict(random_ids=torch.arange(0)), "random"), (dict(random_ids=ORDINARY.int()), "random_ids"),
 ])
 def test_bad_arguments(kw, msg):
     ids, special = batch(2, 8)
-    args = dict(vocab_size=V, mask_token_id=MASK) | kw
+    args = dict(mask_token_id=MASK, random_ids=ORDINARY) | kw
     with pytest.raises(ValueError, match=msg):
         mask_tokens(ids, special, **args)
 
@@ -158,12 +174,12 @@ def test_bad_arguments(kw, msg):
 def test_bad_shapes():
     ids, special = batch(2, 8)
     with pytest.raises(ValueError, match="special_mask"):
-        mask_tokens(ids, special[:, :4], vocab_size=V, mask_token_id=MASK)
+        mask_tokens(ids, special[:, :4], mask_token_id=MASK, random_ids=ORDINARY)
     with pytest.raises(ValueError, match="special_mask"):
-        mask_tokens(ids, special.long(), vocab_size=V, mask_token_id=MASK)
+        mask_tokens(ids, special.long(), mask_token_id=MASK, random_ids=ORDINARY)
     with pytest.raises(ValueError, match="word_ids"):
-        mask_tokens(ids, special, vocab_size=V, mask_token_id=MASK, word_ids=torch.zeros(2, 7).long())
+        mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, word_ids=torch.zeros(2, 7).long())
     with pytest.raises(ValueError, match="integer"):
-        mask_tokens(ids.float(), special, vocab_size=V, mask_token_id=MASK)
+        mask_tokens(ids.float(), special, mask_token_id=MASK, random_ids=ORDINARY)
     with pytest.raises(ValueError, match=r"\(B, T\)"):
-        mask_tokens(ids[None], special[None], vocab_size=V, mask_token_id=MASK)
+        mask_tokens(ids[None], special[None], mask_token_id=MASK, random_ids=ORDINARY)

@@ -3,6 +3,8 @@
 import pytest
 from test_app import SHOTS, chromium_page, client, server  # noqa: F401  (the app server fixtures)
 
+from bertlab.cache import LRU
+
 RANDOM = "random init (same config)"
 
 
@@ -52,3 +54,19 @@ def test_default_probe_in_chromium(server):  # noqa: F811
         page.screenshot(path=str(SHOTS / "7_probing.png"), full_page=True)
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors
+
+
+def test_lru_cache_drops_the_least_recently_used_by_count_and_by_bytes():
+    """The cache behind the model, probe-result and feature caches."""
+    c = LRU(2)
+    c.put("a", 1), c.put("b", 2), c.get("a"), c.put("c", 3)
+    assert (c.get("a"), c.get("b"), c.get("c"), len(c)) == (1, None, 3, 2)
+    assert c.put("a", 4) == 4 and c.get("a") == 4 and len(c) == 2  # replaced, not duplicated
+    b = LRU(max_bytes=10, size=len)
+    b.put(1, "x" * 6), b.put(2, "y" * 6)
+    assert b.get(1) is None and b.get(2) == "y" * 6
+    b.put(3, "z" * 50)  # over the bound on its own: the newest entry stays, alone
+    assert len(b) == 1 and b.get(3) == "z" * 50
+    assert LRU(0).put("k", 1) == 1  # size 0: keeps nothing, still hands the value back
+    with pytest.raises(ValueError):
+        LRU(max_bytes=10)

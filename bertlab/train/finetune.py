@@ -19,11 +19,10 @@ import torch
 
 from ..checkpoint import load_pretrained, read_weights, resolve_folder
 from ..config import BertConfig
+from ..data.masking import Batcher, collate
 from ..data.tasks import (
     IGNORE_INDEX,
-    ExampleBatcher,
     TaskData,
-    collate,
     load_task,
     task_kind,
 )
@@ -303,7 +302,7 @@ def finetune(run_dir, model: str | None = "default", task: str = "sentiment", me
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
         + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if wrapped else ""))
 
-    batcher = ExampleBatcher(data.train, spec.batch_size, tok.pad_token_id, seed=spec.seed)
+    batcher = Batcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed)
     per_epoch = len(batcher)
     args = TrainArgs(steps=spec.epochs * per_epoch, lr=spec.lr, warmup=spec.warmup, weight_decay=spec.weight_decay,
                      betas=(0.9, 0.999), eps=1e-8, clip=1.0, bf16=bf16, seed=spec.seed,

@@ -92,7 +92,7 @@ def _pack(examples: list[Example]) -> dict[str, torch.Tensor]:
 
 def _unpack(d: dict[str, torch.Tensor]) -> list[Example]:
     ids, tt, off, lab = d["ids"].tolist(), d["tt"].tolist(), d["offsets"].tolist(), d["labels"].tolist()
-    return [Example(ids[a:b], tt[a:b], y) for a, b, y in zip(off[:-1], off[1:], lab)]
+    return [Example(ids[a:b], y, tt[a:b]) for a, b, y in zip(off[:-1], off[1:], lab)]
 
 
 def _cache_dir(spec: PretrainSpec, seed: int) -> Path | None:

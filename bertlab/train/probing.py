@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 from ..data import probe as probe_data
 from ..data.probe import ProbeData
-from ..data.tasks import _backend, split_indices
+from ..data.corpus import split_heldout
+from ..data.tasks import _backend
 from ..model import BertForPreTraining
 
 WORD_FEATURES = ("first", "mean")  # a word's vector: its first piece, or the mean of its pieces
@@ -208,7 +209,7 @@ def train_probe(Xtr, ytr, Xva, n_classes: int, kind: str = "linear", seed: int =
 
 def split_rows(f: Features, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Row indices of the training and validation items; whole sentences go to one side."""
-    tr, va = split_indices(f.keys, VAL_FRAC, seed)
+    tr, va = split_heldout(range(len(f.keys)), VAL_FRAC, seed, f.keys)
     side = torch.zeros(len(f.keys), dtype=torch.bool)
     side[torch.tensor(va, dtype=torch.long)] = True
     held = side[f.group]

@@ -141,11 +141,11 @@ def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples:
         raise user_error(e) from None
     r, seed, n = _rate(rate), _int(seed, "seed"), _int(n_samples, "number of samples", 200)
     enc = encode(tok, text)
-    if all(enc.special_tokens_mask[i] or enc.ids[i] == tok.unk_token_id for i in range(len(enc))):
-        raise gr.Error("Nothing to mask: every piece of this text is [UNK] (characters the vocabulary "
-                       "does not know). Type some words.")
     try:
         draw = masking_lab.preview(tok, enc.ids, r, bool(whole_word), seed)
+        if not draw["eligible"]:  # the lab's rule (the tokenizer's special ids), not one of our own
+            raise ValueError("Nothing to mask: every piece of this text is [UNK] or another special token "
+                             "([UNK]: characters the vocabulary does not know). Type some words.")
         stats = masking_lab.sample_stats(tok, enc.ids, r, bool(whole_word), n, seed)
     except (ValueError, TypeError) as e:
         raise user_error(e) from None

@@ -6,17 +6,15 @@ the choice itself is per browser session, so one student's switch never changes 
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 from ...analysis import sizing
+from ...cache import LRU
 from ...checkpoint import DEFAULT_MODEL_DIR, load_pretrained
 
 DEFAULT = "default (shipped)"
 CACHE_SIZE = int(os.environ.get("BERTLAB_MODEL_CACHE", "4"))
-_cache: OrderedDict[str, tuple] = OrderedDict()
-_lock = threading.Lock()
+_cache = LRU(CACHE_SIZE)  # str(target) -> (model, tokenizer, stamp of its weight files)
 
 
 def runs_root() -> Path:
@@ -48,18 +46,12 @@ def get(choice: str | None = None):
     target = resolve(choice)
     key = str(target)
     stamp = _stamp(Path(target)) if Path(target).exists() else None
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None and hit[2] == stamp:
-            _cache.move_to_end(key)
-            return hit[0], hit[1]
+    hit = _cache.get(key)
+    if hit is not None and hit[2] == stamp:
+        return hit[0], hit[1]
     model, tok = load_pretrained(target)  # outside the lock: a slow hub download blocks no one else
     model.eval()
-    with _lock:
-        _cache[key] = (model, tok, stamp)
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, (model, tok, stamp))
     return model, tok
 
 

@@ -1,8 +1,6 @@
 """Probing lab: what can a linear classifier read off each layer, and is that more than it could memorise?"""
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
@@ -10,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...cache import LRU
 from ...data import probe as probe_data
 from ...train.probing import fingerprint, per_tag, probe, public, random_init
 from . import models
@@ -40,18 +39,8 @@ COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
 EXAMPLES = [["pos", "first", "linear", 1000], ["pos", "mean", "mlp", 1000], ["sentiment", "first", "linear", 4000],
             ["position", "first", "linear", 500]]
 
-_results: OrderedDict[tuple, dict] = OrderedDict()
-_randoms: OrderedDict[str, object] = OrderedDict()
-_lock = threading.Lock()
-
-
-def _remember(cache: OrderedDict, key, value, size: int):
-    with _lock:
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > size:
-            cache.popitem(last=False)
-    return value
+_results = LRU(16)  # finished probe runs, by (model content, task, settings)
+_randoms = LRU(2)  # random re-initialisations of a model, by its fingerprint
 
 
 def _load(entry: str, main):
@@ -62,21 +51,18 @@ def _load(entry: str, main):
         except (ValueError, OSError) as e:
             raise gr.Error(f"Cannot load {entry!r} to compare with: {e}") from None
     key = fingerprint(*main)
-    with _lock:
-        hit = _randoms.get(key)
-    model = hit if hit is not None else _remember(_randoms, key, random_init(main[0], seed=0), 2)
-    return model, main[1]
+    model = _randoms.get(key)
+    return (model if model is not None else _randoms.put(key, random_init(main[0], seed=0))), main[1]
 
 
 def _run(name, model, tok, task, feature, kind, sample, progress) -> dict:
     key = (fingerprint(model, tok), task, feature, kind, sample,
            Path(task).stat().st_mtime_ns if task not in probe_data.TASKS else None)
-    with _lock:
-        hit = _results.get(key)
+    hit = _results.get(key)
     if hit is not None:
         return {**hit, "model": name}
-    res = probe(model, tok, task, feature=feature, probe=kind, sample=sample, name=name, progress=progress)
-    return _remember(_results, key, res, 16)
+    return _results.put(key, probe(model, tok, task, feature=feature, probe=kind, sample=sample, name=name,
+                                   progress=progress))
 
 
 def figure(results: list[dict]) -> go.Figure:

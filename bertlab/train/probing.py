@@ -11,15 +11,15 @@ A probe measures what is decodable, not what the model uses.
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..cache import LRU
 from ..data import probe as probe_data
 from ..data.probe import ProbeData
 from ..data.corpus import split_heldout
@@ -48,8 +48,7 @@ class Features:
         return self.X.size(0) - 1
 
 
-_cache: OrderedDict[tuple, Features] = OrderedDict()
-_lock = threading.Lock()
+_cache = LRU(max_bytes=CACHE_BYTES, size=lambda f: f.X.numel() * 2)
 
 
 def fingerprint(model, tok) -> str:
@@ -140,16 +139,8 @@ def features(model, tok, data: ProbeData, feature: str = "first", model_key: str
              progress=None) -> Features:
     """compute_features, cached per (model content, data, feature) in a bounded LRU."""
     key = (model_key or fingerprint(model, tok), data.key, feature if data.kind != "token" else "-")
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    f = compute_features(model, tok, data, feature, progress=progress)
-    with _lock:
-        _cache[key] = f
-        while len(_cache) > 1 and sum(v.X.numel() * 2 for v in _cache.values()) > CACHE_BYTES:
-            _cache.popitem(last=False)
-    return f
+    hit = _cache.get(key)
+    return hit if hit is not None else _cache.put(key, compute_features(model, tok, data, feature, progress=progress))
 
 
 # ---- probes ----------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from . import runs
 from .precision import bf16_is_fast, slow_bf16_note
-from .runs import load_weights, rng_state, save_weights, seed_everything, set_rng_state
+from ..checkpoint import load_weights, save_weights
+from .runs import rng_state, seed_everything, set_rng_state
 from .specs import TrainArgs
 
 # On resume these come from the run's train_args.json (changing them mid-run breaks the schedule

@@ -282,31 +282,6 @@ def set_rng_state(s: dict) -> None:
     random.setstate((version, tuple(py_state.tolist()), py_gauss))
 
 
-def save_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
-    """Default on_save: the full-precision state dict as model.safetensors (tied tensors once)."""
-    from safetensors.torch import save_file
-    seen, sd = set(), {}
-    for k, v in model.state_dict().items():
-        if v.numel() and v.data_ptr() in seen:
-            continue
-        seen.add(v.data_ptr())
-        sd[k] = v.detach().cpu().contiguous()
-    save_file(sd, Path(folder) / "model.safetensors", metadata={"format": "pt"})
-
-
-def load_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
-    """Default on_load; reads what save_weights or checkpoint.save_pretrained (float32) wrote."""
-    from safetensors.torch import load_file
-    sd = load_file(Path(folder) / "model.safetensors")
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    own = model.state_dict()
-    loaded = {own[k].data_ptr() for k in sd if k in own}
-    missing = [k for k in missing if own[k].data_ptr() not in loaded]  # tied aliases are fine
-    if missing or unexpected:
-        raise ValueError(f"{folder}: weights do not fit the model (missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]})")
-
-
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -24,6 +24,7 @@ from bertlab.app.ui import (  # noqa: E402
     probe_tab,
     tokenize_tab,
 )
+from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
 
 INTRO = """# bertlab
 See BERT work on your own sentences. Pick a model, then walk through the tabs from left to right:
@@ -39,8 +40,8 @@ TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", 
 def pick(choice: str):
     try:
         return models.describe(choice)
-    except ValueError as e:
-        raise gr.Error(str(e))
+    except MODEL_ERRORS as e:
+        raise user_error(e) from None
 
 
 def refresh():
@@ -62,12 +63,16 @@ def build_app() -> gr.Blocks:
         for title, tab in TABS:
             with gr.Tab(title):
                 tab.build(picker)
-    return demo
+    return quiet_gradio_checks(demo)
 
 
-if __name__ == "__main__":
+def main() -> None:
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     models.get(models.DEFAULT)  # load before the first visitor arrives
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+
+
+if __name__ == "__main__":
+    main()

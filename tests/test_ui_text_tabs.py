@@ -8,7 +8,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlab.app.ui import fill_mask_tab, masking_tab, models, nsp_tab, tokenize_tab  # noqa: E402
+from bertlab.app.ui import common, fill_mask_tab, masking_tab, models, nsp_tab, tokenize_tab  # noqa: E402
 from bertlab.data import masking_lab  # noqa: E402
 
 C = models.DEFAULT
@@ -131,7 +131,7 @@ def test_expected_share_short_sentence():
 def test_whole_word_masking_is_consistent(tok):
     text = "unbelievably breathtaking cinematography , xqzvw and overwhelmingly unforgettable"
     enc = tok.encode(text)
-    groups = [g for g in tokenize_tab.word_groups(enc.tokens, enc.special_tokens_mask) if len(g) > 1]
+    groups = [g for g in common.word_groups(enc.tokens, enc.special_tokens_mask) if len(g) > 1]
     assert groups, "the test needs words of several pieces"
     for seed in range(40):
         data = masking_tab.mask_preview(text, 0.3, True, seed, 10, C)[2]

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset
 from . import models
-from .tokenize_tab import on_load, user_error
+from .common import MODEL_ERRORS, load_model, on_load, user_error
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
 the number of layers, the hidden width, the attention heads and the feed-forward width (usually
@@ -76,10 +76,7 @@ def fill_preset(name: str):
 
 def fill_picked(choice):
     """The form values of the picked model's own config."""
-    try:
-        c = models.get(choice)[0].config
-    except ValueError as e:
-        raise user_error(e) from None
+    c = load_model(choice)[0].config
     return [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
             c.vocab_size, c.max_position_embeddings]
 
@@ -182,7 +179,7 @@ def picked_card(choice) -> tuple[str, dict]:
     try:
         model, _ = models.get(choice)
         card = models.describe(choice)
-    except (ValueError, OSError) as e:
+    except MODEL_ERRORS as e:
         return f"**Picked model:** could not load it ({e})", {"error": str(e)}
     c = model.config
     counted = sum(p.numel() for p in model.parameters())  # tied weights are counted once

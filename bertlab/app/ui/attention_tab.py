@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
 from . import models
-from .tokenize_tab import check_text, notice_html, user_error
+from .common import MODEL_ERRORS, check_text, load_model, notice_html, user_error
 
 EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token
 (a row, the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*), and
@@ -58,16 +58,9 @@ GRID_CELLS = 1_200_000  # more numbers than this in one "all heads" figure is to
 HEATMAP_COLOURS = "Blues"
 
 
-def _load(choice):
-    try:
-        return models.get(choice)
-    except (ValueError, OSError) as e:
-        raise user_error(e) from None
-
-
 def _run(text, pair, choice) -> av.AttentionRun:
     """The forward pass behind every view, with one clear line for any bad input."""
-    model, tok = _load(choice)
+    model, tok = load_model(choice)
     text = check_text(text)
     pair = pair if isinstance(pair, str) and pair.strip() else None
     if pair is not None:
@@ -264,7 +257,7 @@ def bertviz_views(text: str, pair: str, layer, head, hide_specials: bool, choice
 
 def on_model(choice: str | None, layer, head):
     """Fit the layer/head sliders to the chosen model, keeping the current choice where it exists."""
-    model, _ = _load(choice)
+    model, _ = load_model(choice)
     L, A = model.config.num_hidden_layers, model.config.num_attention_heads
 
     def fit(v, n):
@@ -277,7 +270,7 @@ def _default_sizes() -> tuple[int, int]:
     try:
         c = models.get(models.DEFAULT)[0].config
         return c.num_hidden_layers, c.num_attention_heads
-    except (ValueError, OSError):
+    except MODEL_ERRORS:
         return 12, 12
 
 

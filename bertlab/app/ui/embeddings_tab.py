@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from ...analysis import embeddings as E
 from . import models
-from .tokenize_tab import on_load, user_error
+from .common import MODEL_ERRORS, load_model, on_load, user_error
 
 EXPLAIN = """**One word, many meanings.** BERT's first vector for a word (layer 0) is a table lookup:
 the word's row plus a vector for its *position* and one for its segment, so the same word at the same
@@ -39,7 +39,7 @@ POOLING_CHOICES = [("[CLS] vector", "cls"), ("mean of the tokens", "mean"), ("ma
 def num_layers(choice) -> int:
     try:
         return models.get(choice)[0].config.num_hidden_layers
-    except (ValueError, OSError):
+    except MODEL_ERRORS:
         return 12
 
 
@@ -128,20 +128,17 @@ def pca_figure(res: dict) -> go.Figure:
 
 def compare(word: str, sentences: str, layer, pooling: str, include_special: bool, choice):
     """All three views for the picked model: (word chart, matrix heatmap, PCA map, notes, JSON)."""
-    try:
-        model, tok = models.get(choice)
-    except ValueError as e:
-        raise user_error(e) from None
+    model, tok = load_model(choice)
     if not isinstance(sentences, str) or not sentences.strip():
-        raise gr.Error("The sentences are empty: type 2 or more sentences, one per line.")
+        raise user_error("The sentences are empty: type 2 or more sentences, one per line.")
     if len(sentences) > MAX_CHARS:
-        raise gr.Error(f"The sentences have {len(sentences):,} characters; paste at most {MAX_CHARS:,}.")
+        raise user_error(f"The sentences have {len(sentences):,} characters; paste at most {MAX_CHARS:,}.")
     if word is not None and not isinstance(word, str):
-        raise gr.Error(f"The word must be text, got {type(word).__name__}.")
+        raise user_error(f"The word must be text, got {type(word).__name__}.")
     try:
         layer = int(layer) if layer is not None else -1
     except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"The layer must be a whole number, got {layer!r}.") from None
+        raise user_error(f"The layer must be a whole number, got {layer!r}.") from None
     n = model.config.num_hidden_layers
     notes = []
     if layer > n:

@@ -9,8 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
-from . import models
-from .tokenize_tab import check_text, on_load, user_error
+from .common import check_text, load_model, on_load, user_error
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -60,10 +59,10 @@ def mask_word(text: str, pick: str | None) -> str:
     m = PICK_RE.match(str(pick))
     words = words_of(text)
     if m is None or not 1 <= int(m.group(1)) <= len(words):
-        raise gr.Error(f"Cannot find the word {pick!r} in the text any more: pick it again.")
+        raise user_error(f"Cannot find the word {pick!r} in the text any more: pick it again.")
     a, b, w = words[int(m.group(1)) - 1]
     if str(pick) != f"#{m.group(1)} {w}":
-        raise gr.Error(f"The text changed since {pick!r} was listed: pick the word again.")
+        raise user_error(f"The text changed since {pick!r} was listed: pick the word again.")
     return text[:a] + "[MASK]" + text[b:]
 
 
@@ -71,9 +70,9 @@ def _top_k(k) -> int:
     try:
         k = int(k)
     except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"The number of guesses must be a whole number, got {k!r}.") from None
+        raise user_error(f"The number of guesses must be a whole number, got {k!r}.") from None
     if not 1 <= k <= 100:
-        raise gr.Error(f"The number of guesses must be from 1 to 100, got {k}.")
+        raise user_error(f"The number of guesses must be from 1 to 100, got {k}.")
     return k
 
 
@@ -108,16 +107,13 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
     [MASK], and a notice (truncation, or '' when all is well)."""
     text = check_text(text)
     k = _top_k(top_k)
-    try:
-        model, tok = models.get(choice)
-    except ValueError as e:
-        raise user_error(e) from None
+    model, tok = load_model(choice)
     n = len(MASK_RE.findall(text))
     if n == 0:
-        raise gr.Error("No [MASK] in the text: write [MASK] where the model should guess a word, "
-                       "or pick a word to mask.")
+        raise user_error("No [MASK] in the text: write [MASK] where the model should guess a word, "
+                         "or pick a word to mask.")
     if n > MAX_MASKS:
-        raise gr.Error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
+        raise user_error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
     try:
         results = fill_mask(model, tok, text, top_k=k, causal=bool(causal))
         truncated = tok.encode(MASK_RE.sub("[MASK]", text)).truncated

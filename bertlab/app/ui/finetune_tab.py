@@ -15,6 +15,7 @@ from ...train.finetune import METHODS, FinetuneSpec, trainable_estimate
 from ..jobs import check_name
 from ..limits import check_upload, limits
 from . import jobs_ui, models
+from .common import user_error
 from .train_charts import confusion_figure, finetune_figure, metrics, read_json
 
 EXPLAIN = """**Fine-tuning** puts a small new layer (the *head*) on top of a pre-trained BERT and trains
@@ -179,7 +180,7 @@ def compare(owner, name, choice, task, upload, text_column, label_column, method
 
 def stop(owner, name, overlay):
     if not name:
-        raise gr.Error("No run selected.")
+        raise user_error("No run selected.")
     try:
         for n in [name] + [o for o in overlay or [] if (jobs_ui.status(o) or {}).get("owner") == owner]:
             if jobs_ui.is_live(jobs_ui.status(n)):
@@ -192,12 +193,12 @@ def stop(owner, name, overlay):
 def try_it(name, text):
     """The run's saved classifier on the visitor's own text."""
     if not name:
-        raise gr.Error("Pick a fine-tuned run first.")
+        raise user_error("Pick a fine-tuned run first.")
     if not jobs_ui.valid(name):
-        raise gr.Error(f"bad run name {name!r}")
+        raise user_error(f"bad run name {name!r}")
     folder = jobs_ui.finished_model(name)
     if folder is None:
-        raise gr.Error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")
+        raise user_error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     try:
         with _clf_lock:
@@ -210,7 +211,7 @@ def try_it(name, text):
                     _classifiers.popitem(last=False)
         res = classify(hit[1], hit[2], text if isinstance(text, str) else "")
     except ValueError as e:
-        raise gr.Error(str(e)) from None
+        raise user_error(e) from None
     if "labels" in res:
         return gr.Label(value=res["labels"], visible=True), gr.HighlightedText(visible=False)
     return gr.Label(visible=False), gr.HighlightedText(value=[(w, t) for w, t, _ in res["words"]], visible=True)

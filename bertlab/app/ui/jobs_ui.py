@@ -15,6 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from .. import jobs
+from .common import user_error
 from .train_charts import read_json
 
 LIVE = ("queued", "starting", "running", "stopping")
@@ -153,9 +154,9 @@ def status_html(st: dict | None, owner: str | None) -> str:
 
 def owner_error(e: Exception) -> gr.Error:
     if isinstance(e, PermissionError):
-        return gr.Error("This run was started in another browser: you can watch it, but only its owner "
-                        "can stop or resume it. Start your own run under a new name.")
-    return gr.Error(str(e).strip() or type(e).__name__)
+        return user_error("This run was started in another browser: you can watch it, but only its owner "
+                          "can stop or resume it. Start your own run under a new name.")
+    return user_error(e)
 
 
 def is_live(st: dict | None) -> bool:

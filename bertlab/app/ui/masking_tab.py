@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from ...data import masking_lab
 from ...data.masking import KEPT, MASKED, RANDOM
 from . import models
-from .tokenize_tab import (
+from .common import (
     CHIP,
     SEG_TINT,
     SPECIAL_STYLE,
@@ -55,16 +55,16 @@ def _int(x, what: str, default: int = 0) -> int:
     try:
         return int(x)
     except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"The {what} must be a whole number, got {x!r}.") from None
+        raise user_error(f"The {what} must be a whole number, got {x!r}.") from None
 
 
 def _rate(rate) -> float:
     try:
         r = float(rate)
     except (TypeError, ValueError):
-        raise gr.Error(f"The masking rate must be a number between 0 and 1, got {rate!r}.") from None
+        raise user_error(f"The masking rate must be a number between 0 and 1, got {rate!r}.") from None
     if not 0.0 < r <= 1.0:
-        raise gr.Error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
+        raise user_error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
     return r
 
 

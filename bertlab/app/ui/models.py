@@ -33,6 +33,8 @@ def choices() -> list[str]:
 
 
 def resolve(choice: str | None) -> str | Path:
+    if choice is not None and not isinstance(choice, str):
+        raise ValueError(f"a model is named by text, got {type(choice).__name__} {choice!r:.40}")
     if not choice or choice == DEFAULT:
         return DEFAULT_MODEL_DIR
     if choice.startswith("run: "):

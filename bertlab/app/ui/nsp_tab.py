@@ -5,8 +5,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis.predict import nsp_scores
-from . import models
-from .tokenize_tab import check_text, on_load, user_error
+from .common import check_text, load_model, on_load, user_error
 
 EXPLAIN = """**Does sentence B follow sentence A?** Besides filling in blanks, original BERT was
 trained on pairs `[CLS] A [SEP] B [SEP]`: half the time B really came next in the document, half
@@ -64,13 +63,13 @@ def nsp(first: str, candidates: str, choice: str | None):
     """(figure, JSON ranking, notice) for sentence A and candidate B's given one per line."""
     first = check_text(first, "sentence A")
     if not isinstance(candidates, str) or not candidates.strip():
-        raise gr.Error("Give at least one candidate sentence B (one per line).")
+        raise user_error("Give at least one candidate sentence B (one per line).")
     check_text(candidates, "list of candidates")
     seconds = [line.strip() for line in candidates.splitlines() if line.strip()]
     if len(seconds) > MAX_CANDIDATES:
-        raise gr.Error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} (one per line).")
+        raise user_error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} (one per line).")
+    model, tok = load_model(choice)
     try:
-        model, tok = models.get(choice)
         scores = nsp_scores(model, tok, first, seconds)
         truncated = [tok.encode(first, pair=s).truncated for s in seconds]
     except (ValueError, TypeError) as e:

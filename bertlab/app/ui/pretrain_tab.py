@@ -15,6 +15,7 @@ from ...train.pretrain import PretrainSpec
 from ..jobs import check_name
 from ..limits import check_upload, limits
 from . import jobs_ui, models
+from .common import user_error
 from .train_charts import metrics, pretrain_figure, probe_rows
 
 EXPLAIN = """**Train your own BERT.** Pre-training hides 15 % of the words of a text and teaches the
@@ -159,7 +160,7 @@ def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_f
 
 def stop(owner, name, overlay):
     if not name:
-        raise gr.Error("No run selected.")
+        raise user_error("No run selected.")
     try:
         jobs_ui.manager().stop(name, owner)
     except (ValueError, PermissionError) as e:
@@ -169,7 +170,7 @@ def stop(owner, name, overlay):
 
 def resume(owner, name, steps, overlay):
     if not name:
-        raise gr.Error("No run selected: pick the run to resume under 'Run'.")
+        raise user_error("No run selected: pick the run to resume under 'Run'.")
     try:
         steps = _int(steps, "steps")
         if steps > limits().max_steps:

@@ -12,7 +12,7 @@ from ...cache import LRU
 from ...data import probe as probe_data
 from ...train.probing import fingerprint, per_tag, probe, public, random_init
 from . import models
-from .tokenize_tab import user_error
+from .common import load_model, user_error
 
 EXPLAIN = """**What does each layer know?** A *probe* is a small classifier trained on a layer's frozen
 vectors (the model is not changed). If it predicts part of speech well from layer 2, then part of
@@ -46,10 +46,7 @@ _randoms = LRU(2)  # random re-initialisations of a model, by its fingerprint
 def _load(entry: str, main):
     """(model, tokenizer) for a picker value or RANDOM (the main model's config and tokenizer)."""
     if entry != RANDOM:
-        try:
-            return models.get(entry)
-        except (ValueError, OSError) as e:
-            raise gr.Error(f"Cannot load {entry!r} to compare with: {e}") from None
+        return load_model(entry, failed=f"Cannot load {entry!r} to compare with: ")
     key = fingerprint(*main)
     model = _randoms.get(key)
     return (model if model is not None else _randoms.put(key, random_init(main[0], seed=0))), main[1]
@@ -135,28 +132,27 @@ def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer,
     compared with it; results (with the probes' predictions) go to a gr.State for `show`."""
     if task == "file":
         if not file:
-            raise gr.Error("Upload a file first: .conll/.txt (a token and its tag per line), .jsonl with "
-                           "tokens + tags lists, or .csv with text,label columns.")
+            raise user_error("Upload a file first: .conll/.txt (a token and its tag per line), .jsonl with "
+                             "tokens + tags lists, or .csv with text,label columns.")
         task = str(file)
     elif task not in probe_data.TASKS:
-        raise gr.Error(f"Unknown task {task!r}: choose {', '.join(probe_data.TASKS)} or file.")
+        raise user_error(f"Unknown task {task!r}: choose {', '.join(probe_data.TASKS)} or file.")
     if feature not in ("first", "mean"):
-        raise gr.Error(f"Unknown feature {feature!r}: choose first or mean.")
+        raise user_error(f"Unknown feature {feature!r}: choose first or mean.")
     try:
         sample = int(sample) if sample not in (None, "") else None
     except (TypeError, ValueError):
-        raise gr.Error(f"The sample size must be a number, got {sample!r}.") from None
+        raise user_error(f"The sample size must be a number, got {sample!r}.") from None
     if sample is not None and not probe_data.MIN_SENTENCES <= sample <= MAX_SAMPLE:
-        raise gr.Error(f"The sample must be between {probe_data.MIN_SENTENCES} and {MAX_SAMPLE:,} sentences.")
-    compare = [compare] if isinstance(compare, str) else list(compare or [])
+        raise user_error(f"The sample must be between {probe_data.MIN_SENTENCES} and {MAX_SAMPLE:,} sentences.")
+    compare = list(compare) if isinstance(compare, (list, tuple)) else [compare] if compare else []
+    if not all(x is None or isinstance(x, str) for x in compare):
+        raise user_error(f"Compare with: name the models as text, got {compare!r:.80}.")
     main_name = choice or models.DEFAULT
     entries = [main_name] + [e for e in dict.fromkeys(x.strip() for x in compare if x and x.strip()) if e != main_name]
     if len(entries) > MAX_MODELS:
-        raise gr.Error(f"Compare at most {MAX_MODELS - 1} models with the picked one.")
-    try:
-        main = models.get(choice)
-    except ValueError as e:
-        raise user_error(e) from None
+        raise user_error(f"Compare at most {MAX_MODELS - 1} models with the picked one.")
+    main = load_model(choice)
     results = []
     for i, entry in enumerate(entries):
         model, tok = main if i == 0 else _load(entry, main)
@@ -166,7 +162,7 @@ def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer,
             results.append(_run(entry, model, tok, task, None if feature == "first" else feature, kind, sample, say))
         except ValueError as e:  # an upload's temporary folder means nothing to the user: drop it
             msg = str(e).replace(str(Path(task).parent) + "/", "") if task not in probe_data.TASKS else str(e)
-            raise gr.Error(msg.strip() or type(e).__name__) from None
+            raise user_error(msg.strip() or e) from None
     return (figure(results),) + show(results, layer) + (results,)
 
 

@@ -1,8 +1,4 @@
-"""Tokenize: what BERT actually reads. Words become WordPiece pieces, pieces become ids.
-
-Also home to the small helpers the other text tabs share (clear errors, encoding with a notice,
-token chips), so every tab reports bad input and truncation the same way.
-"""
+"""Tokenize: what BERT actually reads. Words become WordPiece pieces, pieces become ids."""
 from __future__ import annotations
 
 import html
@@ -10,7 +6,20 @@ import html
 import gradio as gr
 import pandas as pd
 
-from . import models
+from .common import (
+    CHIP,
+    MAX_INPUT_CHARS,
+    SEG_TINT,
+    SPECIAL_STYLE,
+    UNK_STYLE,
+    encode,
+    legend_html,
+    load_model,
+    notice_html,
+    on_load,
+    truncation_note,
+    word_groups,
+)
 
 EXPLAIN = """**How BERT reads text.** BERT does not see words but *WordPiece* pieces from a fixed
 vocabulary (8,192 pieces here, 30,522 in bert-base). A frequent word is one piece; a rarer one is split
@@ -28,54 +37,6 @@ EXAMPLES = [
     ["Supercalifragilisticexpialidocious was the only word I could think of.", ""],
 ]
 
-SEG_TINT = {0: "#dbeafe", 1: "#ede9fe"}  # segment A blue, B violet (shared by the text tabs)
-SPECIAL_STYLE = "background:#4b5563;color:#fff;border-color:#374151"
-UNK_STYLE = "background:#fde2e2;color:#b91c1c;border-color:#d62728;font-weight:600"
-CHIP = ("display:inline-block;padding:2px 6px;margin:0;border:1px solid #94a3b8;border-radius:6px;"
-        "font-family:ui-monospace,Menlo,monospace;font-size:14px;line-height:1.5;color:#111")
-MAX_INPUT_CHARS = 200_000  # beyond this, tokenizing alone would stall the shared CPU
-
-
-def user_error(e: Exception) -> gr.Error:
-    """One clear line for the user (no traceback)."""
-    return gr.Error(str(e).strip() or type(e).__name__)
-
-
-def check_text(text, what: str = "text") -> str:
-    """The text, or gr.Error when it is not a non-empty string (Gradio can send None)."""
-    if text is None or (isinstance(text, str) and not text.strip()):
-        raise gr.Error(f"The {what} is empty: type a sentence.")
-    if not isinstance(text, str):
-        raise gr.Error(f"The {what} must be text, got {type(text).__name__}.")
-    if len(text) > MAX_INPUT_CHARS:
-        raise gr.Error(f"The {what} has {len(text):,} characters; paste at most {MAX_INPUT_CHARS:,} "
-                       f"(the model reads only its first few hundred pieces anyway).")
-    return text
-
-
-def encode(tok, text, pair=None, what="text"):
-    """tok.encode with friendly errors; an empty/whitespace pair counts as no pair."""
-    text = check_text(text, what)
-    pair = pair if isinstance(pair, str) and pair.strip() else None
-    if pair is not None:
-        check_text(pair, "second sentence")
-    try:
-        return tok.encode(text, pair=pair)
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
-
-
-def truncation_note(enc, tok) -> str:
-    return (f"The text was cut to {len(enc)} tokens: this model reads at most "
-            f"{tok.model_max_length} pieces (including [CLS]/[SEP]).") if enc.truncated else ""
-
-
-def notice_html(note: str) -> str:
-    if not note:
-        return ""
-    return ('<div style="padding:6px 10px;margin:4px 0 8px;border-left:4px solid #f59e0b;'
-            f'background:#fffbeb;color:#78350f;border-radius:4px">⚠ {html.escape(note)}</div>')
-
 
 def chip_style(token: str, segment: int, special: bool, unk_id: bool) -> str:
     if unk_id:
@@ -83,17 +44,6 @@ def chip_style(token: str, segment: int, special: bool, unk_id: bool) -> str:
     if special:
         return f"{CHIP};{SPECIAL_STYLE}"
     return f"{CHIP};background:{SEG_TINT.get(segment, '#f3f4f6')}"
-
-
-def word_groups(tokens: list[str], special: list[int]) -> list[list[int]]:
-    """Positions grouped into words: a '##' piece joins the word before it; specials stand alone."""
-    groups: list[list[int]] = []
-    for i, t in enumerate(tokens):
-        if not special[i] and t.startswith("##") and groups and not special[groups[-1][-1]]:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
 
 
 def chips_html(enc, tok) -> str:
@@ -117,12 +67,6 @@ def chips_html(enc, tok) -> str:
     return "".join(out)
 
 
-def legend_html(items: list[tuple[str, str]], extra: str = "") -> str:
-    cells = "".join(f'<span style="{CHIP};{style};margin-right:6px;font-size:12px">{html.escape(label)}</span>'
-                    for label, style in items)
-    return f'<div style="margin:6px 0 10px">{cells}{extra}</div>'
-
-
 TOKEN_LEGEND = [("segment A", f"background:{SEG_TINT[0]}"), ("segment B", f"background:{SEG_TINT[1]}"),
                 ("[CLS] / [SEP]", SPECIAL_STYLE), ("[UNK] (unknown character)", UNK_STYLE)]
 
@@ -134,19 +78,9 @@ JOIN_LEGEND = (f'<span style="display:inline-flex;vertical-align:middle"><span s
                '<span style="font-size:12px;color:#374151"> = pieces of one word</span>')
 
 
-def on_load(fn, inputs, outputs) -> None:
-    """Also run `fn` when the page opens, so a tab shows a result before the first click."""
-    root = gr.context.Context.root_block
-    if root is not None:
-        root.load(fn, inputs, outputs, api_name=False, show_progress="hidden")
-
-
 def tokenize(text: str, pair: str, choice: str | None):
     """(chips HTML, table, JSON) for a text and an optional second sentence."""
-    try:
-        _, tok = models.get(choice)
-    except ValueError as e:
-        raise user_error(e) from None
+    _, tok = load_model(choice)
     enc = encode(tok, text, pair)
     sources = {0: text, 1: pair or ""}
     rows = []

@@ -186,14 +186,43 @@ def save_pretrained(model: BertForPreTraining, tokenizer: WordPieceTokenizer | N
     return folder
 
 
+def save_weights(model: torch.nn.Module, folder: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
+    """model.safetensors: every tensor once, under its first name (a tied decoder is the word
+    embeddings, as Hugging Face leaves it out too). The one save policy: exports and checkpoints."""
+    from safetensors.torch import save_file
+    seen, sd = set(), {}
+    for k, v in model.state_dict().items():
+        if v.numel() and v.data_ptr() in seen:
+            continue
+        seen.add(v.data_ptr())
+        sd[k] = v.detach().to("cpu", dtype if dtype is not None and v.is_floating_point() else v.dtype).contiguous()
+    save_file(sd, Path(folder) / "model.safetensors", metadata={"format": "pt"})
+    os.chmod(Path(folder) / "model.safetensors", 0o666 & ~_umask())  # safetensors writes 0600
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def load_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
+    """What save_weights wrote, back into the same model class (a checkpoint: exact, every key)."""
+    from safetensors.torch import load_file
+    sd = load_file(Path(folder) / "model.safetensors")
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    own = model.state_dict()
+    loaded = {own[k].data_ptr() for k in sd if k in own}
+    missing = [k for k in missing if own[k].data_ptr() not in loaded]  # tied aliases are fine
+    if missing or unexpected:
+        raise ValueError(f"{folder}: weights do not fit the model (missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]})")
+
+
 def write_model_files(tmp: Path, model, tokenizer, dtype=torch.float32, extra_files: dict[str, str] | None = None) -> None:
     """config.json + model.safetensors (+ tokenizer files) into an existing folder."""
-    from safetensors.torch import save_file
     model.config.to_json_file(tmp / "config.json")
-    sd = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
-          for k, v in model.state_dict().items() if k not in TIED}
-    save_file(sd, tmp / "model.safetensors", metadata={"format": "pt"})
-    shutil.copymode(tmp / "config.json", tmp / "model.safetensors")  # safetensors writes 0600
+    save_weights(model, tmp, dtype)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     for name, text in (extra_files or {}).items():

@@ -1,7 +1,6 @@
 """Fine-tuning: task heads with HF names, LoRA (only its own weights train; merging changes nothing),
 data loading with clear errors, label alignment, resumable batches, and small end-to-end runs whose
 saved folders transformers loads with the same logits."""
-import argparse
 import json
 
 import pytest
@@ -30,7 +29,7 @@ from bertlab.heads import (
     merged_state_dict,
     trainable_parameters,
 )
-from bertlab.app.cli import add_finetune_args, cmd_finetune
+from bertlab.app.cli import main
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import ptb_words
 from bertlab.train.finetune import (
@@ -39,7 +38,7 @@ from bertlab.train.finetune import (
     finetune,
     layer_decay_groups,
 )
-from bertlab.train.runs import read_metrics
+from bertlab.train.runs import Run, read_metrics
 
 torch.set_num_threads(1)
 POS_WORDS = "great good fun love".split()
@@ -369,8 +368,7 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
     spec = FinetuneSpec(method="lora", lora_rank=2)
     assert trainable_estimate(tiny_config(vocab_tokenizer.vocab_size), "sequence", 2, spec) == \
         (res["trainable_params"], res["total_params"])
-    saved = json.loads((tmp_path / "run" / "finetune.json").read_text())
-    assert saved["trainable_params"] == res["trainable_params"]
+    assert Run(tmp_path / "run").facts()["trainable_params"] == res["trainable_params"]
     from safetensors.torch import load_file
     keys = set(load_file(tmp_path / "run" / "model" / "model.safetensors"))
     assert not any("lora" in k or ".base." in k for k in keys)
@@ -386,12 +384,10 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
 
 def test_token_classification_run_and_cli(tmp_path, tiny_dir, vocab_tokenizer, capsys):
     conll = write_conll(tmp_path / "tags.conll")
-    p = argparse.ArgumentParser()
-    add_finetune_args(p)
-    a = p.parse_args(["--model", str(tiny_dir), "--task", str(conll), "--method", "full", "--epochs", "3",
+    a = (["finetune", "--model", str(tiny_dir), "--task", str(conll), "--method", "full", "--epochs", "3",
                       "--lr", "3e-3", "--batch-size", "8", "--layer-decay", "0.8", "--out", str(tmp_path / "run"),
                       "--json", "--threads", "1"])
-    assert cmd_finetune(a) == 0
+    assert main(a) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["kind"] == "token" and res["labels"] == [".", "DT", "JJ", "NN", "VBD", "VBZ"]
     assert sum(res["support"]) == 5 * res["val_examples"] and res["accuracy"] > 0.5, res  # 5 words a sentence
@@ -408,8 +404,8 @@ def test_token_classification_run_and_cli(tmp_path, tiny_dir, vocab_tokenizer, c
         mine = net(b["input_ids"], b["token_type_ids"], b["attention_mask"]).logits
     theirs, _ = hf_logits(folder, "BertForTokenClassification", vocab_tokenizer, texts)
     assert (mine - theirs).abs().max() < 1e-5
-    a = p.parse_args(["--model", str(tiny_dir), "--task", str(conll), "--epochs", "1", "--out", str(tmp_path / "r2")])
-    assert cmd_finetune(a) == 0
+    assert main(["finetune", "--model", str(tiny_dir), "--task", str(conll), "--epochs", "1",
+                 "--out", str(tmp_path / "r2")]) == 0
     out = capsys.readouterr().out
     assert "validation: loss" in out and "macro-F1" in out and "confusion matrix" in out
 
@@ -440,4 +436,4 @@ def test_gradual_unfreezing_schedule_and_flags(tmp_path, tiny_dir, vocab_tokeniz
                    batch_size=16, text_column="review", label_column="stars", log=lambda m: None,
                    gradual_unfreeze=True)
     assert res["state"] == "finished" and res["accuracy"] > 0.75, res
-    assert json.loads((tmp_path / "run" / "finetune.json").read_text())["gradual_unfreeze"] is True
+    assert json.loads((tmp_path / "run" / "spec.json").read_text())["gradual_unfreeze"] is True

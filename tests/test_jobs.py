@@ -7,13 +7,14 @@ import pytest
 from bertlab.app import jobs
 from bertlab.app.jobs import JobManager
 from bertlab.train import runs
+from bertlab.train.specs import PretrainSpec, ProbeSpec
 
-TINY = ["--preset", "tiny", "--max-docs", "60", "--vocab-size", "500", "--max-len", "32", "--batch-size", "8",
-        "--threads", "1", "--log-every", "5", "--eval-every", "1000", "--save-every", "1000"]
+TINY = dict(preset="tiny", max_docs=60, vocab_size=500, max_len=32, batch_size=8, threads=1, log_every=5,
+            eval_every=1000, save_every=1000)
 
 
-def tiny(corpus, steps, *extra):
-    return [*TINY, "--corpus", str(corpus), "--steps", str(steps), *extra]
+def tiny(corpus, steps, **extra):
+    return PretrainSpec(**{**TINY, "corpus": str(corpus), "steps": steps, **extra})
 
 
 def wait(mgr, name, done, timeout=60.0):
@@ -36,13 +37,13 @@ def test_names_and_arguments_are_checked(tmp_path):
     mgr = JobManager(tmp_path / "runs")
     for bad in ["", "../x", "a/b", ".hidden", "..", "-x", "a b", "x" * 65, "é", None]:
         with pytest.raises(ValueError, match="bad run name"):
-            mgr.start(bad, [])
+            mgr.start(bad, PretrainSpec())
     with pytest.raises(ValueError, match="bad run name"):
         mgr.status("../etc")
-    with pytest.raises(ValueError, match="--out"):
-        mgr.start("ok", ["--out", "elsewhere"])
-    with pytest.raises(ValueError, match="unknown job kind"):
-        mgr.start("ok", [], kind="probe")
+    with pytest.raises(ValueError, match="a job is a pretrain or finetune spec"):
+        mgr.start("ok", ["--out", "elsewhere"])  # flags are no job: a spec is
+    with pytest.raises(ValueError, match="a job is a pretrain or finetune spec"):
+        mgr.start("ok", ProbeSpec())
     with pytest.raises(ValueError, match="nothing to resume"):
         mgr.resume("ok")
     with pytest.raises(ValueError, match="not running"):
@@ -71,7 +72,8 @@ def test_queue_runs_one_job_at_a_time_to_the_end(tmp_path, small_corpus):
         assert (rd / "model" / "config.json").exists()
         assert [r["step"] for r in runs.read_metrics(rd)[0] if r["split"] == "train"] == [5, 10, 15, 20]
         job = json.loads((rd / "job.json").read_text())
-        assert job["returncode"] == 0 and job["cmd"][-2:] == ["--out", str(rd)]
+        assert job["returncode"] == 0 and job["cmd"][-2:] == ["run", str(rd)]
+        assert runs.Run(rd).spec() == tiny(small_corpus, 20)  # what ran is the spec.json it was given
     assert [r["name"] for r in mgr.list()] == ["b", "a"]
     with pytest.raises(ValueError, match="run a exists: resume it or pick another name"):
         mgr.start("a", tiny(small_corpus, 20))
@@ -81,7 +83,7 @@ def test_queue_runs_one_job_at_a_time_to_the_end(tmp_path, small_corpus):
 def test_stop_resume_owner_rules_and_a_restarted_server(tmp_path, small_corpus):
     root, name = tmp_path / "runs", "r"
     mgr = JobManager(root)
-    mgr.start(name, tiny(small_corpus, 200, "--log-every", "2"), owner="alice")
+    mgr.start(name, tiny(small_corpus, 200, log_every=2), owner="alice")
     wait(mgr, name, lambda st: runs.read_metrics(root / name)[0])
     with pytest.raises(ValueError, match="already being trained"):
         mgr.start(name, tiny(small_corpus, 200), owner="alice")
@@ -104,7 +106,7 @@ def test_stop_resume_owner_rules_and_a_restarted_server(tmp_path, small_corpus):
     with pytest.raises(PermissionError):
         mgr.resume(name, owner="bob")
     job = mgr.resume(name, owner="alice")
-    assert job.args[-2:] == ["--log-every", "2"] and job.resume
+    assert job.spec.log_every == 2 and job.resume  # the run's own spec
     st = wait(mgr, name, ended)
     assert st["state"] == "finished" and st["step"] == st["total_steps"] == 200
     assert f"resumed from {mgr.root / name}/checkpoints/step-" in (root / name / "log.txt").read_text()
@@ -115,17 +117,15 @@ def test_stop_resume_owner_rules_and_a_restarted_server(tmp_path, small_corpus):
 @pytest.mark.slow
 def test_failures_before_training_end_failed_with_the_error(tmp_path, small_corpus):
     mgr = JobManager(tmp_path / "runs", max_concurrent=2)
-    mgr.start("badarg", tiny(small_corpus, 5, "--steps", "many"))
+    with pytest.raises(ValueError, match="steps must be a whole number"):  # a bad spec never launches
+        mgr.start("badarg", tiny(small_corpus, "many"))
     mgr.start("nocorpus", tiny(tmp_path / "missing.txt", 5))
-    for name, error in (("badarg", "error: argument --steps: invalid int value: 'many'"),
-                        ("nocorpus", "error: " + str(tmp_path / "missing.txt") + ": no such file or folder")):
-        st = wait(mgr, name, lambda s: not s["alive"])
-        assert not (tmp_path / "runs" / name / "status.json").exists()  # the trainer never started
-        assert st["state"] == "failed" and st["returncode"] == 2, st
-        assert st["message"].endswith(error) and error in st["log_tail"]
-        assert JobManager(tmp_path / "runs").status(name)["state"] == "failed"  # after a restart too
-    st = {r["name"]: r["state"] for r in mgr.list()}
-    assert st == {"badarg": "failed", "nocorpus": "failed"}
+    error = str(tmp_path / "missing.txt") + ": no such file or folder"
+    st = wait(mgr, "nocorpus", lambda s: not s["alive"])
+    assert st["state"] == "failed" and st["returncode"] == 2, st
+    assert st["message"].endswith(error) and "error: " + error in st["log_tail"]  # status.json says why
+    assert JobManager(tmp_path / "runs").status("nocorpus")["state"] == "failed"  # after a restart too
+    assert {r["name"]: r["state"] for r in mgr.list()} == {"nocorpus": "failed"}
 
 
 def test_default_manager_reads_the_environment(tmp_path, monkeypatch):
@@ -141,7 +141,7 @@ def test_kill_ends_a_process_that_ignores_sigterm(tmp_path):
     fake.write_text("#!/bin/sh\ntrap '' TERM\ntouch \"$0.ready\"\nsleep 30\n")
     fake.chmod(0o755)
     mgr = JobManager(tmp_path / "runs", python=str(fake))
-    mgr.start("stuck", ["--steps", "5"], owner="me")
+    mgr.start("stuck", PretrainSpec(steps=5), owner="me")
     end = time.monotonic() + 10
     while not (tmp_path / "stuck-python.ready").exists() and time.monotonic() < end:
         time.sleep(0.05)

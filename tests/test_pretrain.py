@@ -8,23 +8,21 @@ import pytest
 import torch
 
 from bertlab import load_pretrained
-from bertlab.train import TrainArgs, read_metrics, read_status
-from bertlab.train.pretrain import PretrainSpec, pretrain
+from bertlab.train import read_metrics, read_status
+from bertlab.train.pretrain import pretrain
+from bertlab.train.specs import PretrainSpec
 
-TINY = dict(preset="tiny", vocab_size=300, max_len=32, batch_size=8, eval_batches=2,
-            config={"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64})
-
-
-def spec(corpus, **kw):
-    return PretrainSpec(corpus=str(corpus), **{**TINY, **kw})
+TINY = dict(preset="tiny", vocab_size=300, max_len=32, batch_size=8, eval_batches=2, layers=1, hidden=32, heads=2,
+            intermediate=64, max_position=32, dropout=0.1,  # dropout on: a resume must replay its RNG exactly
+            lr=2e-3, warmup=0.1, log_every=5, eval_every=10, save_every=10)
 
 
-def args(steps, **kw):
-    return TrainArgs(steps=steps, lr=2e-3, warmup=0.1, log_every=5, eval_every=10, save_every=10, **kw)
+def spec(corpus, steps=30, **kw):
+    return PretrainSpec(corpus=str(corpus), steps=steps, **{**TINY, **kw})
 
 
 def test_run_folder_metrics_and_model(tmp_path, small_corpus):
-    st = pretrain(tmp_path / "run", spec(small_corpus), args(30), log=lambda *_: None)
+    st = pretrain(tmp_path / "run", spec(small_corpus, steps=30), log=lambda *_: None)
     assert st["state"] == "finished" and st["step"] == 30
     rows, _ = read_metrics(tmp_path / "run")
     train = [r for r in rows if r["split"] == "train"]
@@ -46,16 +44,16 @@ def test_run_folder_metrics_and_model(tmp_path, small_corpus):
 def test_stop_and_resume_equals_uninterrupted(tmp_path, small_corpus):
     import threading
     full = tmp_path / "full"
-    pretrain(full, spec(small_corpus, objective="sop"), args(20), log=lambda *_: None)
+    pretrain(full, spec(small_corpus, objective="sop", steps=20), log=lambda *_: None)
     part = tmp_path / "part"
     ev = threading.Event()
 
     def log(msg):
         if msg.startswith("step 5/"):
             ev.set()  # the trainer sees it before its next step
-    st = pretrain(part, spec(small_corpus, objective="sop"), args(20), log=log, stop_event=ev)
+    st = pretrain(part, spec(small_corpus, objective="sop", steps=20), log=log, stop_event=ev)
     assert st["state"] == "stopped" and st["step"] < 20
-    st = pretrain(part, spec(small_corpus, objective="sop"), args(20), resume=True, log=lambda *_: None)
+    st = pretrain(part, spec(small_corpus, objective="sop", steps=20), resume=True, log=lambda *_: None)
     assert st["state"] == "finished"
     a, _ = load_pretrained(full)
     b, _ = load_pretrained(part)
@@ -64,7 +62,7 @@ def test_stop_and_resume_equals_uninterrupted(tmp_path, small_corpus):
 
 
 def test_mlm_only_objective_has_no_nsp_metrics(tmp_path, small_corpus):
-    pretrain(tmp_path / "r", spec(small_corpus, objective="mlm", whole_word=True, mask_rate=0.3), args(10),
+    pretrain(tmp_path / "r", spec(small_corpus, objective="mlm", whole_word=True, mask_rate=0.3, steps=10),
              log=lambda *_: None)
     rows, _ = read_metrics(tmp_path / "r")
     assert "nsp_acc" not in rows[-1] and "mlm_acc" in rows[-1]
@@ -107,22 +105,23 @@ def test_cli_impossible_settings(tmp_path, small_corpus):
 def test_cli_architecture_flags_override_the_preset():
     import argparse
 
-    from bertlab.app.cli_args import add_pretrain_args, specs_from_args
-    p = argparse.ArgumentParser()
-    add_pretrain_args(p)
-    s, _ = specs_from_args(p.parse_args(["--out", "x", "--preset", "mini", "--layers", "2", "--hidden", "64",
-                                         "--heads", "2"]))
-    assert s.config == {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 256,
-                        "max_position_embeddings": 128,  # room for a later 128-token stage
-                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # the CPU recipe
+    def parse(*argv):  # the flags are generated from the spec's fields
+        p = argparse.ArgumentParser()
+        PretrainSpec.add_arguments(p)
+        return PretrainSpec(**PretrainSpec.given(p.parse_args(argv)))
+    s = parse("--preset", "mini", "--layers", "2", "--hidden", "64", "--heads", "2")
+    assert s.config_overrides() == {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                                    "intermediate_size": 256,
+                                    "max_position_embeddings": 128,  # room for a later 128-token stage
+                                    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}  # the CPU recipe
     assert (s.max_len, s.batch_size) == (32, 128)  # the CPU recipe is the default
-    s, _ = specs_from_args(p.parse_args(["--out", "x", "--intermediate", "100", "--max-len", "256"]))
-    assert s.config == {"intermediate_size": 100, "max_position_embeddings": 256,
-                        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-    s, _ = specs_from_args(p.parse_args(["--out", "x", "--init-from", "default", "--max-len", "128", "--dropout", "0.1"]))
-    assert s.config == {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}  # its own position table
-    s, _ = specs_from_args(p.parse_args(["--out", "x", "--pre-ln", "--dropout", "0"]))
-    assert s.config["pre_ln"] is True and s.config["hidden_dropout_prob"] == 0.0
+    s = parse("--intermediate", "100", "--max-len", "256")
+    assert s.config_overrides() == {"intermediate_size": 100, "max_position_embeddings": 256,
+                                    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    s = parse("--init-from", "default", "--max-len", "128", "--dropout", "0.1")
+    assert s.config_overrides() == {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}  # its own table
+    s = parse("--pre-ln", "--dropout", "0")
+    assert s.config_overrides()["pre_ln"] is True and s.config_overrides()["hidden_dropout_prob"] == 0.0
 
 
 @pytest.mark.slow
@@ -149,10 +148,9 @@ def test_cli_pretrain_evaluate_and_torchrun(tmp_path, small_corpus):
 def test_init_from_keeps_the_weights_and_takes_a_new_dropout(tmp_path, small_corpus):
     """A later stage may switch dropout off; its other shape settings come from the model it continues."""
     from bertlab.train.pretrain import build_model, prepare_data
-    pretrain(tmp_path / "s1", spec(small_corpus), args(10), log=lambda *_: None)
-    s2 = spec(small_corpus, init_from=str(tmp_path / "s1"),
-              config={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
-    tok, *_ = prepare_data(tmp_path / "s2", s2, seed=0, log=lambda *_: None)
+    pretrain(tmp_path / "s1", spec(small_corpus, steps=10), log=lambda *_: None)
+    s2 = spec(small_corpus, init_from=str(tmp_path / "s1"), dropout=0.0)
+    tok, *_ = prepare_data(tmp_path / "s2", s2, log=lambda *_: None)
     model = build_model(s2, tok)
     before, _ = load_pretrained(tmp_path / "s1")
     assert model.config.hidden_dropout_prob == 0.0 and model.config.attention_probs_dropout_prob == 0.0

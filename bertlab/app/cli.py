@@ -3,21 +3,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 import warnings
 from pathlib import Path
+
+import torch
+from tqdm import tqdm
 
 from ..analysis import sizing
 from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
+from ..train import runs, specs
 from ..train.evaluate import evaluate_model
-from ..train.finetune import CONFUSION_FILE, METHODS, finetune
+from ..train.finetune import CONFUSION_FILE, finetune
 from ..train.loop import init_distributed
 from ..train.pretrain import pretrain
 from ..train.runs import read_metrics
-from .cli_args import add_pretrain_args, specs_from_args
-from .probe_cli import add_probe_args, cmd_probe
+from .probe_cli import report_probe
 
 
 def cmd_fill_mask(a) -> int:
@@ -77,31 +82,54 @@ def _graceful_stop(log):
     return ev
 
 
-def cmd_pretrain(a) -> int:
-    import re
-    import time
-
-    import torch
-    from tqdm import tqdm
-
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    spec, targs = specs_from_args(a)
-    rank, world = init_distributed() if "WORLD_SIZE" in __import__("os").environ else (0, 1)
-    bar = tqdm(total=targs.steps, unit="step", disable=rank != 0 or not sys.stderr.isatty(), dynamic_ncols=True)
+def _progress(total_hint: int | None):
+    """(log, on_row, close): a tqdm bar fed by the trainer's structured rows; messages above it."""
+    bar = tqdm(total=total_hint, unit="step", disable=not sys.stderr.isatty(), dynamic_ncols=True)
 
     def log(msg: str) -> None:
-        m = re.match(r"step (\d+)/(\d+)", msg)
-        if m and not bar.disable:
-            bar.total = int(m.group(2))
-            bar.update(int(m.group(1)) - bar.n)
-            bar.set_postfix_str(msg.split("  ", 1)[1][:60] if "  " in msg else "")
-        elif rank == 0:
-            tqdm.write(msg, file=sys.stderr)
-    stop = _graceful_stop(log)
+        tqdm.write(msg, file=sys.stderr)
+
+    def on_row(row: dict) -> None:
+        if row["event"] == "train" and not bar.disable:
+            bar.total = row["total_steps"]
+            bar.update(row["step"] - bar.n)
+            bar.set_postfix_str(f"loss {row['loss']:.4f}  lr {row['lr']:.2e}  {row['tokens_per_s']:.0f} tok/s")
+        elif row["event"] == "train" or row["event"] == "eval":
+            shown = {k: v for k, v in row.items() if isinstance(v, float) and "_L" not in k}
+            log(f"{row['event']} step {row['step']}: " + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+    return log, on_row, bar.close
+
+
+def _spec(cls, a) -> specs.Spec:
+    """The spec the flags describe; resuming, the run's own spec with the changes a resume may make."""
+    given = cls.given(a)
+    saved = runs.Run(a.out).spec() if getattr(a, "resume", False) else None
+    if saved is None:
+        return cls(**given)
+    spec, ignored = saved.resumed(given)
+    if ignored:
+        warnings.warn(f"resuming keeps the run's own {', '.join(ignored)}")
+    return spec
+
+
+def execute(spec: specs.Spec, out: str, resume: bool, log, stop, callbacks=()) -> dict:
+    """Train one run-folder job (pretrain or finetune) in this process; what `run DIR` and the commands share."""
+    if getattr(spec, "threads", None):
+        torch.set_num_threads(spec.threads)
+    if spec.KIND == "pretrain":
+        return pretrain(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
+    if spec.KIND == "finetune":
+        return finetune(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
+    raise ValueError(f"a {spec.KIND} job does not train a run folder")
+
+
+def cmd_pretrain(a) -> int:
+    spec = _spec(specs.PretrainSpec, a)
+    rank, _ = init_distributed() if "WORLD_SIZE" in os.environ else (0, 1)
+    log, on_row, close = _progress(spec.steps) if rank == 0 else (lambda m: None, lambda r: None, lambda: None)
     t = time.time()
-    status = pretrain(a.out, spec, targs, resume=a.resume, log=log, stop_event=stop)
-    bar.close()
+    status = execute(spec, a.out, a.resume, log, _graceful_stop(log), [on_row])
+    close()
     if rank != 0:
         return 0
     evals = [r for r in read_metrics(a.out)[0] if r.get("split") == "eval"]
@@ -121,77 +149,11 @@ def cmd_pretrain(a) -> int:
     return 0
 
 
-def cmd_evaluate(a) -> int:
-    res = evaluate_model(a.model, corpus=a.corpus, max_docs=a.max_docs, batches=a.batches,
-                         batch_size=a.batch_size)
-    if a.json:
-        print(json.dumps(res, indent=2))
-        return 0
-    print(f"{res['source']}: {res['examples']} held-out examples, {res['masked_tokens']} masked tokens")
-    print(f"  MLM loss              {res['mlm_loss']:.4f}")
-    print(f"  masked-token accuracy {res['mlm_acc']:.1%}   (always guessing the commonest token: {res['unigram_acc']:.1%})")
-    if "nsp_acc" in res:
-        print(f"  next-sentence acc.    {res['nsp_acc']:.1%}")
-    return 0
-
-
-def cmd_export(a) -> int:
-    import torch
-
-    model, tok = load_pretrained(a.source)
-    if a.dropout is not None:  # a training setting only: the weights and every eval-mode output stay the same
-        model.config = model.config.replace(hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout)
-    out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32)
-    size = sum(f.stat().st_size for f in out.iterdir())
-    hf = "transformers as MegatronBertForPreTraining (pre-LN)" if model.config.pre_ln else "transformers"
-    print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and {hf})")
-    return 0
-
-
-# ---- command line (`python -m bertlab finetune ...`) -------------------------------------------------
-
-def add_finetune_args(p) -> None:
-    p.add_argument("--model", default="default", help="model folder, run folder or hub id (default: the shipped model)")
-    p.add_argument("--task", default="sentiment",
-                   help="sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file (.conll/.txt)")
-    p.add_argument("--method", default="full", choices=METHODS, help="full | frozen (head only) | lora")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--text-column", default="text", help="CSV/JSON column holding the text")
-    p.add_argument("--label-column", default="label", help="CSV/JSON column holding the label")
-    p.add_argument("--lr", type=float, default=None, help="default: 3e-4 full, 1e-2 frozen, 3e-3 lora")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-len", type=int, default=64, help="WordPiece tokens per text, [CLS] and [SEP] included")
-    p.add_argument("--lora-rank", type=int, default=8)
-    p.add_argument("--lora-alpha", type=float, default=16.0)
-    p.add_argument("--layer-decay", type=float, default=1.0, help="layer-wise LR decay (e.g. 0.8); 1 = off")
-    p.add_argument("--gradual-unfreeze", action="store_true",
-                   help="full only: train the head first, then unfreeze one layer from the top per stage")
-    p.add_argument("--max-examples", type=int, default=None, help="use a seeded random subset of N examples")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast if the hardware has native bf16")
-    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--json", action="store_true", help="print the final validation metrics as JSON")
-
-
 def cmd_finetune(a) -> int:
-    import sys
-
-    import torch
-    if a.threads:
-        torch.set_num_threads(a.threads)
-
-    def log(msg: str) -> None:  # progress on stderr; stdout holds only the result (JSON with --json)
-        print(msg, file=sys.stderr)
-    stop = _graceful_stop(log)
-    res = finetune(a.out, model=a.model, task=a.task, method=a.method, epochs=a.epochs, lr=a.lr,
-                   batch_size=a.batch_size, lora_rank=a.lora_rank, lora_alpha=a.lora_alpha,
-                   layer_decay=a.layer_decay, max_len=a.max_len, seed=a.seed, bf16=a.bf16, log=log,
-                   stop_event=stop, text_column=a.text_column, label_column=a.label_column,
-                   max_examples=a.max_examples, device=a.device, resume=a.resume,
-                   gradual_unfreeze=a.gradual_unfreeze)
+    spec = _spec(specs.FinetuneSpec, a)
+    log, on_row, close = _progress(None)
+    res = execute(spec, a.out, a.resume, log, _graceful_stop(log), [on_row])
+    close()
     if res["state"] == "failed":
         print(f"error: {res['message']}", file=sys.stderr)
         return 1
@@ -218,6 +180,56 @@ def cmd_finetune(a) -> int:
     return 0
 
 
+def cmd_probe(a) -> int:
+    return report_probe(specs.ProbeSpec(**specs.ProbeSpec.given(a)), a.json)
+
+
+def cmd_run(a) -> int:
+    """Execute a run folder's spec.json: what the job manager launches. Resumes when it has checkpoints.
+    A failure before training starts (bad corpus, bad task) is written to status.json for the UI."""
+    run = runs.Run(a.dir)
+    try:
+        spec = run.spec()
+        if spec is None:
+            raise ValueError(f"{a.dir}: no spec.json, so this is not a run folder")
+        log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        res = execute(spec, str(run.path), True, log, _graceful_stop(log))
+    except (ValueError, OSError) as e:
+        if run.path.is_dir():
+            runs.write_status(run.path, state="failed", message=str(e), pid=os.getpid())
+        raise
+    if res["state"] == "failed":
+        print(f"error: {res['message']}", file=sys.stderr)
+        return 1
+    print(f"{res['state']} at step {res['step']} of {res['total_steps']}", file=sys.stderr)
+    return 0
+
+
+def cmd_evaluate(a) -> int:
+    res = evaluate_model(a.model, corpus=a.corpus, max_docs=a.max_docs, batches=a.batches,
+                         batch_size=a.batch_size)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"{res['source']}: {res['examples']} held-out examples, {res['masked_tokens']} masked tokens")
+    print(f"  MLM loss              {res['mlm_loss']:.4f}")
+    print(f"  masked-token accuracy {res['mlm_acc']:.1%}   (always guessing the commonest token: {res['unigram_acc']:.1%})")
+    if "nsp_acc" in res:
+        print(f"  next-sentence acc.    {res['nsp_acc']:.1%}")
+    return 0
+
+
+def cmd_export(a) -> int:
+    model, tok = load_pretrained(a.source)
+    if a.dropout is not None:  # a training setting only: the weights and every eval-mode output stay the same
+        model.config = model.config.replace(hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout)
+    out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    hf = "transformers as MegatronBertForPreTraining (pre-LN)" if model.config.pre_ln else "transformers"
+    print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and {hf})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bertlab", description="See and train BERT end to end.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -233,9 +245,6 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--seq-len", type=int, default=128)
     i.add_argument("--json", action="store_true")
     i.set_defaults(run=cmd_info)
-    t = sub.add_parser("pretrain", help="pre-train a BERT (MLM + NSP/SOP) into a run folder")
-    add_pretrain_args(t)
-    t.set_defaults(run=cmd_pretrain)
     e = sub.add_parser("evaluate", help="held-out MLM loss and masked-token accuracy of a model or run")
     e.add_argument("model", nargs="?", default=None, help="run folder, model folder or hub id (default: shipped)")
     e.add_argument("--corpus", default="imdb", help="ignored for a run folder: its own held-out split is used")
@@ -252,12 +261,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dropout written to config.json, which fine-tuning uses (e.g. 0.1 after pre-training "
                         "without dropout)")
     x.set_defaults(run=cmd_export)
-    ft = sub.add_parser("finetune", help="fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file")
-    add_finetune_args(ft)
-    ft.set_defaults(run=cmd_finetune)
-    pr = sub.add_parser("probe", help="per-layer probes (POS, sentiment, position, your file) with control tasks")
-    add_probe_args(pr)
-    pr.set_defaults(run=cmd_probe)
+    jobs = {"pretrain": ("pre-train a BERT (MLM + NSP/SOP) into a run folder", cmd_pretrain),
+            "finetune": ("fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file", cmd_finetune),
+            "probe": ("per-layer probes (POS, sentiment, position, your file) with control tasks", cmd_probe)}
+    for kind, (what, cmd) in jobs.items():  # the flags are the spec's fields
+        j = sub.add_parser(kind, help=what)
+        specs.KINDS[kind].add_arguments(j)
+        if kind in specs.RUN_KINDS:
+            j.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
+            j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
+        if kind != "pretrain":
+            j.add_argument("--json", action="store_true", help="print the results as JSON")
+        j.set_defaults(run=cmd)
+    r = sub.add_parser("run", help="execute a run folder's spec.json (what the web app's job manager launches)")
+    r.add_argument("dir", help="run folder holding spec.json")
+    r.set_defaults(run=cmd_run)
     return p
 
 

@@ -1,6 +1,8 @@
 """Training runs as subprocesses, so the UI never owns a training loop: server threads, a reloaded page
-or a restarted server find a run again through its folder: job.json {pid, owner, started, cmd, kind, args,
-resume, returncode?, killed?} and log.txt. Queued jobs live in memory only (running ones are adopted)."""
+or a restarted server find a run again through its folder. A job is a spec: the manager writes it to
+the run's spec.json and launches `python -m bertlab run DIR`, which executes exactly that; job.json
+{pid, owner, started, cmd, kind, resume, returncode?, killed?} and log.txt are the manager's own.
+Queued jobs live in memory only (running ones are adopted)."""
 from __future__ import annotations
 
 import contextlib
@@ -17,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..train import runs
+from ..train.specs import RUN_KINDS, Spec
 
-KINDS = ("pretrain", "finetune")  # each kind is a CLI subcommand
 JOB, LOG = "job.json", "log.txt"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # a run with any of these was prepared: a fresh start would silently reuse its data/, so resume it instead
@@ -64,8 +66,7 @@ def _tail(path: Path, n: int) -> list[str]:
 class Job:
     """One launch as this manager sees it: "queued" -> "running" -> "exited"."""
     name: str
-    kind: str
-    args: list[str]
+    spec: Spec | None  # None: adopted from an earlier server
     owner: str | None
     resume: bool
     state: str = "queued"
@@ -92,8 +93,8 @@ class JobManager:
         for d in sorted(self.root.iterdir()) if self.root.is_dir() else []:  # a previous server's jobs
             info = _read_json(d / JOB)
             if _NAME.match(d.name) and info.get("returncode") is None and _proc_alive(info.get("pid")):
-                self._jobs[d.name] = Job(d.name, info.get("kind", "pretrain"), info.get("args", []), info.get("owner"),
-                                         bool(info.get("resume")), "running", pid=info["pid"])
+                self._jobs[d.name] = Job(d.name, None, info.get("owner"), bool(info.get("resume")), "running",
+                                         pid=info["pid"])
 
     def _reap(self) -> None:
         """Collect exited children (Popen.poll: no zombies) and store their exit code; frees their slot."""
@@ -137,19 +138,10 @@ class JobManager:
         if not resume and any((self.root / name / n).exists() for n in _PREPARED):
             raise ValueError(f"run {name} exists: resume it or pick another name")
 
-    def _previous_args(self, name: str) -> list[str]:
-        """job.json's flags, else a CLI run's train_args.json as flags: CLI defaults (--steps 2000!) would differ."""
-        if isinstance(args := _read_json(self.root / name / JOB).get("args"), list):
-            return [str(a) for a in args]
-        if not (t := runs.read_args(self.root / name)):
-            raise ValueError(f"run {name} has nothing to resume (no such run under {self.root})")
-        keys = [k for k in ("steps", "log_every", "eval_every", "save_every", "keep_last", "device") if k in t]
-        return [f for k in keys for f in (f"--{k.replace('_', '-')}", str(t[k]))] + ["--bf16"] * bool(t.get("bf16"))
-
     def _launch(self, job: Job) -> None:
         rd = self.root / job.name
-        rd.mkdir(parents=True, exist_ok=True)
-        cmd = [self.python, "-m", "bertlab", job.kind, *job.args, "--out", str(rd)] + ["--resume"] * job.resume
+        runs.Run(rd).write_spec(job.spec)
+        cmd = [self.python, "-m", "bertlab", "run", str(rd)]
         cmd = ["nice", "-n", str(self.nice), *cmd] if self.nice else cmd  # nice execs: the pid stays python's
         path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
@@ -160,28 +152,23 @@ class JobManager:
                                         env=env, start_new_session=True)  # its own group: kill reaches all
         job.pid, job.state, job.position, job.created = job.proc.pid, "running", None, time.time()
         runs.write_json_atomic(rd / JOB, {"pid": job.pid, "owner": job.owner, "started": job.created, "cmd": cmd,
-                                          "kind": job.kind, "args": job.args, "resume": job.resume})
+                                          "kind": job.spec.KIND, "resume": job.resume})
 
     def _free_slot(self) -> bool:
         return sum(j.state == "running" for j in self._jobs.values()) < self.max_concurrent
 
-    def start(self, name: str, cli_args: list[str], owner: str | None = None, resume: bool = False,
-              kind: str = "pretrain") -> Job:
-        """Launch `python -m bertlab <kind> <cli_args> --out <root>/<name> [--resume]`, or queue it when
-        every slot is taken (the Job then says "queued", with its position). Resuming appends `cli_args`
-        to the flags the run last ran with (the last of a repeated flag wins, e.g. more --steps)."""
+    def start(self, name: str, spec: Spec, owner: str | None = None, resume: bool = False) -> Job:
+        """Write `spec` into <root>/<name>/spec.json and launch `python -m bertlab run` on it, or queue it
+        when every slot is taken (the Job then says "queued", with its position)."""
         check_name(name)
-        if kind not in KINDS:
-            raise ValueError(f"unknown job kind {kind!r}; choose from {', '.join(KINDS)}")
-        if any(str(a) in ("--out", "--resume") or str(a).startswith("--out=") for a in cli_args):
-            raise ValueError("leave --out and --resume out of the arguments: the job manager sets them")
+        if not isinstance(spec, Spec) or spec.KIND not in RUN_KINDS:
+            raise ValueError(f"a job is a {' or '.join(RUN_KINDS)} spec, got {type(spec).__name__}")
         with self._lock:
             self._reap()
             if (old := self._jobs.get(name)) is not None and old.state == "queued":
                 raise ValueError(f"run {name} is already queued (position {old.position})")
             self._check_startable(name, owner, resume)
-            before = self._previous_args(name) if resume else []
-            job = self._jobs[name] = Job(name, kind, [*before, *map(str, cli_args)], owner, resume)
+            job = self._jobs[name] = Job(name, spec, owner, resume)
             if self._free_slot():
                 self._launch(job)
             else:
@@ -189,16 +176,22 @@ class JobManager:
                 job.position = len(self._queue)
             return job
 
-    def resume(self, name: str, owner: str | None = None, cli_args: list[str] | None = None) -> Job:
-        """Go on from the newest checkpoint with the run's own flags (plus `cli_args`)."""
-        kind = _read_json(self.root / check_name(name) / JOB).get("kind", "pretrain")
+    def resume(self, name: str, owner: str | None = None, changes: dict | None = None) -> Job:
+        """Go on from the newest checkpoint with the run's own spec, plus the `changes` a resume may
+        make (e.g. more steps)."""
+        saved = runs.Run(self.root / check_name(name)).spec()
+        if saved is None:
+            raise ValueError(f"run {name} has nothing to resume (no such run under {self.root})")
+        spec, ignored = saved.resumed(changes or {})
+        if ignored:
+            raise ValueError(f"a resumed run keeps its own {', '.join(ignored)}")
         end = time.monotonic() + 20.0  # a run that just said "stopped" may still be writing and exiting
         while runs.read_status(self.root / name).get("state") in ("stopped", "finished", "failed") \
                 and self._running_pid(name) is not None and time.monotonic() < end:
             with self._lock:
                 self._reap()
             time.sleep(0.1)
-        return self.start(name, cli_args or [], owner, resume=True, kind=kind)
+        return self.start(name, spec, owner, resume=True)
 
     def poll(self) -> None:
         """Reap finished jobs, start queued ones in freed slots, and repeat stops the trainer missed
@@ -270,7 +263,7 @@ class JobManager:
         with self._lock:
             self._reap()  # before reading job.json: it stores the exit codes
             if (job := self._jobs.get(name)) is not None and job.state == "queued":
-                return {"name": name, "kind": job.kind, "state": "queued", "queue_position": job.position,
+                return {"name": name, "kind": job.spec.KIND, "state": "queued", "queue_position": job.position,
                         "owner": job.owner, "alive": False, "pid": None, "step": 0, "total_steps": None,
                         "progress": 0.0, "eta_s": None, "log_tail": "", "queued_at": job.created,
                         "message": f"waiting for a free slot (number {job.position} in the queue)"}
@@ -286,16 +279,14 @@ class JobManager:
             state, message = "failed", err
         elif alive:
             state = st["state"] if ours else "starting"  # "finished" while alive: it is exiting
-        elif pid is not None and not ours:  # ended before the trainer wrote a status: the log says why
-            lines = _tail(rd / LOG, 20) or [f"the process exited with code {rc}"]
-            message = "" if rc == 0 else next((ln for ln in reversed(lines) if "error:" in ln), lines[-1])
-            state = "finished" if rc == 0 else "failed"
+        elif pid is not None and not ours:  # it ended without a word in status.json: a crash
+            state, message = ("finished", "") if rc == 0 else ("failed", f"the process exited with code {rc}; see the log")
         if state == "failed" and info.get("killed"):
             message = "killed on request; resume to go on from the last checkpoint"
         step, total, eta = int(st.get("step") or 0), st.get("total_steps"), None
         if state == "running" and step and total and st.get("elapsed"):
             eta = max(0.0, st["elapsed"] / step * (total - step) - (time.time() - (st.get("updated") or time.time())))
-        return {**st, "name": name, "kind": info.get("kind", "pretrain"), "state": state, "message": message.strip(),
+        return {**st, "name": name, "kind": info.get("kind") or runs.Run(rd).kind, "state": state, "message": message.strip(),
                 "pid": pid, "alive": alive, "owner": info.get("owner", owner), "queue_position": None,
                 "returncode": rc, "launched": info.get("started"), "cmd": info.get("cmd"), "eta_s": eta,
                 "progress": 1.0 if state == "finished" else min(1.0, step / total) if total else 0.0,
@@ -308,7 +299,7 @@ class JobManager:
             names = set(self._queue)
         if self.root.is_dir():
             names |= {d.name for d in self.root.iterdir() if d.is_dir() and _NAME.match(d.name)
-                      and any((d / f).exists() for f in (JOB, runs.STATUS, runs.ARGS))}
+                      and any((d / f).exists() for f in (JOB, runs.STATUS, runs.ARGS, runs.SPEC))}
         rows = [self.status(n, log_lines=0) for n in names]
         return sorted(rows, key=lambda r: r.get("queued_at") or r.get("launched") or r.get("started") or 0)[::-1]
 

@@ -4,37 +4,16 @@ from __future__ import annotations
 import json
 
 from ..checkpoint import load_pretrained
-from ..data import probe as probe_data
-from ..train.probing import POOLINGS, WORD_FEATURES, per_tag, probe, public, random_init
-
-
-def add_probe_args(p) -> None:
-    p.add_argument("--model", default=None, help="model folder, run folder or hub id (default: the shipped model)")
-    p.add_argument("--task", default="pos",
-                   help=f"{', '.join(probe_data.TASKS)}, or a file: .conll/.txt (token tag per line), "
-                        ".jsonl with tokens+tags lists, .csv/.tsv/.jsonl with text,label")
-    p.add_argument("--feature", "--pooling", dest="feature", default=None,
-                   choices=sorted(set(WORD_FEATURES + POOLINGS)),
-                   help="a word's vector: first piece or mean of its pieces (default first); "
-                        "a sentence's: cls or mean (default cls)")
-    p.add_argument("--mlp", action="store_true", help="a 1-hidden-layer MLP probe instead of a linear one")
-    p.add_argument("--sample", type=int, default=None,
-                   help=f"sentences to use (default {probe_data.DEFAULT_SAMPLE}, files {probe_data.DEFAULT_FILE_SAMPLE})")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compare-random", action="store_true",
-                   help="also probe a randomly initialised model of the same config (the baseline)")
-    p.add_argument("--layer", type=int, default=None, help="per-label table at this layer (default: the best)")
-    p.add_argument("--per-tag", action="store_true", help="print the per-label accuracy table")
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--label-column", default="label")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
+from ..train.probing import per_tag, probe, public, random_init
+from ..train.specs import ProbeSpec
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:5.1f} %"
 
 
-def cmd_probe(a) -> int:
+def report_probe(a: ProbeSpec, as_json: bool = False) -> int:
+    """Run the probes a spec asks for and print them (a table, or JSON)."""
     model, tok = load_pretrained(a.model)
     kw = dict(feature=a.feature, probe="mlp" if a.mlp else "linear", sample=a.sample, seed=a.seed,
               text_column=a.text_column, label_column=a.label_column)
@@ -46,7 +25,7 @@ def cmd_probe(a) -> int:
             r["per_tag"], r["per_tag_layer"] = per_tag(r, a.layer), a.layer
         else:
             r["per_tag_layer"] = r["best_layer"]
-    if a.json:
+    if as_json:
         out = [public(r) for r in runs]
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
         return 0

@@ -1,28 +1,11 @@
-"""Training: a model-agnostic loop (loop.py) whose runs are folders a UI can watch (runs.py)."""
-from .loop import (
-                   TrainArgs,
-                   Trainer,
-                   init_distributed,
-                   load_weights,
-                   lr_lambda,
-                   param_groups,
-                   save_weights,
-                   seed_everything,
-)
-from .runs import (
-                   RunLock,
-                   append_metrics,
-                   checkpoint_dirs,
-                   latest_checkpoint,
-                   list_runs,
-                   read_metrics,
-                   read_status,
-                   request_stop,
-                   stop_requested,
-                   write_status,
-)
+"""Training: job specs (specs.py), a model-agnostic loop (loop.py), and runs as folders a UI can watch (runs.py)."""
+from ..checkpoint import load_weights, save_weights
+from .loop import Trainer, init_distributed, lr_lambda, param_groups
+from .runs import (Run, RunLock, append_metrics, checkpoint_dirs, latest_checkpoint, list_runs, read_metrics,
+                   read_status, request_stop, seed_everything, stop_requested, write_status)
+from .specs import FinetuneSpec, PretrainSpec, ProbeSpec, TrainArgs
 
-__all__ = ["TrainArgs", "Trainer", "init_distributed", "load_weights", "lr_lambda", "param_groups",
-           "save_weights", "seed_everything", "RunLock", "append_metrics", "checkpoint_dirs",
-           "latest_checkpoint", "list_runs", "read_metrics", "read_status", "request_stop",
+__all__ = ["TrainArgs", "PretrainSpec", "FinetuneSpec", "ProbeSpec", "Trainer", "init_distributed", "load_weights",
+           "lr_lambda", "param_groups", "save_weights", "seed_everything", "Run", "RunLock", "append_metrics",
+           "checkpoint_dirs", "latest_checkpoint", "list_runs", "read_metrics", "read_status", "request_stop",
            "stop_requested", "write_status"]

@@ -1,7 +1,6 @@
 """Held-out evaluation of any model: a run's own held-out split, or a corpus's."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -14,6 +13,7 @@ from ..data.corpus import (
     tokenize_documents,
 )
 from ..data.masking import Batcher
+from . import runs
 from .pretrain import Evaluator, _unpack
 
 
@@ -28,8 +28,7 @@ def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None
     if data is not None and data.exists():
         blob = torch.load(data, weights_only=True)
         held, unigram, source = _unpack(blob["heldout"]), blob["unigram"].tolist(), f"run {run}"
-        spec = json.loads((run / "pretrain.json").read_text()) if (run / "pretrain.json").exists() else {}
-        mask_rate = spec.get("mask_rate", mask_rate)
+        mask_rate = (runs.Run(run).spec_dict() or {}).get("mask_rate", mask_rate)
     else:
         docs = load_documents(corpus, max_docs=max_docs)
         train_docs, held_docs = split_heldout(docs, 0.02, seed)

@@ -9,10 +9,8 @@ LoRA, on the shared Trainer, so runs are folders that can be watched, stopped an
 """
 from __future__ import annotations
 
-import json
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -38,64 +36,11 @@ from ..heads import (
 )
 from ..tokenizer import WordPieceTokenizer
 from . import runs
-from .loop import TrainArgs, Trainer
+from .loop import Trainer
+from .specs import FinetuneSpec
 
-METHODS = ("full", "frozen", "lora")
-# measured on the default model + sentiment (bench notes in the README): full 76.3 %, frozen 61.2 %, LoRA 66.1 %
-DEFAULT_LR = {"full": 3e-4, "frozen": 1e-2, "lora": 3e-3}
-SPEC_FILE, CONFUSION_FILE = "finetune.json", "confusion.json"
-
-
-@dataclass
-class FinetuneSpec:
-    """Everything that decides what a fine-tuning run computes; saved as <run>/finetune.json."""
-    model: str = "default"
-    task: str = "sentiment"
-    method: str = "full"
-    epochs: int = 2
-    lr: float | None = None  # None: DEFAULT_LR[method]
-    batch_size: int = 32
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
-    lora_targets: tuple[str, ...] = ("query", "value")
-    layer_decay: float = 1.0  # encoder layer l (embeddings 0 ... top L) trains at lr * decay^(L - l)
-    gradual_unfreeze: bool = False  # ULMFiT: the head first, then one more layer from the top per stage
-    max_len: int = 64
-    seed: int = 0
-    text_column: str = "text"
-    label_column: str = "label"
-    val_frac: float = 0.1
-    max_examples: int | None = None
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    classifier_dropout: float | None = None
-
-    def __post_init__(self):
-        self.lora_targets = tuple(self.lora_targets)
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.lr is None:
-            self.lr = DEFAULT_LR[self.method]
-        for name in ("epochs", "batch_size", "lora_rank", "max_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.max_len < 4:
-            raise ValueError(f"max_len must be at least 4, got {self.max_len}")
-        for name, ok in (("lr", self.lr > 0), ("lora_alpha", self.lora_alpha > 0),
-                         ("layer_decay", 0 < self.layer_decay <= 1), ("val_frac", 0 < self.val_frac < 0.5),
-                         ("warmup", self.warmup >= 0), ("weight_decay", self.weight_decay >= 0)):
-            if not ok:
-                raise ValueError(f"{name} is out of range: {getattr(self, name)!r}")
-        if self.gradual_unfreeze and self.method != "full":
-            raise ValueError("gradual unfreezing goes with full fine-tuning (frozen and LoRA keep the encoder fixed)")
-        if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
-            raise ValueError(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "FinetuneSpec":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+METHODS = FinetuneSpec.METHODS
+CONFUSION_FILE = "confusion.json"
 
 
 # ---- model -------------------------------------------------------------------------------------------
@@ -251,29 +196,18 @@ class Evaluator:
 
 # ---- the whole run -----------------------------------------------------------------------------------
 
-def finetune(run_dir, model: str | None = "default", task: str = "sentiment", method: str = "full",
-             epochs: int = 2, lr: float | None = None, batch_size: int = 32, lora_rank: int = 8,
-             lora_alpha: float = 16.0, layer_decay: float = 1.0, max_len: int = 64, seed: int = 0,
-             bf16: bool = False, log=print, stop_event=None, *, text_column: str = "text",
-             label_column: str = "label", val_frac: float = 0.1, max_examples: int | None = None,
-             warmup: float = 0.1, weight_decay: float = 0.01, classifier_dropout: float | None = None,
-             lora_targets=("query", "value"), device: str = "cpu", resume: bool = False,
-             log_every: int | None = None, gradual_unfreeze: bool = False) -> dict:
-    """Fine-tune `model` ("default" = the shipped one, a folder, a run or a hub id) on `task`
-    ("sentiment", "pos", a .csv/.tsv/.json(l) of texts and labels, or a CoNLL file) with `method`.
-    Evaluates on the validation split after every epoch; returns the final validation metrics
-    (loss, accuracy, macro_f1, confusion, ...), the run's state and where the model was saved."""
+def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False, log=print, stop_event=None,
+             callbacks=(), **fields) -> dict:
+    """Fine-tune `spec.model` ("default" = the shipped one, a folder, a run or a hub id) on `spec.task`
+    ("sentiment", "pos", a .csv/.tsv/.json(l) of texts and labels, or a CoNLL file) with `spec.method`;
+    or give the spec's fields as keywords. Evaluates on the validation split after every epoch; returns
+    the final validation metrics (loss, accuracy, macro_f1, confusion, ...), the state and the model's folder."""
     t0 = time.time()
-    run_dir = Path(run_dir)
-    spec = FinetuneSpec(model=str(model or "default"), task=str(task), method=method, epochs=epochs, lr=lr,
-                        batch_size=batch_size, lora_rank=lora_rank, lora_alpha=lora_alpha,
-                        lora_targets=tuple(lora_targets), layer_decay=layer_decay, max_len=max_len, seed=seed,
-                        text_column=text_column, label_column=label_column, val_frac=val_frac,
-                        max_examples=max_examples, warmup=warmup, weight_decay=weight_decay,
-                        classifier_dropout=classifier_dropout, gradual_unfreeze=gradual_unfreeze)
-    saved = run_dir / SPEC_FILE
-    if resume and saved.exists():
-        spec = FinetuneSpec.from_dict(json.loads(saved.read_text(encoding="utf-8")))  # the run's own
+    run = runs.Run(run_dir)
+    run_dir = run.path
+    spec = spec if spec is not None else FinetuneSpec(**fields)
+    if resume and (saved := run.spec()) is not None:
+        spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})  # the run's own
     kind = task_kind(spec.task)
 
     # The tokenizer comes with the model, and the labels with the data: read the model's config first.
@@ -289,29 +223,24 @@ def finetune(run_dir, model: str | None = "default", task: str = "sentiment", me
     for note in data.notes:
         log(note)
     log(data.summary())
-    run_dir.mkdir(parents=True, exist_ok=True)  # only now: a typo in the task leaves no empty run behind
-    runs.write_json_atomic(saved, {**asdict(spec), "kind": kind, "labels": data.labels,
-                                   "train_examples": len(data.train), "val_examples": len(data.val)})
+    run.write_spec(spec)  # only now: a typo in the task leaves no empty run behind
+    run.write_facts(kind=kind, labels=data.labels, train_examples=len(data.train), val_examples=len(data.val))
 
     torch.manual_seed(spec.seed)  # the head's initial weights, and LoRA's A
     net, tok = build_classifier(str(folder), kind, data.labels, spec, log)
     wrapped = apply_method(net, spec)
     trainable, total = trainable_parameters(net)
-    runs.write_json_atomic(saved, {**json.loads(saved.read_text(encoding="utf-8")), "trainable_params": trainable,
-                                   "total_params": total})
+    run.write_facts(trainable_params=trainable, total_params=total)
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
         + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if wrapped else ""))
 
     batcher = Batcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed)
     per_epoch = len(batcher)
-    args = TrainArgs(steps=spec.epochs * per_epoch, lr=spec.lr, warmup=spec.warmup, weight_decay=spec.weight_decay,
-                     betas=(0.9, 0.999), eps=1e-8, clip=1.0, bf16=bf16, seed=spec.seed,
-                     log_every=log_every or max(1, min(50, per_epoch // 4)), eval_every=per_epoch,
-                     save_every=per_epoch, keep_last=1, device=device)
+    args = spec.train_args(per_epoch)
     evaluate = Evaluator(data, 2 * spec.batch_size, tok.pad_token_id, run_dir)
     trainer = FinetuneTrainer(net, batcher, args, run_dir, compute_loss, evaluate, log_fn=log,
                               stop_event=stop_event, layer_decay=spec.layer_decay,
-                              gradual_unfreeze=spec.gradual_unfreeze)
+                              gradual_unfreeze=spec.gradual_unfreeze, callbacks=callbacks)
     status = trainer.fit(resume=resume)
     model_dir = None
     if status.get("state") in ("finished", "stopped"):

@@ -12,9 +12,9 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -22,58 +22,13 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from . import runs
 from .precision import bf16_is_fast, slow_bf16_note
-from .runs import load_weights, rng_state, save_weights, seed_everything, set_rng_state
+from ..checkpoint import load_weights, save_weights
+from .runs import rng_state, seed_everything, set_rng_state
+from .specs import TrainArgs
 
 # On resume these come from the run's train_args.json (changing them mid-run breaks the schedule
 # or the data order); `steps` may only grow. Everything else (logging, device, ...) is the caller's.
 RESUME_FIXED = ("lr", "warmup", "weight_decay", "betas", "eps", "clip", "accum", "seed")
-
-
-@dataclass
-class TrainArgs:
-    steps: int  # optimizer steps (each of `accum` micro-batches)
-    lr: float = 5e-4
-    warmup: float = 0.05  # a fraction of `steps` if < 1, else a number of steps
-    weight_decay: float = 0.01  # on matrices only; never on biases, LayerNorms, 1-D params
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-6
-    clip: float = 1.0  # max global grad norm; 0 = no clipping (the norm is still logged)
-    accum: int = 1
-    bf16: bool = False
-    seed: int = 0
-    log_every: int = 10
-    eval_every: int = 200
-    save_every: int = 500
-    keep_last: int = 2
-    device: str = "cpu"  # "cpu", "cuda", "cuda:N" or "auto"
-    stop_at: int | None = None  # stop (resumably) after this step: samples the start of a long schedule
-
-    def __post_init__(self):
-        self.betas = tuple(self.betas)
-        if self.stop_at is not None and (isinstance(self.stop_at, bool) or not isinstance(self.stop_at, int)
-                                         or self.stop_at < 1):
-            raise ValueError(f"stop_at must be a positive integer, got {self.stop_at!r}")
-        for name in ("steps", "accum", "log_every", "eval_every", "save_every", "keep_last"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        for name, ok in (("lr", self.lr > 0), ("warmup", self.warmup >= 0), ("clip", self.clip >= 0),
-                         ("weight_decay", self.weight_decay >= 0), ("eps", self.eps > 0),
-                         ("betas", len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas))):
-            if not ok:
-                raise ValueError(f"{name} is out of range: {getattr(self, name)!r}")
-
-    @property
-    def warmup_steps(self) -> int:
-        return min(self.steps, int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup))
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "betas": list(self.betas)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainArgs":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def lr_lambda(steps: int, warmup_steps: int) -> Callable[[int], float]:
@@ -145,8 +100,10 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, batches, args: TrainArgs, run_dir: str | os.PathLike,
                  compute_loss: Callable, evaluate: Callable | None = None, on_save: Callable | None = None,
                  log_fn: Callable[[str], None] | None = None, *, on_load: Callable | None = None,
-                 stop_event: threading.Event | None = None, find_unused_parameters: bool = True):
-        self.batches, self.args, self.run_dir = batches, args, Path(run_dir)
+                 stop_event: threading.Event | None = None, find_unused_parameters: bool = True,
+                 callbacks: Sequence[Callable[[dict], None]] = ()):
+        self.batches, self.args, self.run_dir = batches, args.train_args(), Path(run_dir)
+        self.callbacks = list(callbacks)  # each gets every row: {"event": "train" | "eval" | "status", ...}
         self.compute_loss, self.evaluate, self.log_fn, self.stop_event = compute_loss, evaluate, log_fn, stop_event
         self.on_save, self.on_load = on_save or save_weights, on_load or load_weights
         self.find_unused_parameters = find_unused_parameters  # heads outside the loss (MLM-only: NSP)
@@ -157,7 +114,7 @@ class Trainer:
         self.model = model.to(self.device)
         if args.bf16 and not bf16_is_fast(self.device.type):  # emulated bf16 is far slower than fp32
             self._say(slow_bf16_note())
-            self.args = replace(args, bf16=False)
+            self.args = replace(self.args, bf16=False)
         self.step, self.elapsed, self.started = 0, 0.0, time.time()
         self._build()
 
@@ -182,7 +139,19 @@ class Trainer:
     def _status(self, state: str, message: str = "") -> dict:
         st = dict(state=state, step=self.step, total_steps=self.args.steps, message=message,
                   pid=os.getpid(), started=self.started, elapsed=round(self._now(), 3))
-        return runs.write_status(self.run_dir, **st) if self.rank == 0 else st
+        if self.rank != 0:
+            return st
+        self._emit({"event": "status", **st})
+        return runs.write_status(self.run_dir, **st)
+
+    def _emit(self, row: dict) -> None:
+        """Hand a structured row to every callback (rank 0): progress bars and UIs read these, not log text."""
+        for cb in self.callbacks:
+            cb(row)
+
+    def _eta(self) -> float | None:
+        done = self.step - getattr(self, "_step0", 0)
+        return None if done < 1 else round((time.monotonic() - self._t0) / done * (self.args.steps - self.step), 1)
 
     def _now(self) -> float:
         return self.elapsed + (time.monotonic() - self._t0 if hasattr(self, "_t0") else 0.0)
@@ -245,7 +214,7 @@ class Trainer:
         seed_everything(a.seed + self.rank)  # ranks drop out different units
         if ckpt is not None:
             self._load(ckpt)
-        self._t0 = time.monotonic()
+        self._t0, self._step0 = time.monotonic(), self.step
         if self.step >= a.steps:
             return self._status("finished", f"already at step {self.step} of {a.steps}")
         model = self.model
@@ -344,8 +313,10 @@ class Trainer:
         n = max(acc.steps, 1)
         row = {"step": self.step, "time": round(self._now(), 3), "lr": acc.lr, "loss": loss / n}
         row.update({k: v for k, v in zip(keys, ms) if k not in row})
-        row.update(grad_norm=gn / n, tokens_per_s=round(tokens / max(acc.seconds, 1e-9), 1), split="train")
+        row.update(grad_norm=gn / n, tokens_per_s=round(tokens / max(acc.seconds, 1e-9), 1), split="train",
+                   total_steps=self.args.steps, eta_s=self._eta())
         runs.append_metrics(self.run_dir, row)
+        self._emit({"event": "train", **row})
         self._status("running")
         self._say(f"step {self.step}/{self.args.steps}  loss {row['loss']:.4f}  lr {acc.lr:.2e}  "
                   f"grad norm {row['grad_norm']:.2f}  {row['tokens_per_s']:.0f} tok/s")
@@ -366,6 +337,7 @@ class Trainer:
         row = {"step": self.step, "time": round(self._now(), 3), "split": "eval"}
         row.update({k: float(v) for k, v in (res or {}).items() if k not in row})
         runs.append_metrics(self.run_dir, row)
+        self._emit({"event": "eval", **row})
         shown = {k: v for k, v in row.items() if k not in ("step", "time", "split") and "_L" not in k}
         self._say(f"eval at step {self.step}: " + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
 

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -20,7 +19,6 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_model, resolve_folder, save_pretrained, write_model_files
 from ..config import BertConfig, preset
 from ..data.corpus import (
-    OBJECTIVES,
     Example,
     load_documents,
     make_pretraining_examples,
@@ -31,52 +29,11 @@ from ..data.masking import Batcher, continuation_table
 from ..model import BertForPreTraining
 from ..tokenizer import WordPieceTokenizer
 from . import runs
-from .loop import TrainArgs, Trainer
+from .loop import Trainer
+from .specs import PretrainSpec
 
 PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
           "this is one of the worst [MASK] i have ever seen .", "the [MASK] was slow but the ending was great ."]
-
-
-DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-DATA_FIELDS = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective", "heldout", "init_from")
-
-
-@dataclass
-class PretrainSpec:
-    """What to train on and how to build the model; saved in the run as pretrain.json."""
-    preset: str = "mini"
-    corpus: str = "imdb"
-    text_column: str = "text"
-    max_docs: int | None = None
-    vocab_size: int = 8192
-    max_len: int = 128
-    objective: str = "nsp"
-    mask_rate: float = 0.15
-    whole_word: bool = False
-    heldout: float = 0.02
-    batch_size: int = 32
-    eval_batches: int = 16
-    init_from: str | None = None  # continue from an existing model (its tokenizer is kept)
-    config: dict = field(default_factory=dict)  # BertConfig overrides, e.g. {"hidden_dropout_prob": 0.0}
-
-    def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if not 0 < self.mask_rate < 1:
-            raise ValueError(f"mask_rate must be between 0 and 1, got {self.mask_rate}")
-        for name in ("vocab_size", "max_len", "batch_size", "eval_batches"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.max_len < 8:
-            raise ValueError(f"max_len must be at least 8, got {self.max_len}")
-        if not 0 < self.heldout < 0.5:
-            raise ValueError(f"heldout must be a fraction between 0 and 0.5, got {self.heldout}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "PretrainSpec":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 # ---- data, cached in the run folder ---------------------------------------------------------------
@@ -95,34 +52,33 @@ def _unpack(d: dict[str, torch.Tensor]) -> list[Example]:
     return [Example(ids[a:b], y, tt[a:b]) for a, b, y in zip(off[:-1], off[1:], lab)]
 
 
-def _cache_dir(spec: PretrainSpec, seed: int) -> Path | None:
+def _cache_dir(spec: PretrainSpec) -> Path | None:
     """Prepared data is shared by runs with the same corpus and data settings: faster starts, and
     runs that differ only in model or optimisation see the very same vocabulary and examples."""
     corpus = Path(spec.corpus)
     if spec.init_from or (corpus.exists() and not corpus.is_file()):
         return None
     stamp = [spec.corpus, spec.text_column, spec.max_docs, spec.vocab_size, spec.max_len, spec.objective,
-             spec.heldout, seed, *((corpus.resolve().as_posix(), corpus.stat().st_size, corpus.stat().st_mtime)
+             spec.heldout, spec.seed, *((corpus.resolve().as_posix(), corpus.stat().st_size, corpus.stat().st_mtime)
                                    if corpus.is_file() else ())]
     key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:16]
     root = Path(os.environ.get("BERTLAB_CACHE", Path.home() / ".cache" / "bertlab"))
     return root / "pretrain-data" / key
 
 
-def prepare_data(run_dir: Path, spec: PretrainSpec, seed: int, log=print):
+def prepare_data(run_dir: Path, spec: PretrainSpec, log=print):
     """Tokenizer + train/held-out examples, built once per run and read back on resume."""
     data = run_dir / "data"
-    cache = _cache_dir(spec, seed)
+    cache, seed = _cache_dir(spec), spec.seed
     if not (data / "examples.pt").exists() and cache is not None and (cache / "examples.pt").exists():
         log(f"reusing prepared data from {cache}")
         tmp = run_dir / ".data-tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(cache, tmp)
         os.replace(tmp, data)
-    saved = run_dir / "pretrain.json"
-    if (data / "examples.pt").exists() and saved.exists():
-        old = PretrainSpec.from_dict(json.loads(saved.read_text()))
-        differ = [k for k in DATA_FIELDS if getattr(old, k) != getattr(spec, k)]
+    old = runs.Run(run_dir).spec() if (data / "examples.pt").exists() else None
+    if old is not None:
+        differ = [k for k in PretrainSpec.DATA if getattr(old, k) != getattr(spec, k)]
         if differ:
             raise ValueError(f"run {run_dir.name} already holds data prepared with other settings "
                              f"({', '.join(differ)}): resume it as it was, or pick another run name")
@@ -172,14 +128,12 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, seed: int, log=print):
 
 
 def build_model(spec: PretrainSpec, tok: WordPieceTokenizer) -> BertForPreTraining:
-    if spec.init_from:
+    overrides = spec.config_overrides()
+    if spec.init_from:  # a continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage)
         folder = resolve_folder(spec.init_from)
-        # A continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage).
-        drop = {k: v for k, v in spec.config.items() if k in DROPOUT_FIELDS}
-        model = load_model(folder, BertConfig.from_json_file(folder / "config.json").replace(**drop) if drop else None)
+        model = load_model(folder, BertConfig.from_json_file(folder / "config.json").replace(**overrides))
     else:
-        overrides = {"vocab_size": tok.vocab_size, "max_position_embeddings": spec.max_len, **spec.config}
-        model = BertForPreTraining(preset(spec.preset, **overrides))
+        model = BertForPreTraining(preset(spec.preset, vocab_size=tok.vocab_size, **overrides))
     if model.config.max_position_embeddings < spec.max_len:
         raise ValueError(f"max_len {spec.max_len} exceeds the model's max_position_embeddings "
                          f"({model.config.max_position_embeddings})")
@@ -254,37 +208,37 @@ class Evaluator:
 
 # ---- the whole run -------------------------------------------------------------------------------
 
-def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, args: TrainArgs, resume: bool = False,
-             log=print, stop_event=None) -> dict:
-    """Train (or resume) the run in `run_dir`; returns the final status. Under torchrun, every rank
-    calls this after `init_distributed()`; rank 0 prepares the data, the others wait and read it."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = False, log=print,
+             stop_event=None, callbacks=()) -> dict:
+    """Train (or resume) the run in `run_dir`; returns the final status. Resuming keeps the run's own
+    spec but for the fields a resume may change (more steps, logging, device). Under torchrun, every
+    rank calls this after `init_distributed()`; rank 0 prepares the data, the others wait and read it."""
+    run = runs.Run(run_dir)
+    run.path.mkdir(parents=True, exist_ok=True)
     ddp = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
-    saved = run_dir / "pretrain.json"
-    if resume and saved.exists():
-        spec = PretrainSpec.from_dict(json.loads(saved.read_text()))  # the run's own data and model
+    if resume and (saved := run.spec()) is not None:
+        spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})  # the run's own data and model
     if rank == 0:
-        tok, train, held, unigram = prepare_data(run_dir, spec, args.seed, log)
-        runs.write_json_atomic(saved, asdict(spec))
+        tok, train, held, unigram = prepare_data(run.path, spec, log)
+        run.write_spec(spec)
     if ddp:
         dist.barrier()
     if rank != 0:
-        tok, train, held, unigram = prepare_data(run_dir, spec, args.seed, log=lambda *_: None)
-    torch.manual_seed(args.seed)  # the same initial weights on every rank
+        tok, train, held, unigram = prepare_data(run.path, spec, log=lambda *_: None)
+    torch.manual_seed(spec.seed)  # the same initial weights on every rank
     model = build_model(spec, tok)
     cont = continuation_table([tok.id_to_token(i) for i in range(tok.vocab_size)]) if spec.whole_word else None
-    batcher = Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=args.seed,
+    batcher = Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed,
                                      rank=rank, world_size=world, is_continuation=cont, drop_last=True)
-    evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run_dir if rank == 0 else None)
+    evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None)
 
     def on_save(m, folder):
         write_model_files(Path(folder), m, tok)
 
-    trainer = Trainer(model, batcher, args, run_dir, compute_loss, evaluate, on_save, log_fn=log,
-                      stop_event=stop_event, find_unused_parameters=spec.objective == "mlm")
+    trainer = Trainer(model, batcher, spec, run.path, compute_loss, evaluate, on_save, log_fn=log,
+                      stop_event=stop_event, find_unused_parameters=spec.objective == "mlm", callbacks=callbacks)
     status = trainer.fit(resume=resume)
     if rank == 0 and status.get("state") in ("finished", "stopped"):
-        save_pretrained(model, tok, run_dir / "model")  # the run's latest model, where pickers look
+        save_pretrained(model, tok, run.path / runs.MODEL)  # the run's latest model, where pickers look
     return status

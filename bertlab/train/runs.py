@@ -1,11 +1,19 @@
 """A training run is a folder, so a UI in another process can watch, stop and resume it.
 
-    runs/<name>/train_args.json      the TrainArgs it runs with
+    runs/<name>/spec.json            what the run computes: its job spec (specs.py), kind included
+                train_args.json      the Trainer's own settings (what a resume must keep)
                 status.json          {"state", "step", "total_steps", "message", "pid", "updated", ...}
                 metrics.jsonl        one JSON object per line, appended while training
                 STOP                 exists = "please stop" (any process may create it)
                 .lock                flock-ed by the process that trains the run
                 checkpoints/step-N/  complete checkpoints only (written as .tmp-step-N, then renamed)
+                model/               the latest model, a Hugging Face folder (finished or stopped runs)
+                data/                pre-training: its vocabulary and tokenized examples
+                facts.json           fine-tuning: labels, example and parameter counts
+                confusion.json       fine-tuning: the latest validation confusion matrix
+                probes.jsonl         pre-training: the probe sentences' top guesses at each evaluation
+                job.json, log.txt    written by the app's job manager when it launched the run
+Runs from before spec.json (pretrain.json or finetune.json) still load: `Run.spec` converts them.
 
 Every reader here tolerates half-written files: a trainer may be killed at any moment.
 """
@@ -25,9 +33,13 @@ from typing import Callable
 import numpy as np
 import torch
 
+from . import specs
+
 STATES = ("running", "stopping", "stopped", "finished", "failed")
 STATUS, METRICS, ARGS, STOP, LOCK, CHECKPOINTS = (
     "status.json", "metrics.jsonl", "train_args.json", "STOP", ".lock", "checkpoints")
+SPEC, FACTS, MODEL = "spec.json", "facts.json", "model"
+LEGACY = {"pretrain": "pretrain.json", "finetune": "finetune.json"}  # before spec.json
 COMPLETE = "trainer_state.json"  # written last into a checkpoint: its presence means "complete"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -270,31 +282,6 @@ def set_rng_state(s: dict) -> None:
     random.setstate((version, tuple(py_state.tolist()), py_gauss))
 
 
-def save_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
-    """Default on_save: the full-precision state dict as model.safetensors (tied tensors once)."""
-    from safetensors.torch import save_file
-    seen, sd = set(), {}
-    for k, v in model.state_dict().items():
-        if v.numel() and v.data_ptr() in seen:
-            continue
-        seen.add(v.data_ptr())
-        sd[k] = v.detach().cpu().contiguous()
-    save_file(sd, Path(folder) / "model.safetensors", metadata={"format": "pt"})
-
-
-def load_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
-    """Default on_load; reads what save_weights or checkpoint.save_pretrained (float32) wrote."""
-    from safetensors.torch import load_file
-    sd = load_file(Path(folder) / "model.safetensors")
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    own = model.state_dict()
-    loaded = {own[k].data_ptr() for k in sd if k in own}
-    missing = [k for k in missing if own[k].data_ptr() not in loaded]  # tied aliases are fine
-    if missing or unexpected:
-        raise ValueError(f"{folder}: weights do not fit the model (missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]})")
-
-
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -329,3 +316,60 @@ def write_checkpoint(run_dir: str | os.PathLike, step: int, write: Callable[[Pat
     for old in checkpoint_dirs(run_dir)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+# ---- the run folder as one object ---------------------------------------------------------------
+
+class Run:
+    """One run folder: its spec, kind, facts, status, metrics and model, from old folders too."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.name = self.path.name
+
+    def spec_dict(self) -> dict | None:
+        """spec.json, or what an older run wrote (pretrain.json + train_args.json, finetune.json)."""
+        d = _read_json(self.path / SPEC)
+        if isinstance(d, dict):
+            return d
+        if isinstance(old := _read_json(self.path / LEGACY["pretrain"]), dict):
+            return specs.legacy_pretrain(old, read_args(self.path))
+        if isinstance(old := _read_json(self.path / LEGACY["finetune"]), dict):
+            return {**old, "kind": "finetune"}
+        return None
+
+    def spec(self) -> specs.Spec | None:
+        d = self.spec_dict()
+        return None if d is None else specs.spec_from_dict(d)
+
+    @property
+    def kind(self) -> str | None:
+        return (self.spec_dict() or {}).get("kind")
+
+    def write_spec(self, spec: specs.Spec) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.path / SPEC, spec.to_dict())
+
+    def facts(self) -> dict:
+        d = _read_json(self.path / FACTS)
+        if not isinstance(d, dict):  # an older fine-tune kept them in finetune.json
+            d = _read_json(self.path / LEGACY["finetune"])
+        return d if isinstance(d, dict) else {}
+
+    def write_facts(self, **facts) -> None:
+        write_json_atomic(self.path / FACTS, {**self.facts(), **facts})
+
+    def status(self) -> dict:
+        return read_status(self.path)
+
+    def metrics(self, since_line: int = 0) -> tuple[list[dict], int]:
+        return read_metrics(self.path, since_line)
+
+    def latest_checkpoint(self) -> Path | None:
+        return latest_checkpoint(self.path)
+
+    def model_dir(self) -> Path | None:
+        """The exported model (finished or stopped runs), else the newest checkpoint with a config."""
+        if (self.path / MODEL / "config.json").exists():
+            return self.path / MODEL
+        return next((c for c in reversed(checkpoint_dirs(self.path)) if (c / "config.json").exists()), None)

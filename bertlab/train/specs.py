@@ -1,0 +1,304 @@
+"""One dataclass per kind of job: the only schema. An option is one field (type, default, help text,
+range check); the command line's flags, the web form's checks and a run folder's spec.json all
+follow from these fields, so adding an option means adding a field and the code that uses it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, ClassVar
+
+from ..data.corpus import OBJECTIVES
+
+# (predicate, what it means): "steps must be a positive integer, got 0"
+POSITIVE = (lambda v: v >= 1, "a positive integer")
+POSITIVE_NUM = (lambda v: v > 0, "a positive number")
+NON_NEGATIVE = (lambda v: v >= 0, "at least 0")
+DROPOUT = (lambda v: 0 <= v < 1, "in [0, 1)")
+
+
+def opt(default: Any, help: str, check: tuple[Callable, str] | None = None, choices: tuple | None = None,
+        aliases: tuple[str, ...] = ()) -> Any:
+    """A spec field: its default, the help text its flag and form show, and what values it accepts."""
+    return field(default=default, metadata={"help": help, "check": check, "choices": choices, "aliases": aliases})
+
+
+def _kind(f: dataclasses.Field) -> tuple[str, bool]:
+    """('int' | 'float' | 'str' | 'bool' | 'tuple[str, ...]' | 'tuple[float, float]', may it be None)."""
+    t = str(f.type)
+    return t.replace(" | None", "").strip(), "None" in t
+
+
+def _coerce(name: str, kind: str, v):
+    """The value as the field's type; web forms send 2.0 for 2, JSON sends lists for tuples."""
+    if kind == "bool" and isinstance(v, bool):
+        return v
+    if kind == "int" and not isinstance(v, bool) and (isinstance(v, int) or isinstance(v, float) and v.is_integer()):
+        return int(v)
+    if kind == "float" and not isinstance(v, bool) and isinstance(v, (int, float)):
+        return float(v)
+    if kind == "str" and isinstance(v, str):
+        return v
+    if kind.startswith("tuple") and isinstance(v, (list, tuple)):
+        item = "float" if "float" in kind else "str"
+        return tuple(_coerce(name, item, x) for x in v)
+    what = {"int": "a whole number", "float": "a number", "str": "text", "bool": "true or false"}.get(kind, kind)
+    raise ValueError(f"{name} must be {what}, got {v!r}")
+
+
+@dataclass
+class Spec:
+    """Validation, JSON, and command-line flags for every job spec."""
+    KIND: ClassVar[str] = ""
+    # Fields a resumed run may change; every other one stays as the run began.
+    RESUMABLE: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for f in fields(self):
+            v, (kind, optional) = getattr(self, f.name), _kind(f)
+            if v is None and optional:
+                continue
+            v = _coerce(f.name, kind, v)
+            check, choices = f.metadata.get("check"), f.metadata.get("choices")
+            if choices and v not in choices:
+                raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}, got {v!r}")
+            if check and not check[0](v):
+                raise ValueError(f"{f.name} must be {check[1]}, got {v!r}")
+            setattr(self, f.name, v)
+        self.check()
+
+    def check(self) -> None:
+        """Rules between fields; a subclass raises ValueError naming the field."""
+
+    def to_dict(self) -> dict:
+        return {"kind": self.KIND, **{f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                                      for f in fields(self)}}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def resumed(self, changes: dict) -> tuple["Spec", list[str]]:
+        """This (saved) spec with the changes a resume may make; the names of those it may not."""
+        ignored = [k for k, v in changes.items() if k not in self.RESUMABLE and getattr(self, k, v) != v]
+        return self.replace(**{k: v for k, v in changes.items() if k in self.RESUMABLE}), ignored
+
+    # ---- the command line ----
+    @classmethod
+    def add_arguments(cls, p: argparse.ArgumentParser) -> None:
+        """One flag per field. Flags not given stay absent, so the dataclass defaults are the only defaults."""
+        for f in fields(cls):
+            kind, optional = _kind(f)
+            m = f.metadata
+            names = ["--" + f.name.replace("_", "-"), *m.get("aliases", ())]
+            shown = m.get("help", "") + ("" if f.default is None else f" (default: {f.default})")
+            kw: dict = {"default": argparse.SUPPRESS, "help": shown.replace("%", "%%"), "dest": f.name}
+            if kind == "bool":
+                p.add_argument(*names, action=argparse.BooleanOptionalAction, **kw)
+                continue
+            item = {"int": int, "float": float}.get(kind.removeprefix("tuple[").split(",")[0].rstrip("]"), str)
+            if kind.startswith("tuple"):
+                kw["nargs"] = 2 if "float, float" in kind else "+"
+            p.add_argument(*names, type=item, choices=m.get("choices"), **kw)
+
+    @classmethod
+    def given(cls, ns: argparse.Namespace) -> dict:
+        """The fields given on the command line."""
+        return {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
+
+
+@dataclass
+class TrainArgs(Spec):
+    """What the model-agnostic Trainer needs: optimisation, schedule, checkpoints, precision."""
+    steps: int = opt(1000, "optimizer steps (each of --accum micro-batches)", POSITIVE)
+    lr: float = opt(5e-4, "peak learning rate (AdamW)", POSITIVE_NUM)
+    warmup: float = opt(0.05, "warm-up: a fraction of the steps if below 1, else a number of steps", NON_NEGATIVE)
+    weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
+    betas: tuple[float, float] = opt((0.9, 0.98), "AdamW betas",
+                                     (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"))
+    eps: float = opt(1e-6, "AdamW epsilon", POSITIVE_NUM)
+    clip: float = opt(1.0, "largest global gradient norm; 0 = no clipping", NON_NEGATIVE)
+    accum: int = opt(1, "micro-batches per optimizer step", POSITIVE)
+    bf16: bool = opt(False, "bfloat16 autocast where the hardware computes it natively (else fp32)")
+    seed: int = opt(0, "random seed (weights, data order, masks, dropout)")
+    log_every: int = opt(10, "steps between training rows in metrics.jsonl", POSITIVE)
+    eval_every: int = opt(200, "steps between evaluations", POSITIVE)
+    save_every: int = opt(500, "steps between checkpoints", POSITIVE)
+    keep_last: int = opt(2, "checkpoints kept", POSITIVE)
+    device: str = opt("cpu", "cpu | cuda | cuda:N | auto")
+    stop_at: int | None = opt(None, "stop after this step, resumably, keeping the --steps schedule "
+                                    "(compare the start of long runs)", POSITIVE)
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("steps", "stop_at", "bf16", "log_every", "eval_every", "save_every",
+                                            "keep_last", "device")
+
+    @property
+    def warmup_steps(self) -> int:
+        return min(self.steps, int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup))
+
+    def train_args(self) -> "TrainArgs":
+        """Only the Trainer's fields (what train_args.json holds)."""
+        return TrainArgs(**{f.name: getattr(self, f.name) for f in fields(TrainArgs)})
+
+    def to_dict(self) -> dict:  # the Trainer's own file has no kind
+        return {k: v for k, v in super().to_dict().items() if k != "kind" or self.KIND}
+
+
+@dataclass
+class PretrainSpec(TrainArgs):
+    """Pre-train a BERT: model, corpus, objective, and the CPU recipe's defaults (bench/RECIPE.md)."""
+    KIND: ClassVar[str] = "pretrain"
+    # model
+    preset: str = opt("mini", "model size", choices=("tiny", "mini", "small", "medium", "base", "large"))
+    layers: int | None = opt(None, "override the preset's number of layers", POSITIVE)
+    hidden: int | None = opt(None, "override the preset's hidden size", POSITIVE)
+    heads: int | None = opt(None, "override the preset's attention heads", POSITIVE)
+    intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)", POSITIVE)
+    vocab_size: int = opt(8192, "WordPiece vocabulary size", POSITIVE)
+    max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
+                                         "can train longer texts", POSITIVE)
+    # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
+    dropout: float | None = opt(0.0, "hidden and attention dropout while pre-training (BERT used 0.1)", DROPOUT)
+    pre_ln: bool = opt(False, "LayerNorm before each block (stable at higher learning rates; not BERT's post-LN: "
+                              "transformers loads it as MegatronBert)")
+    init_from: str | None = opt(None, "continue pre-training this model (keeps its vocabulary and shape)")
+    # data
+    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
+    text_column: str = opt("text", "column holding the text in .csv/.jsonl")
+    max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
+    # The CPU recipe: 32-token examples leave the unigram plateau far sooner than 128.
+    max_len: int = opt(32, "tokens per example", (lambda v: v >= 8, "at least 8"))
+    objective: str = opt("nsp", "the pair task besides MLM", choices=OBJECTIVES)
+    mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
+    whole_word: bool = opt(False, "mask all pieces of a word together")
+    heldout: float = opt(0.02, "share of documents held out for evaluation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
+    batch_size: int = opt(128, "examples per micro-batch", POSITIVE)
+    eval_batches: int = opt(16, "held-out batches per evaluation", POSITIVE)
+    threads: int | None = opt(None, "torch CPU threads", POSITIVE)
+    # the recipe's schedule
+    steps: int = opt(2000, "optimizer steps", POSITIVE)
+    lr: float = opt(1e-3, "peak learning rate (AdamW)", POSITIVE_NUM)
+    RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads",)
+    DATA: ClassVar[tuple[str, ...]] = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective",
+                                       "heldout", "init_from", "seed")
+
+    def check(self) -> None:
+        if self.hidden and self.heads and self.hidden % self.heads:
+            raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
+
+    def config_overrides(self) -> dict:
+        """BertConfig fields this spec sets on top of its preset (a continued model keeps its shape)."""
+        c = {}
+        if self.dropout is not None:
+            c = {"hidden_dropout_prob": self.dropout, "attention_probs_dropout_prob": self.dropout}
+        if self.init_from is not None:
+            return c
+        for name, key in (("layers", "num_hidden_layers"), ("hidden", "hidden_size"),
+                          ("heads", "num_attention_heads"), ("intermediate", "intermediate_size")):
+            if getattr(self, name) is not None:
+                c[key] = getattr(self, name)
+        if "hidden_size" in c and "intermediate_size" not in c:
+            c["intermediate_size"] = 4 * c["hidden_size"]  # BERT's ratio, not the preset's width
+        c["max_position_embeddings"] = self.max_position or max(128, self.max_len)
+        if self.pre_ln:
+            c["pre_ln"] = True
+        return c
+
+
+@dataclass
+class FinetuneSpec(Spec):
+    """Fine-tune a model on a labelled task with a method; epochs decide the Trainer's steps."""
+    KIND: ClassVar[str] = "finetune"
+    METHODS: ClassVar[tuple[str, ...]] = ("full", "frozen", "lora")
+    # measured on the default model + sentiment (README): full 76.3 %, frozen 61.2 %, LoRA 66.1 %
+    DEFAULT_LR: ClassVar[dict] = {"full": 3e-4, "frozen": 1e-2, "lora": 3e-3}
+    model: str = opt("default", "model folder, run folder or hub id ('default': the shipped model)")
+    task: str = opt("sentiment", "sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file")
+    method: str = opt("full", "full | frozen (head only) | lora", choices=METHODS)
+    epochs: int = opt(2, "passes over the training examples", POSITIVE)
+    lr: float | None = opt(None, "learning rate (default: 3e-4 full, 1e-2 frozen, 3e-3 lora)", POSITIVE_NUM)
+    batch_size: int = opt(32, "examples per batch", POSITIVE)
+    lora_rank: int = opt(8, "LoRA rank r", POSITIVE)
+    lora_alpha: float = opt(16.0, "LoRA alpha (updates are scaled by alpha / r)", POSITIVE_NUM)
+    lora_targets: tuple[str, ...] = opt(("query", "value"), "layers LoRA wraps (query key value dense)")
+    layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", (lambda v: 0 < v <= 1, "in (0, 1]"))
+    gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage")
+    max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", (lambda v: v >= 4, "at least 4"))
+    seed: int = opt(0, "random seed (split, head, data order)")
+    text_column: str = opt("text", "CSV/JSON column holding the text")
+    label_column: str = opt("label", "CSV/JSON column holding the label")
+    val_frac: float = opt(0.1, "share held out for validation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
+    max_examples: int | None = opt(None, "use a seeded random subset of N examples", POSITIVE)
+    warmup: float = opt(0.1, "warm-up share of the steps", NON_NEGATIVE)
+    weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
+    classifier_dropout: float | None = opt(None, "dropout before the head (default: the model's)", DROPOUT)
+    bf16: bool = opt(False, "bfloat16 autocast if the hardware has native bf16")
+    device: str = opt("cpu", "cpu | cuda | auto")
+    threads: int | None = opt(None, "torch CPU threads", POSITIVE)
+    log_every: int | None = opt(None, "steps between training rows (default: about 4 per epoch)", POSITIVE)
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("bf16", "device", "threads", "log_every")
+
+    def check(self) -> None:
+        if self.lr is None:
+            self.lr = self.DEFAULT_LR[self.method]
+        if self.gradual_unfreeze and self.method != "full":
+            raise ValueError("gradual unfreezing goes with full fine-tuning (frozen and LoRA keep the encoder fixed)")
+
+    def train_args(self, per_epoch: int) -> TrainArgs:
+        return TrainArgs(steps=self.epochs * per_epoch, lr=self.lr, warmup=self.warmup, weight_decay=self.weight_decay,
+                         betas=(0.9, 0.999), eps=1e-8, clip=1.0, bf16=self.bf16, seed=self.seed,
+                         log_every=self.log_every or max(1, min(50, per_epoch // 4)), eval_every=per_epoch,
+                         save_every=per_epoch, keep_last=1, device=self.device)
+
+
+@dataclass
+class ProbeSpec(Spec):
+    """Per-layer probes of a model's frozen vectors, each with its control task."""
+    KIND: ClassVar[str] = "probe"
+    model: str | None = opt(None, "model folder, run folder or hub id (default: the shipped model)")
+    task: str = opt("pos", "pos | sentiment | position, or a file: .conll/.txt (token tag per line), .jsonl with "
+                           "tokens+tags lists, .csv/.tsv/.jsonl with text,label")
+    feature: str | None = opt(None, "a word's vector: first piece or mean of its pieces (default first); a "
+                                    "sentence's: cls or mean (default cls)", choices=("cls", "first", "mean"),
+                              aliases=("--pooling",))
+    mlp: bool = opt(False, "a 1-hidden-layer MLP probe instead of a linear one")
+    sample: int | None = opt(None, "sentences to use (default 600; files 2000)", POSITIVE)
+    seed: int = opt(0, "random seed (sample, split, control labels)")
+    compare_random: bool = opt(False, "also probe a randomly initialised model of the same config (the baseline)")
+    layer: int | None = opt(None, "per-label table at this layer (default: the best)", NON_NEGATIVE)
+    per_tag: bool = opt(False, "print the per-label accuracy table")
+    text_column: str = opt("text", "CSV/JSON column holding the text")
+    label_column: str = opt("label", "CSV/JSON column holding the label")
+
+
+KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec)}
+RUN_KINDS = ("pretrain", "finetune")  # the kinds that train into a run folder
+
+
+def spec_from_dict(d: dict) -> Spec:
+    kind = d.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown job kind {kind!r}; choose from {', '.join(KINDS)}")
+    return KINDS[kind].from_dict(d)
+
+
+def legacy_pretrain(pretrain_json: dict, train_args: dict | None) -> dict:
+    """A run folder from before spec.json (pretrain.json + train_args.json) as PretrainSpec fields."""
+    d = {**(train_args or {}), **{k: v for k, v in pretrain_json.items() if k != "config"}, "kind": "pretrain"}
+    c = pretrain_json.get("config") or {}
+    for key, name in (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("num_attention_heads", "heads"),
+                      ("intermediate_size", "intermediate"), ("hidden_dropout_prob", "dropout"), ("pre_ln", "pre_ln")):
+        if key in c:
+            d[name] = c[key]
+    d.setdefault("dropout", None)  # the model's (BertConfig's) own, as it was built then
+    d["max_position"] = c.get("max_position_embeddings", d.get("max_len", 128))  # old runs sized it to max_len
+    return d
+
+
+def dumps(spec: Spec) -> str:
+    return json.dumps(spec.to_dict(), indent=1)

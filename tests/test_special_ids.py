@@ -70,18 +70,13 @@ def test_the_masking_lab_uses_the_same_rule(hf_style):
     assert abs(stats["split"]["random"] - 0.1) < 0.03
 
 
-def short_run(folder, corpus, **kw):
-    """A 10-step run made the way tests/test_pretrain.py makes its runs (with its `spec` helper)."""
-    if hasattr(tp, "args"):  # runs that take TrainArgs beside the spec
-        return pretrain(folder, tp.spec(corpus, **kw), tp.args(10), log=lambda *_: None)
-    return pretrain(folder, tp.spec(corpus, steps=10, **kw), log=lambda *_: None)
-
-
 def test_pretraining_runs_on_that_vocabulary(tmp_path, hf_style, small_corpus):
     config = BertConfig(vocab_size=hf_style.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=32)
     save_pretrained(BertForPreTraining(config), hf_style, tmp_path / "start")
-    st = short_run(tmp_path / "run", small_corpus, init_from=str(tmp_path / "start"))
+    # a run made like tests/test_pretrain.py's, continuing that model (whose tokenizer it keeps)
+    st = pretrain(tmp_path / "run", tp.spec(small_corpus, steps=10, init_from=str(tmp_path / "start")),
+                  log=lambda *_: None)
     assert st["state"] == "finished" and st["step"] == 10
     _, tok = load_pretrained(tmp_path / "run")
     assert tok.get_vocab() == hf_style.get_vocab() and special_token_ids(tok).all == SPECIAL

@@ -6,16 +6,17 @@ import json
 import pytest
 import torch
 
+from bertlab.app.cli import main
 from bertlab.checkpoint import save_pretrained
 from bertlab.config import BertConfig
+from bertlab.data.corpus import split_heldout
+from bertlab.data.masking import Batcher
 from bertlab.data.tasks import (
     IGNORE_INDEX,
-    ExampleBatcher,
     encode_tagged,
     load_labelled_file,
     load_task,
     read_conll,
-    split_indices,
 )
 from bertlab.heads import (
     BertForSequenceClassification,
@@ -29,7 +30,6 @@ from bertlab.heads import (
     merged_state_dict,
     trainable_parameters,
 )
-from bertlab.app.cli import main
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import ptb_words
 from bertlab.train.finetune import (
@@ -255,6 +255,10 @@ def test_bad_inputs_give_clear_errors(tmp_path, vocab_tokenizer):
         FinetuneSpec(method="adapters")
 
 
+def split_indices(keys, frac, seed=0):  # train/validation indices by sentence
+    return split_heldout(range(len(keys)), frac, seed, keys)
+
+
 def test_conll_reading_and_split(tmp_path):
     f = tmp_path / "t.conll"
     f.write_text("-DOCSTART- O\n\nthe DT B-NP\nfilm NN I-NP\n\n\nwas VBD\n")
@@ -286,12 +290,12 @@ def test_sentiment_is_the_rotten_tomatoes_sentences():
 def test_batcher_resumes_exactly(vocab_tokenizer):
     from bertlab.data.tasks import Example
     ex = [Example([2] + [5 + i % 7] * (1 + i % 5) + [3], i % 2) for i in range(23)]
-    a = ExampleBatcher(ex, 4, seed=7)
+    a = Batcher(ex, 4, 0, seed=7)
     seen = [b["input_ids"] for b in a]  # epoch 0
     assert len(seen) == len(a) == 6
     it = iter(a)  # epoch 1
     first = [next(it) for _ in range(2)]
-    b = ExampleBatcher(ex, 4, seed=7)
+    b = Batcher(ex, 4, 0, seed=7)
     b.load_state_dict(json.loads(json.dumps(a.state_dict())))
     rest_a, rest_b = list(it), list(b)
     assert len(rest_b) == 4 and all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(rest_a, rest_b))

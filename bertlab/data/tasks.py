@@ -20,7 +20,7 @@ from typing import Sequence
 
 from ..tokenizer import ptb_words
 from .corpus import _check_text_file, _hf_load, split_heldout
-from .masking import IGNORE_INDEX, Batcher, Example
+from .masking import IGNORE_INDEX, Example
 
 BUILTIN = ("sentiment", "pos")
 CLASSIFICATION_FILES = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
@@ -300,12 +300,3 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
     name = "sentiment" if task == "sentiment" else ("pos" if task == "pos" else str(path))
     return TaskData(name, kind, names, [examples[i] for i in tr], [examples[i] for i in va],
                     [items[i][0] for i in va], notes)
-
-
-# Old names, only while tests/test_finetune.py imports them: use Batcher and split_heldout.
-def ExampleBatcher(examples, batch_size, pad_id=0, **kw):
-    return Batcher(examples, batch_size, pad_id, **kw)
-
-
-def split_indices(keys, val_frac, seed=0):
-    return split_heldout(range(len(keys)), val_frac, seed, keys)

@@ -24,20 +24,19 @@ def runs_root(tmp_path, monkeypatch):
 
 
 def pre_args(**kw):
-    return pretrain_tab.cli_args(**{**TINY, **kw})
+    return pretrain_tab.form_spec(**{**TINY, **kw})
 
 
-def test_pretrain_form_gives_cli_flags(runs_root):
+def test_pretrain_form_gives_a_spec(runs_root):
     a = pre_args()
-    flags = dict(zip(a[::2], a[1::2]))
-    assert flags["--corpus"] == "imdb" and flags["--layers"] == "1" and flags["--hidden"] == "32"
-    assert flags["--objective"] == "nsp" and flags["--steps"] == "100" and "--bf16" not in a
-    assert "--init-from" not in a and int(flags["--threads"]) >= 1
+    assert a.corpus == "imdb" and a.layers == 1 and a.hidden == 32
+    assert a.objective == "nsp" and a.steps == 100 and not a.bf16
+    assert a.init_from is None and a.threads >= 1
     a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa)", bf16=True, pre_ln=True)
-    assert "--init-from" in a and "--layers" not in a and a[-1] == "--bf16" and "mlm" in a
-    assert "--pre-ln" not in a  # a continued model keeps its own layout
+    assert a.init_from and a.layers is None and a.bf16 and a.objective == "mlm"
+    assert not a.pre_ln  # a continued model keeps its own layout
     a = pre_args(dropout=0, pre_ln=True)
-    assert "--pre-ln" in a and a[a.index("--dropout") + 1] == "0.0"
+    assert a.pre_ln and a.dropout == 0.0
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -87,7 +86,7 @@ def test_bad_uploads_are_refused_with_reasons(runs_root, tmp_path, monkeypatch):
         up("big.txt", b"word " * 1000)
     monkeypatch.delenv("BERTLAB_MAX_UPLOAD_MB")
     a = up("ok.txt", write_corpus(tmp_path / "docs.txt").read_bytes())
-    staged = Path(dict(zip(a[::2], a[1::2]))["--corpus"])
+    staged = Path(a.corpus)
     assert staged.parent == runs_root / ".uploads" and staged.read_bytes() == (tmp_path / "docs.txt").read_bytes()
 
 
@@ -95,18 +94,17 @@ def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
     form = dict(choice=None, task=next(iter(finetune_tab.TASKS)), upload=None, text_column="text",
                 label_column="label", method="LoRA", epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0,
                 unfreeze=False, max_examples=50, max_len=32, batch=8)
-    a = finetune_tab.cli_args(**form)
-    flags = dict(zip(a[::2], a[1::2]))
-    assert flags["--model"] == "default" and flags["--method"] == "lora" and flags["--task"] == "sentiment"
-    assert "--lr" not in a and flags["--max-examples"] == "50"
+    a = finetune_tab.form_spec(**form)
+    assert a.model == "default" and a.method == "lora" and a.task == "sentiment"
+    assert a.lr == a.DEFAULT_LR["lora"] and a.max_examples == 50  # lr 0 in the form: the method's default
     md = finetune_tab.params_md(None, form["task"], "LoRA", 4, 8, 1.0, False, 0)
     assert re.search(r"trains \*\*[\d,]+\*\* of [\d,]+ parameters", md) and "default" in md
     frozen = finetune_tab.params_md(None, form["task"], "Frozen encoder (head only)", 4, 8, 1.0, False, 0)
     assert "trains **514** of" in frozen  # the default's hidden 256: a 256 x 2 head and 2 biases
     with pytest.raises(ValueError, match="gradual unfreezing"):
-        finetune_tab.cli_args(**{**form, "unfreeze": True})
+        finetune_tab.form_spec(**{**form, "unfreeze": True})
     with pytest.raises(ValueError, match="BERTLAB_MAX_EPOCHS"):
-        finetune_tab.cli_args(**{**form, "epochs": 1000})
+        finetune_tab.form_spec(**{**form, "epochs": 1000})
     csv = next(iter(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv"))
     bad = {"one.csv": ("text,label\n" + "a film,pos\n" * 30, "same label"),
            "cols.csv": ("review,stars\n" + "a film,pos\nbad one,neg\n" * 20, "no text column|column"),
@@ -114,7 +112,7 @@ def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
     for name, (content, words) in bad.items():
         (tmp_path / name).write_text(content)
         with pytest.raises(ValueError, match=words):
-            finetune_tab.check_task_data(finetune_tab.cli_args(**{**form, "task": csv, "upload": str(tmp_path / name)}))
+            finetune_tab.form_spec(**{**form, "task": csv, "upload": str(tmp_path / name)})  # read once, at once
 
 
 def test_training_api_says_what_is_wrong(client):  # noqa: F811

@@ -11,7 +11,9 @@ from ...checkpoint import resolve_folder
 from ...data.tasks import load_task, task_kind
 from ...heads import load_classifier
 from ...tokenizer import WordPieceTokenizer
-from ...train.finetune import METHODS, FinetuneSpec, trainable_estimate
+from ...train.finetune import METHODS, trainable_estimate
+from ...train.runs import Run
+from ...train.specs import FinetuneSpec
 from ..jobs import check_name
 from ..limits import check_upload, limits
 from . import jobs_ui, models
@@ -74,39 +76,25 @@ FORM = ("choice", "task", "upload", "text_column", "label_column", "method", "ep
         "lora_alpha", "layer_decay", "unfreeze", "max_examples", "max_len", "batch")
 
 
-def cli_args(choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
-             layer_decay, unfreeze, max_examples, max_len, batch) -> list[str]:
+def form_spec(choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
+              layer_decay, unfreeze, max_examples, max_len, batch) -> FinetuneSpec:
+    """The form as a FinetuneSpec; an uploaded file is staged privately and read once, so a bad one
+    is said here rather than in a log."""
     lim = limits()
-    spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr)
-    epochs, batch, max_len = int(epochs or 0), int(batch or 0), int(max_len or 0)
-    if epochs > lim.max_epochs:
-        raise ValueError(f"{epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
-    FinetuneSpec(method=spec.method, epochs=epochs, batch_size=batch, max_len=max_len)  # range checks
+    spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr).replace(
+        epochs=epochs, batch_size=batch, max_len=max_len, text_column=text_column or "text",
+        label_column=label_column or "label", threads=lim.job_threads, seed=0, max_examples=max_examples or None,
+        model="default" if choice in (None, "", models.DEFAULT) else str(models.resolve(choice)))
+    if spec.epochs > lim.max_epochs:
+        raise ValueError(f"{spec.epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
     t = TASKS.get(task, task)
     if t.startswith("upload"):
         src = check_upload(upload, "labelled file")
-        t = str(jobs_ui.stage_upload(src))
-    model = models.resolve(choice)
-    args = ["--model", "default" if choice in (None, "", models.DEFAULT) else str(model), "--task", t,
-            "--method", spec.method, "--epochs", epochs, "--batch-size", batch, "--max-len", max_len,
-            "--lora-rank", spec.lora_rank, "--lora-alpha", spec.lora_alpha, "--layer-decay", spec.layer_decay,
-            "--text-column", text_column or "text", "--label-column", label_column or "label",
-            "--threads", lim.job_threads, "--seed", 0]
-    if lr:
-        args += ["--lr", float(lr)]
-    if max_examples:
-        args += ["--max-examples", int(max_examples)]
-    return [str(a) for a in args] + ["--gradual-unfreeze"] * bool(spec.gradual_unfreeze)
-
-
-def check_task_data(args: list[str]) -> None:
-    """Read the task once before launching, so a bad upload is said here rather than in a log."""
-    a = dict(zip(args[::2], args[1::2]))
-    task = a["--task"]
-    if task in ("sentiment", "pos"):
-        return
-    tok = WordPieceTokenizer.from_pretrained(resolve_folder(None if a["--model"] == "default" else a["--model"]))
-    load_task(task, tok, int(a["--max-len"]), text_column=a["--text-column"], label_column=a["--label-column"])
+        spec = spec.replace(task=str(jobs_ui.stage_upload(src)))
+        tok = WordPieceTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))
+        load_task(spec.task, tok, spec.max_len, text_column=spec.text_column, label_column=spec.label_column)
+        return spec
+    return spec.replace(task=t)
 
 
 def summary_rows(names: list[str]) -> list[list]:
@@ -114,7 +102,7 @@ def summary_rows(names: list[str]) -> list[list]:
     rows = []
     for n in names:
         d = jobs_ui.run_dir(n)
-        spec, conf = read_json(d / "finetune.json") or {}, read_json(d / "confusion.json") or {}
+        spec, conf = {**(Run(d).spec_dict() or {}), **Run(d).facts()}, read_json(d / "confusion.json") or {}
         evals = [r for r in metrics(d) if r.get("split") == "eval"]
         per_epoch = " → ".join(f"{r['accuracy']:.1%}" for r in evals)
         trained = spec.get("trainable_params")
@@ -140,9 +128,7 @@ def view(name, overlay, owner):
 
 
 def _start(owner, name, form):
-    args = cli_args(*form)
-    check_task_data(args)
-    jobs_ui.manager().start(name, args, owner=owner, kind="finetune")
+    jobs_ui.manager().start(name, form_spec(*form), owner=owner)
 
 
 def start(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,

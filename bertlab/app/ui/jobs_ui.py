@@ -14,9 +14,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from ...train.runs import Run
 from .. import jobs
 from .common import user_error
-from .train_charts import read_json
 
 LIVE = ("queued", "starting", "running", "stopping")
 TICK_S = 1.5
@@ -56,23 +56,12 @@ def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, on_ope
         view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
 
 
-def run_kind(run_dir: Path) -> str | None:
-    info = read_json(run_dir / jobs.JOB) or {}
-    if info.get("kind"):
-        return info["kind"]
-    if (run_dir / "finetune.json").exists():
-        return "finetune"
-    if (run_dir / "pretrain.json").exists():
-        return "pretrain"
-    return None
-
-
 def runs_of(kind: str) -> list[str]:
     """Run names of one kind (pretrain or finetune), newest first."""
     root = manager().root
     if not root.is_dir():
         return []
-    found = [d for d in root.iterdir() if d.is_dir() and valid(d.name) and run_kind(d) == kind]
+    found = [d for d in root.iterdir() if d.is_dir() and valid(d.name) and Run(d).kind == kind]
     return [d.name for d in sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)]
 
 

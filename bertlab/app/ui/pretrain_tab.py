@@ -10,8 +10,7 @@ import gradio as gr
 from ...analysis import sizing
 from ...config import PRESETS, preset
 from ...data.corpus import load_documents
-from ...train.loop import TrainArgs
-from ...train.pretrain import PretrainSpec
+from ...train.specs import PretrainSpec
 from ..jobs import check_name
 from ..limits import check_upload, limits
 from . import jobs_ui, models
@@ -87,49 +86,39 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
             f"{sizing.humanize(mem['total'], 'B')} at this batch size.{warn}")
 
 
-def cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
-             max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False) -> list[str]:
-    """The `pretrain` flags for the form, validated here so that mistakes show at once, not in a log."""
+def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
+              max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False) -> PretrainSpec:
+    """The form as a PretrainSpec, checked here so that mistakes show at once, not in a log."""
     lim = limits()
-    steps, batch, max_len = _int(steps, "steps"), _int(batch, "batch size"), _int(max_len, "tokens per example")
+    steps = _int(steps, "steps")
     if steps > lim.max_steps:
         raise ValueError(f"{steps:,} steps is over this server's cap of {lim.max_steps:,} (BERTLAB_MAX_STEPS)")
-    obj = OBJECTIVES.get(objective, objective)
-    TrainArgs(steps=steps, lr=float(lr or 0))  # range checks with clear messages
-    max_docs = _int(max_docs or 0, "max documents")
-    if dropout is None or not 0 <= float(dropout) < 1:
-        raise ValueError(f"dropout must be at least 0 and below 1, got {dropout!r}")
-    args = ["--max-len", max_len, "--batch-size", batch, "--steps", steps, "--lr", float(lr), "--warmup", 0.05,
-            "--mask-rate", float(mask_rate), "--objective", obj, "--log-every", max(1, steps // 200),
-            "--eval-every", max(20, steps // 12), "--save-every", max(50, steps // 5), "--threads", lim.job_threads,
-            "--dropout", float(dropout)]
+    spec = PretrainSpec(max_len=max_len, batch_size=batch, steps=steps, lr=lr, warmup=0.05, mask_rate=mask_rate,
+                        objective=OBJECTIVES.get(objective, objective), log_every=max(1, steps // 200),
+                        eval_every=max(20, steps // 12), save_every=max(50, steps // 5), threads=lim.job_threads,
+                        dropout=dropout, bf16=bool(bf16), text_column=text_column or "text",
+                        max_docs=_int(max_docs or 0, "max documents") or None)
     if start_from and start_from != SCRATCH:
-        args += ["--init-from", str(models.resolve(start_from))]
+        spec = spec.replace(init_from=str(models.resolve(start_from)))
     else:
         c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len)
         if (n := sizing.param_counts(c)["total"]) > lim.max_params:
             raise ValueError(f"this model has {n:,} parameters; this server trains at most {lim.max_params:,} "
                              f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
-        args += ["--preset", preset_name, "--layers", c.num_hidden_layers, "--hidden", c.hidden_size,
-                 "--heads", c.num_attention_heads, "--intermediate", c.intermediate_size,
-                 "--vocab-size", c.vocab_size, "--max-position", c.max_position_embeddings] + ["--pre-ln"] * bool(pre_ln)
+        spec = spec.replace(preset=preset_name, layers=c.num_hidden_layers, hidden=c.hidden_size,
+                            heads=c.num_attention_heads, intermediate=c.intermediate_size, vocab_size=c.vocab_size,
+                            max_position=c.max_position_embeddings, pre_ln=bool(pre_ln))
     if corpus == CORPORA[1]:
         src = check_upload(upload, "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
             raise ValueError(f"{src.name}: a corpus is a .txt, .csv, .json or .jsonl file")
-        load_documents(src, text_column or "text", max_docs or None)  # empty, binary, wrong column: said now
-        corpus_arg = str(jobs_ui.stage_upload(src))
-    elif corpus == CORPORA[2]:
+        load_documents(src, spec.text_column, spec.max_docs)  # empty, binary, wrong column: said now
+        return spec.replace(corpus=str(jobs_ui.stage_upload(src)))
+    if corpus == CORPORA[2]:
         if not (hub_name or "").strip():
             raise ValueError("type a Hugging Face dataset name, e.g. stanfordnlp/imdb")
-        corpus_arg = hub_name.strip()
-    else:
-        corpus_arg = "imdb"
-    args += ["--corpus", corpus_arg, "--text-column", text_column or "text"]
-    if max_docs:
-        args += ["--max-docs", max_docs]
-    PretrainSpec(max_len=max_len, batch_size=batch, mask_rate=float(mask_rate), objective=obj)
-    return [str(a) for a in args] + ["--bf16"] * bool(bf16)
+        return spec.replace(corpus=hub_name.strip())
+    return spec
 
 
 def view(name, overlay, owner):
@@ -150,9 +139,9 @@ def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_f
     """Validate the form and launch the run (or queue it); named so the API reads like the form."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
-        args = cli_args(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-                        hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln)
-        jobs_ui.manager().start(name, args, owner=owner)
+        spec = form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
+                         hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln)
+        jobs_ui.manager().start(name, spec, owner=owner)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("pretrain"), value=name), *view(name, overlay, owner))
@@ -175,7 +164,7 @@ def resume(owner, name, steps, overlay):
         steps = _int(steps, "steps")
         if steps > limits().max_steps:
             raise ValueError(f"{steps:,} steps is over this server's cap of {limits().max_steps:,}")
-        jobs_ui.manager().resume(name, owner, ["--steps", str(steps)])
+        jobs_ui.manager().resume(name, owner, {"steps": steps})
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return view(name, overlay, owner)

@@ -7,19 +7,14 @@ timing one small matmul both ways, once per process.
 from __future__ import annotations
 
 import functools
-import time
+import timeit
 
 import torch
 
 
-def _best_of(fn, reps: int = 3) -> float:
+def _best_of(fn) -> float:
     fn()  # warm-up: first calls pick kernels
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    return min(timeit.repeat(fn, number=1, repeat=3))
 
 
 @functools.cache

@@ -29,14 +29,11 @@ class BertConfig:
     # higher learning rates. Not BERT's layout: saved as Hugging Face's MegatronBert, which computes it.
     pre_ln: bool = False
 
-    def __post_init__(self):
-        self.validate()
-
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
-    def validate(self) -> "BertConfig":
+    def __post_init__(self):
         """Raise one ValueError naming the first impossible field, so a UI can show it as is."""
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
@@ -63,7 +60,6 @@ class BertConfig:
             raise ValueError(f"pre_ln must be true or false, got {self.pre_ln!r}")
         if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id must be in [0, vocab_size), got {self.pad_token_id!r}")
-        return self
 
     # ---- Hugging Face config.json -------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -126,5 +122,4 @@ def preset(name: str, **overrides) -> BertConfig:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     L, H, A = PRESETS[name]
     kw = dict(num_hidden_layers=L, hidden_size=H, num_attention_heads=A, intermediate_size=4 * H)
-    kw.update(overrides)
-    return BertConfig(**kw)
+    return BertConfig(**(kw | overrides))

@@ -12,15 +12,7 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 from tokenizers import Encoding as RawEncoding
-from tokenizers import (
-    Tokenizer,
-    decoders,
-    models,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 # Trained vocabularies put these at ids 0..4; loaded ones anywhere (bert-base: 0, 100..103): ask
 # `special_token_ids(tok)` for their ids, never assume them.

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset
 from . import models
-from .common import MODEL_ERRORS, load_model, on_load, user_error
+from .common import MODEL_ERRORS, load_model, mistakes, wire
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
 the number of layers, the hidden width, the attention heads and the feed-forward width (usually
@@ -66,19 +66,13 @@ def make_config(layers, hidden, heads, intermediate, vocab, max_positions) -> Be
 
 def fill_preset(name: str):
     """The form values for a preset (intermediate = 4 × hidden; BERT's WordPiece vocabulary)."""
-    try:
-        c = preset(name)
-    except ValueError as e:
-        raise user_error(e) from None
-    return [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
-            c.vocab_size, c.max_position_embeddings]
+    with mistakes(ValueError):
+        return [getattr(preset(name), field) for _, field, _ in FIELDS]
 
 
 def fill_picked(choice):
     """The form values of the picked model's own config."""
-    c = load_model(choice)[0].config
-    return [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
-            c.vocab_size, c.max_position_embeddings]
+    return [getattr(load_model(choice)[0].config, field) for _, field, _ in FIELDS]
 
 
 def params_figure(p: dict) -> go.Figure:
@@ -192,12 +186,10 @@ def picked_card(choice) -> tuple[str, dict]:
 
 def compute(layers, hidden, heads, intermediate, vocab, max_positions, batch, seq_len, choice):
     """Everything the tab shows: (summary, params chart, memory chart, FLOPs chart, table, card, JSON)."""
-    try:
+    with mistakes(ValueError, TypeError, OverflowError):
         c = make_config(layers, hidden, heads, intermediate, vocab, max_positions)
         batch = max(1, int(batch or 1))
         seq_len = max(1, int(seq_len or 1))
-    except (ValueError, TypeError, OverflowError) as e:
-        raise user_error(e) from None
     notes = []
     if seq_len > c.max_position_embeddings:
         notes.append(f"length {seq_len} is more than this model reads ({c.max_position_embeddings} "
@@ -256,9 +248,7 @@ def build(picker: gr.Dropdown) -> None:
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
     inputs = boxes + [batch, seq_len, picker]
     outputs = [summary, params_plot, mem_plot, flops_plot, table, picked, raw]
-    go_btn.click(compute, inputs, outputs, api_name="architecture")
-    gr.on([b.submit for b in boxes] + [batch.release, seq_len.release, picker.change], compute, inputs, outputs,
-          api_name=False, show_progress="minimal")
+    triggers = [b.submit for b in boxes] + [batch.release, seq_len.release, picker.change]
+    wire(compute, inputs, outputs, go_btn, "architecture", triggers, show_progress="minimal")
     name.input(fill_preset, name, boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
     use_picked.click(fill_picked, picker, boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
-    on_load(compute, inputs, outputs)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
 from . import models
-from .common import MODEL_ERRORS, check_text, load_model, notice_html, user_error
+from .common import check_pair, config_of, load_model, mistakes, notice_html, on_load
 
 EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token
 (a row, the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*), and
@@ -61,28 +61,19 @@ HEATMAP_COLOURS = "Blues"
 def _run(text, pair, choice) -> av.AttentionRun:
     """The forward pass behind every view, with one clear line for any bad input."""
     model, tok = load_model(choice)
-    text = check_text(text)
-    pair = pair if isinstance(pair, str) and pair.strip() else None
-    if pair is not None:
-        check_text(pair, "second sentence")
-    try:
+    text, pair = check_pair(text, pair)
+    with mistakes():
         return av.run_attention(model, tok, text, pair)
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
 
 
 def _indices(run: av.AttentionRun, layer, head) -> tuple[int, int]:
-    try:
+    with mistakes(ValueError):
         return av.check_index(layer, "layer", run.num_layers), av.check_index(head, "head", run.num_heads)
-    except ValueError as e:
-        raise user_error(e) from None
 
 
 def _shown(run, hide_specials: bool):
-    try:
+    with mistakes(ValueError):
         keep = av.kept_positions(run, bool(hide_specials))
-    except ValueError as e:
-        raise user_error(e) from None
     return keep, av.unique_labels([run.tokens[i] for i in keep], keep)
 
 
@@ -241,17 +232,16 @@ def bertviz_views(text: str, pair: str, layer, head, hide_specials: bool, choice
     b = next((k for k, i in enumerate(keep) if run.token_type_ids[i] == 1), None)
     note = "[CLS]/[SEP] hidden, rows rescaled to sum to 1." if hide_specials else ""
     try:
-        head_doc = bv.head_view_html(att, tokens, b, layer=layer - 1, note=note)
-        if bv.fits(att, whole_model=True):
-            model_html = bv.iframe(bv.model_view_html(att, tokens, b, note=note),
-                                   bv.model_view_height(run.num_layers, run.num_heads, len(tokens)))
-        else:
-            model_html = notice_html("The model view is too big for this many tokens and heads: shorten the text.")
+        with mistakes(ValueError):
+            head_doc = bv.head_view_html(att, tokens, b, layer=layer - 1, note=note)
+            if bv.fits(att, whole_model=True):
+                model_html = bv.iframe(bv.model_view_html(att, tokens, b, note=note),
+                                       bv.model_view_height(run.num_layers, run.num_heads, len(tokens)))
+            else:
+                model_html = notice_html("The model view is too big for this many tokens and heads: shorten the text.")
     except bv.BertvizUnavailable as e:
         msg = notice_html(str(e))
         return msg, msg
-    except ValueError as e:
-        raise user_error(e) from None
     return bv.iframe(head_doc, bv.head_view_height(len(tokens))), model_html
 
 
@@ -266,16 +256,9 @@ def on_model(choice: str | None, layer, head):
             gr.Slider(minimum=1, maximum=A, value=fit(head, A), step=1))
 
 
-def _default_sizes() -> tuple[int, int]:
-    try:
-        c = models.get(models.DEFAULT)[0].config
-        return c.num_hidden_layers, c.num_attention_heads
-    except MODEL_ERRORS:
-        return 12, 12
-
-
 def build(picker: gr.Dropdown) -> None:
-    L, A = _default_sizes()
+    c = config_of(models.DEFAULT)
+    L, A = (c.num_hidden_layers, c.num_attention_heads) if c else (12, 12)
     with gr.Row():
         with gr.Column(scale=2):
             text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
@@ -324,6 +307,4 @@ def build(picker: gr.Dropdown) -> None:
     gr.on([layer.release, head.release], select_head, inputs, [head_plot, grid_plot, caption], api_name=False)
     picker.change(on_model, [picker, layer, head], [layer, head], api_name=False) \
         .success(api_name=False, **main).success(**viz)
-    root = gr.context.Context.root_block
-    if root is not None:  # show a result when the page opens, bertviz right after
-        root.load(api_name=False, show_progress="hidden", **main).success(**viz)
+    on_load(**main).success(**viz)  # a result when the page opens, bertviz right after

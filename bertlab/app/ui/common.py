@@ -1,12 +1,8 @@
-"""What every tab shares: clear errors for the visitor, loading the picked model, checking and
-encoding text with a notice, token chip styles, and running a view when the page opens.
-
-A visitor's mistake goes through `user_error`: a message on the page and nothing in the server log
-(Gradio prints a traceback for every gr.Error unless told not to). Any other exception is a bug,
-and Gradio still logs its traceback.
-"""
+"""What every tab shares. A visitor's mistake leaves through `user_error`: a message on the page and
+nothing in the server log (Gradio logs a traceback for every other exception: those are bugs)."""
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 
@@ -30,12 +26,36 @@ def user_error(e: Exception | str) -> gr.Error:
     return gr.Error(str(e).strip() or type(e).__name__, print_exception=False)
 
 
+@contextlib.contextmanager
+def mistakes(*kinds: type[Exception], prefix: str = ""):
+    """Exceptions of `kinds` (ValueError, TypeError by default) raised inside leave as user_error."""
+    try:
+        yield
+    except kinds or (ValueError, TypeError) as e:
+        raise user_error(prefix + str(e) if prefix else e) from None
+
+
+def whole_number(x, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """int(x), from lo to hi when given, or a user_error naming the field."""
+    try:
+        n = int(x)
+    except (TypeError, ValueError, OverflowError):
+        raise user_error(f"The {what} must be a whole number, got {x!r}.") from None
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise user_error(f"The {what} must be from {lo} to {hi}, got {n}.")
+    return n
+
+
+def config_of(choice):
+    """The picked model's config, or None when it cannot load."""
+    with contextlib.suppress(*MODEL_ERRORS):
+        return models.get(choice)[0].config
+
+
 def load_model(choice, failed: str = ""):
     """(model, tokenizer) for a picker value, or a user_error saying why it cannot load."""
-    try:
+    with mistakes(*MODEL_ERRORS, prefix=failed):
         return models.get(choice)
-    except MODEL_ERRORS as e:
-        raise user_error(f"{failed}{e}") from None
 
 
 def quiet_gradio_checks(demo: gr.Blocks) -> gr.Blocks:
@@ -48,16 +68,12 @@ def quiet_gradio_checks(demo: gr.Blocks) -> gr.Blocks:
             return await preprocess(block_fn, inputs, *args, **kwargs)
         except gr.Error as e:
             raise user_error(e.message) from None
-        except ValidationError as e:  # e.g. a path where a file upload belongs
-            raise user_error(f"An input is not a valid {e.title}: send files with gradio_client.handle_file.") from None
-        except ComponentProcessingError as e:  # a malformed value, e.g. text in a number box
-            if not isinstance(e.__cause__, (TypeError, ValueError, OverflowError)):
+        except (ValidationError, ComponentProcessingError) as e:  # text in a number box, a path for an upload
+            if isinstance(e, ComponentProcessingError) and not isinstance(e.__cause__, (TypeError, ValueError)):
                 raise
-            m = re.search(r"at index (\d+)", str(e))
-            i = int(m.group(1)) if m and int(m.group(1)) < min(len(inputs), len(block_fn.inputs)) else None
-            what = f"{getattr(block_fn.inputs[i], 'label', None) or 'An input'}: {inputs[i]!r:.60}" if i is not None \
-                else "An input"
-            raise user_error(f"{what} is not a value this field takes.") from None
+            i = re.search(r"at index (\d+)", str(e))  # Gradio's own index into block_fn.inputs
+            what = i and getattr(block_fn.inputs[int(i.group(1))], "label", None) or "An input"
+            raise user_error(f"{what}: not a value this field takes (files go through handle_file).") from None
     demo.preprocess_data = preprocess_data
     return demo
 
@@ -74,16 +90,17 @@ def check_text(text, what: str = "text") -> str:
     return text
 
 
-def encode(tok, text, pair=None, what="text"):
-    """tok.encode with friendly errors; an empty/whitespace pair counts as no pair."""
+def check_pair(text, pair, what: str = "text") -> tuple[str, str | None]:
+    """(text, pair) checked; an empty or whitespace pair counts as no pair."""
     text = check_text(text, what)
-    pair = pair if isinstance(pair, str) and pair.strip() else None
-    if pair is not None:
-        check_text(pair, "second sentence")
-    try:
+    return text, (check_text(pair, "second sentence") if isinstance(pair, str) and pair.strip() else None)
+
+
+def encode(tok, text, pair=None, what="text"):
+    """tok.encode of the checked text and pair, with friendly errors."""
+    text, pair = check_pair(text, pair, what)
+    with mistakes():
         return tok.encode(text, pair=pair)
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
 
 
 def truncation_note(enc, tok) -> str:
@@ -115,8 +132,16 @@ def legend_html(items: list[tuple[str, str]], extra: str = "") -> str:
     return f'<div style="margin:6px 0 10px">{cells}{extra}</div>'
 
 
-def on_load(fn, inputs, outputs) -> None:
+def on_load(fn, inputs, outputs):
     """Also run `fn` when the page opens, so a tab shows a result before the first click."""
-    root = gr.context.Context.root_block
-    if root is not None:
-        root.load(fn, inputs, outputs, api_name=False, show_progress="hidden")
+    return gr.context.Context.root_block.load(fn, inputs, outputs, api_name=False, show_progress="hidden")
+
+
+def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, **kw):
+    """Run fn from the button (the API endpoint `api_name`), on each trigger (with `kw`), after an
+    example is picked, and when the page opens."""
+    button.click(fn, inputs, outputs, api_name=api_name)
+    gr.on(triggers, fn, inputs, outputs, api_name=False, **kw)
+    if examples is not None:
+        examples.load_input_event.then(fn, inputs, outputs, api_name=False)
+    on_load(fn, inputs, outputs)

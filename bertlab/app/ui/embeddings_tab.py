@@ -5,8 +5,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis import embeddings as E
-from . import models
-from .common import MODEL_ERRORS, load_model, on_load, user_error
+from .common import config_of, load_model, mistakes, user_error, whole_number, wire
 
 EXPLAIN = """**One word, many meanings.** BERT's first vector for a word (layer 0) is a table lookup:
 the word's row plus a vector for its *position* and one for its segment, so the same word at the same
@@ -37,10 +36,7 @@ POOLING_CHOICES = [("[CLS] vector", "cls"), ("mean of the tokens", "mean"), ("ma
 
 
 def num_layers(choice) -> int:
-    try:
-        return models.get(choice)[0].config.num_hidden_layers
-    except MODEL_ERRORS:
-        return 12
+    return getattr(config_of(choice), "num_hidden_layers", 12)
 
 
 def layer_slider(choice):
@@ -135,20 +131,14 @@ def compare(word: str, sentences: str, layer, pooling: str, include_special: boo
         raise user_error(f"The sentences have {len(sentences):,} characters; paste at most {MAX_CHARS:,}.")
     if word is not None and not isinstance(word, str):
         raise user_error(f"The word must be text, got {type(word).__name__}.")
-    try:
-        layer = int(layer) if layer is not None else -1
-    except (TypeError, ValueError, OverflowError):
-        raise user_error(f"The layer must be a whole number, got {layer!r}.") from None
+    layer = -1 if layer is None else whole_number(layer, "layer")
     n = model.config.num_hidden_layers
     notes = []
     if layer > n:
         notes.append(f"this model has {n} layers: showing layer {n}")
         layer = n
-    try:
-        res = E.analyze(model, tok, sentences.splitlines(), word, layer, pooling or "mean",
-                        bool(include_special))
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
+    with mistakes():
+        res = E.analyze(model, tok, sentences.splitlines(), word, layer, pooling or "mean", bool(include_special))
     res["notes"] = notes + res["notes"]
     md = "\n".join(f"- {x}" for x in res["notes"]) if res["notes"] else ""
     return word_figure(res), matrix_figure(res), pca_figure(res), md, res
@@ -181,9 +171,6 @@ def build(picker: gr.Dropdown) -> None:
         raw = gr.JSON(label="per-layer similarities, matrix, PCA coordinates")
     inputs = [word, sentences, layer, pooling, special, picker]
     outputs = [word_plot, matrix_plot, pca_plot, notes, raw]
-    go_btn.click(compare, inputs, outputs, api_name="embeddings")
-    gr.on([word.submit, layer.release, pooling.input, special.input], compare, inputs, outputs,
-          api_name=False, show_progress="minimal")
-    examples.load_input_event.then(compare, inputs, outputs, api_name=False)
+    wire(compare, inputs, outputs, go_btn, "embeddings", [word.submit, layer.release, pooling.input, special.input],
+         examples, show_progress="minimal")
     picker.change(layer_slider, picker, layer, api_name=False).then(compare, inputs, outputs, api_name=False)
-    on_load(compare, inputs, outputs)

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
-from .common import check_text, load_model, on_load, user_error
+from .common import check_text, load_model, mistakes, user_error, whole_number, wire
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -66,16 +66,6 @@ def mask_word(text: str, pick: str | None) -> str:
     return text[:a] + "[MASK]" + text[b:]
 
 
-def _top_k(k) -> int:
-    try:
-        k = int(k)
-    except (TypeError, ValueError, OverflowError):
-        raise user_error(f"The number of guesses must be a whole number, got {k!r}.") from None
-    if not 1 <= k <= 100:
-        raise user_error(f"The number of guesses must be from 1 to 100, got {k}.")
-    return k
-
-
 def figure(results: list[list[dict]], causal: bool) -> go.Figure:
     """One horizontal bar chart per [MASK] (subplots when several), best guess on top."""
     n = len(results)
@@ -106,7 +96,7 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
     """(figure, Hugging Face fill-mask JSON: one list of {score, token, token_str, sequence} per
     [MASK], and a notice (truncation, or '' when all is well)."""
     text = check_text(text)
-    k = _top_k(top_k)
+    k = whole_number(top_k, "number of guesses", 1, 100)
     model, tok = load_model(choice)
     n = len(MASK_RE.findall(text))
     if n == 0:
@@ -114,11 +104,9 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
                          "or pick a word to mask.")
     if n > MAX_MASKS:
         raise user_error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
-    try:
+    with mistakes():
         results = fill_mask(model, tok, text, top_k=k, causal=bool(causal))
         truncated = tok.encode(MASK_RE.sub("[MASK]", text)).truncated
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
     note = (f"⚠ The text was cut to {tok.model_max_length} tokens (this model's limit); "
             f"words after that were not seen.") if truncated else ""
     return figure(results, bool(causal)), results, note
@@ -144,9 +132,7 @@ def build(picker: gr.Dropdown) -> None:
             raw = gr.JSON(label="JSON: one list per [MASK] of {score, token, token_str, sequence}", open=False)
     ex = gr.Examples(EXAMPLES, inputs=[text, k, causal])
     args = dict(fn=predict, inputs=[text, k, causal, picker], outputs=[plot, raw, note])
-    go_btn.click(api_name="fill_mask", **args)
-    gr.on([text.submit, causal.input, k.release, picker.change], api_name=False, **args)
+    wire(**args, button=go_btn, api_name="fill_mask", triggers=[text.submit, causal.input, k.release, picker.change],
+         examples=ex)
     text.change(update_words, text, pick, api_name=False, show_progress="hidden")
     pick.input(mask_word, [text, pick], text, api_name=False).success(api_name=False, **args)
-    ex.load_input_event.then(api_name=False, **args)
-    on_load(**args)

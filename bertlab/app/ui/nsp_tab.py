@@ -5,7 +5,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis.predict import nsp_scores
-from .common import check_text, load_model, on_load, user_error
+from .common import check_text, load_model, mistakes, user_error, wire
 
 EXPLAIN = """**Does sentence B follow sentence A?** Besides filling in blanks, original BERT was
 trained on pairs `[CLS] A [SEP] B [SEP]`: half the time B really came next in the document, half
@@ -69,11 +69,9 @@ def nsp(first: str, candidates: str, choice: str | None):
     if len(seconds) > MAX_CANDIDATES:
         raise user_error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} (one per line).")
     model, tok = load_model(choice)
-    try:
+    with mistakes():
         scores = nsp_scores(model, tok, first, seconds)
         truncated = [tok.encode(first, pair=s).truncated for s in seconds]
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
     order = sorted(range(len(seconds)), key=lambda i: -scores[i])
     ranking = [{"rank": r + 1, "second": seconds[i], "p_is_next": scores[i], "truncated": truncated[i]}
                for r, i in enumerate(order)]
@@ -112,8 +110,4 @@ def build(picker: gr.Dropdown) -> None:
         with gr.Column(scale=2):
             raw = gr.JSON(label="JSON ranking", open=False)
     ex = gr.Examples(EXAMPLES, inputs=[first, seconds])
-    args = dict(fn=nsp, inputs=[first, seconds, picker], outputs=[plot, raw, note])
-    go_btn.click(api_name="nsp", **args)
-    gr.on([first.submit, picker.change], api_name=False, **args)
-    ex.load_input_event.then(api_name=False, **args)
-    on_load(**args)
+    wire(nsp, [first, seconds, picker], [plot, raw, note], go_btn, "nsp", [first.submit, picker.change], ex)

@@ -12,7 +12,7 @@ from ...cache import LRU
 from ...data import probe as probe_data
 from ...train.probing import fingerprint, per_tag, probe, public, random_init
 from . import models
-from .common import load_model, user_error
+from .common import load_model, user_error, whole_number
 
 EXPLAIN = """**What does each layer know?** A *probe* is a small classifier trained on a layer's frozen
 vectors (the model is not changed). If it predicts part of speech well from layer 2, then part of
@@ -139,10 +139,7 @@ def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer,
         raise user_error(f"Unknown task {task!r}: choose {', '.join(probe_data.TASKS)} or file.")
     if feature not in ("first", "mean"):
         raise user_error(f"Unknown feature {feature!r}: choose first or mean.")
-    try:
-        sample = int(sample) if sample not in (None, "") else None
-    except (TypeError, ValueError):
-        raise user_error(f"The sample size must be a number, got {sample!r}.") from None
+    sample = None if sample in (None, "") else whole_number(sample, "sample size")
     if sample is not None and not probe_data.MIN_SENTENCES <= sample <= MAX_SAMPLE:
         raise user_error(f"The sample must be between {probe_data.MIN_SENTENCES} and {MAX_SAMPLE:,} sentences.")
     compare = list(compare) if isinstance(compare, (list, tuple)) else [compare] if compare else []

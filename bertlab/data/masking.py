@@ -1,11 +1,6 @@
-"""Dynamic masked-language-model corruption (BERT's 80/10/10 rule), drawn fresh for every batch,
-and the tensor side of the data pipeline for pre-training and fine-tuning alike: one `Example`
-type, one `collate`, one `Batcher` (shuffle, shard, resume; mask when pre-training).
-
-Every random number comes from one `torch.Generator`, always drawn in the same order and amount,
-so a seeded generator reproduces the exact same masks (which is what makes a resumed run exact).
-Special ids come from the tokenizer (`bertlab.tokenizer.special_token_ids`), never from here.
-"""
+"""BERT's 80/10/10 masking, drawn fresh for every batch, and one `Example`, `collate` and `Batcher`
+for pre-training and fine-tuning alike. Every random number comes from one seeded generator, drawn
+in a fixed order and amount, so a resumed run gets the same masks. Special ids come from the tokenizer."""
 from __future__ import annotations
 
 import hashlib
@@ -95,17 +90,10 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
                 random_ids: torch.Tensor, rate: float = 0.15, mask_frac: float = 0.8,
                 random_frac: float = 0.1, word_ids: torch.Tensor | None = None,
                 generator: torch.Generator | None = None) -> MaskResult:
-    """Select each eligible token (or whole word) with probability `rate`; of those, `mask_frac`
-    become [MASK], `random_frac` a random token drawn uniformly from `random_ids` (the tokenizer's
-    `special_token_ids(tok).random`: never a special token), the rest stay as they were.
-
-    Whole-word masking (`word_ids`, -1 at specials): a word is a run of positions sharing a word
-    id; the whole word is selected or not, and ONE 80/10/10 rule is drawn per word (so a word is
-    either fully [MASK]ed, fully randomised piece by piece, or fully kept).
-    Every sequence with at least one eligible token gets at least one selection, so a short
-    sentence always shows a mask and a batch never has zero labels (this nudges the effective
-    rate up only for very short sequences: P(no pick) = (1-rate)^n).
-    """
+    """Select each eligible token (or, with `word_ids` (-1 at specials), whole word: one rule per
+    word) with probability `rate`; of those, `mask_frac` become [MASK], `random_frac` a token drawn
+    from `random_ids` (never a special one), the rest stay. Every sequence with an eligible token
+    gets at least one selection, so a batch never has zero labels."""
     squeeze = input_ids.dim() == 1
     if squeeze:  # a single (T,) sequence is fine too
         input_ids, special_mask = input_ids[None], special_mask[None]
@@ -114,9 +102,8 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     B, T = input_ids.shape
     dev = input_ids.device
     eligible = ~special_mask  # (B, T)
-    pos = torch.arange(T, device=dev).expand(B, T)
     if word_ids is None:
-        group = pos  # every token is its own "word"
+        group = torch.arange(T, device=dev).expand(B, T)  # every token is its own "word"
     else:
         word_ids = word_ids.to(dev)
         eligible = eligible & (word_ids >= 0)
@@ -134,8 +121,7 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     need = eligible.any(1) & ~selected.any(1)  # (B,) rows that drew nothing
     if need.any():  # force one random eligible word (its whole group) in those rows
         pick = score.masked_fill(~eligible, -1.0).argmax(1, keepdim=True)  # (B, 1)
-        forced = eligible & (group == group.gather(1, pick)) & need[:, None]
-        selected |= forced
+        selected |= eligible & (group == group.gather(1, pick)) & need[:, None]
 
     rule = torch.zeros(B, T, dtype=torch.int8, device=dev)
     rule[selected & (u_rule < mask_frac)] = MASKED
@@ -145,9 +131,7 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     out[rule == MASKED] = mask_token_id
     out = torch.where(rule == RANDOM, rand_ids.to(out.dtype), out)
     labels = torch.where(selected, input_ids.long(), torch.full_like(input_ids, IGNORE_INDEX).long())
-    if squeeze:
-        return MaskResult(out[0], labels[0], rule[0])
-    return MaskResult(out, labels, rule)
+    return MaskResult(out[0], labels[0], rule[0]) if squeeze else MaskResult(out, labels, rule)
 
 
 # ---- batches: collate, mask, shuffle, shard, resume ---------------------------------------------
@@ -176,19 +160,11 @@ def _seed(*xs: int) -> int:
 
 
 class Batcher:
-    """Shuffled, sharded batches that resume exactly; masked afresh when pre-training.
+    """Shuffled, sharded batches that resume exactly; masked afresh when pre-training (`mask`: the
+    tokenizer's special ids; labels become MLM targets, the examples' own go to next_sentence_label).
 
-    The order of epoch e is a permutation seeded by (seed, e) (as each of the two batchers this one
-    replaces seeded it, so run folders from before resume exactly); rank r takes its own contiguous
-    share (the last n % world_size examples of a permutation sit the epoch out). The masks of
-    batch k are drawn from a generator seeded by (seed, rank, epoch, k). So (epoch, position) is the
-    whole state: no generator state needs saving, and a resumed run sees the same batches and masks.
-    Iterating yields the rest of the current epoch; the next `iter()` starts the following one.
-
-    Without `mask` (fine-tuning) batches are `collate`'s: the examples' own labels. With `mask` (the
-    tokenizer's special ids: pre-training) input_ids are masked, labels are the MLM targets (-100 =
-    not a target) and next_sentence_label holds the examples' labels when one is set (an all -100
-    NSP loss would be NaN).
+    Epoch e's order is seeded by (seed, e) as in older run folders; rank r takes a contiguous share;
+    batch k's masks are seeded by (seed, rank, epoch, k). So (epoch, position) is the whole state.
     """
 
     def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int, *,

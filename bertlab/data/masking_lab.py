@@ -1,8 +1,5 @@
 """Numbers for the masking lab: one masked draw of a sentence, and what many draws add up to.
-
-Both use `bertlab.masking.mask_tokens`, the very function pre-training uses, so what a student
-sees here is exactly what the model saw during training (not a re-implementation of the rule).
-"""
+Both call `mask_tokens`, pre-training's own function, so the student sees exactly what the model saw."""
 from __future__ import annotations
 
 import weakref
@@ -10,16 +7,8 @@ import weakref
 import torch
 
 from ..tokenizer import special_token_ids
-from .masking import (
-    KEPT,
-    MASKED,
-    NOT_SELECTED,
-    RANDOM,
-    continuation_table,
-    mask_tokens,
-    special_tokens_mask,
-    word_ids_from_pieces,
-)
+from .masking import (KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens, special_tokens_mask,
+                      word_ids_from_pieces)
 
 RULE_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random", KEPT: "kept"}
 MAX_SAMPLES = 5000
@@ -29,12 +18,9 @@ _continuation: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _cont_table(tok) -> torch.Tensor:
     """(V,) bool '##' table, built once per tokenizer (a vocabulary scan is ~10 ms for 30k tokens)."""
     table = _continuation.get(tok)
-    if table is None:
-        vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
-        table = continuation_table([t for t, _ in vocab])
-        if len(table) < tok.vocab_size:  # gaps in the ids: pad so every id indexes the table
-            table = torch.cat([table, torch.zeros(tok.vocab_size - len(table), dtype=torch.bool)])
-        _continuation[tok] = table
+    if table is None:  # an id missing from a loaded vocabulary (a gap) counts as a word start
+        pieces = [tok.backend.id_to_token(i) or "" for i in range(tok.vocab_size)]
+        table = _continuation[tok] = continuation_table(pieces)
     return table
 
 
@@ -51,12 +37,6 @@ def prepare(tok, ids, whole_word: bool):
     special = special_tokens_mask(ids, special_token_ids(tok).all)  # [CLS] [SEP] [UNK] [MASK] [PAD]: never picked
     words = word_ids_from_pieces(ids[None], _cont_table(tok), special[None])[0] if whole_word else None
     return ids, special, words
-
-
-def _check_n(n) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, float)) or int(n) != n or not 1 <= n <= MAX_SAMPLES:
-        raise ValueError(f"the number of samples must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
-    return int(n)
 
 
 def preview(tok, ids, rate: float = 0.15, whole_word: bool = False, seed: int = 0) -> dict:
@@ -85,7 +65,10 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
                  seed: int = 0) -> dict:
     """Draw `n_samples` independent masks of the same sequence (dynamic masking: a new draw each
     epoch) and count how often tokens were selected and which of the 80/10/10 rules they got."""
-    n = _check_n(n_samples)
+    n = n_samples
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or int(n) != n or not 1 <= n <= MAX_SAMPLES:
+        raise ValueError(f"the number of samples must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
+    n = int(n)
     ids_t, special, words = prepare(tok, ids, whole_word)
     eligible = int((~special).sum())
     if eligible == 0:

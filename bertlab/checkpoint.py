@@ -33,7 +33,7 @@ def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
         return DEFAULT_MODEL_DIR
     p = Path(path_or_hub_id).expanduser()
     if p.is_dir():
-        return p if (p / "config.json").exists() else _model_in_run(p)
+        return p if (p / "config.json").exists() else model_in_run(p)
     name = str(path_or_hub_id)
     if p.exists():
         raise ValueError(f"{name}: expected a model folder (config.json + weights), got a file")
@@ -56,7 +56,7 @@ def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
         raise ValueError(f"{name}: download from the Hugging Face hub failed: {e}") from e
 
 
-def _model_in_run(run: Path) -> Path:
+def model_in_run(run: Path) -> Path:
     """A training run folder stands for its exported model, else its newest checkpoint."""
     if (run / "model" / "config.json").exists():
         return run / "model"

@@ -297,9 +297,7 @@ class JobManager:
         with self._lock:
             self._reap()
             names = set(self._queue)
-        if self.root.is_dir():
-            names |= {d.name for d in self.root.iterdir() if d.is_dir() and _NAME.match(d.name)
-                      and any((d / f).exists() for f in (JOB, runs.STATUS, runs.ARGS, runs.SPEC))}
+        names |= {r.name for r in runs.list_runs(self.root) if _NAME.match(r.name)}
         rows = [self.status(n, log_lines=0) for n in names]
         return sorted(rows, key=lambda r: r.get("queued_at") or r.get("launched") or r.get("started") or 0)[::-1]
 

@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..checkpoint import model_in_run
 from . import specs
 
 STATES = ("running", "stopping", "stopped", "finished", "failed")
@@ -211,15 +212,6 @@ def _process_start() -> float:
         return time.time()
 
 
-def list_runs(root: str | os.PathLike) -> list[Path]:
-    """Run folders under `root` (those with train_args.json or status.json), newest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if p.is_dir() and ((p / ARGS).exists() or (p / STATUS).exists())]
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
 # ---- one trainer per run ----------------------------------------------------------------------
 
 class RunLock:
@@ -359,17 +351,15 @@ class Run:
     def write_facts(self, **facts) -> None:
         write_json_atomic(self.path / FACTS, {**self.facts(), **facts})
 
-    def status(self) -> dict:
-        return read_status(self.path)
-
-    def metrics(self, since_line: int = 0) -> tuple[list[dict], int]:
-        return read_metrics(self.path, since_line)
-
-    def latest_checkpoint(self) -> Path | None:
-        return latest_checkpoint(self.path)
-
     def model_dir(self) -> Path | None:
         """The exported model (finished or stopped runs), else the newest checkpoint with a config."""
-        if (self.path / MODEL / "config.json").exists():
-            return self.path / MODEL
-        return next((c for c in reversed(checkpoint_dirs(self.path)) if (c / "config.json").exists()), None)
+        folder = model_in_run(self.path)
+        return None if folder == self.path else folder
+
+
+def list_runs(root: str | os.PathLike) -> list[Run]:
+    """The run folders under `root` (any with a spec, a status or trainer settings), newest first."""
+    root = Path(root)
+    marks = (SPEC, STATUS, ARGS, *LEGACY.values())
+    found = [p for p in root.iterdir() if p.is_dir() and any((p / m).exists() for m in marks)] if root.is_dir() else []
+    return [Run(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]

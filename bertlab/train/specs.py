@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
@@ -72,9 +71,9 @@ class Spec:
     def check(self) -> None:
         """Rules between fields; a subclass raises ValueError naming the field."""
 
-    def to_dict(self) -> dict:
-        return {"kind": self.KIND, **{f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                                      for f in fields(self)}}
+    def to_dict(self) -> dict:  # the Trainer's own train_args.json has no kind
+        kind = {"kind": self.KIND} if self.KIND else {}
+        return {**kind, **{f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}}
 
     @classmethod
     def from_dict(cls, d: dict):
@@ -144,9 +143,6 @@ class TrainArgs(Spec):
     def train_args(self) -> "TrainArgs":
         """Only the Trainer's fields (what train_args.json holds)."""
         return TrainArgs(**{f.name: getattr(self, f.name) for f in fields(TrainArgs)})
-
-    def to_dict(self) -> dict:  # the Trainer's own file has no kind
-        return {k: v for k, v in super().to_dict().items() if k != "kind" or self.KIND}
 
 
 @dataclass
@@ -298,7 +294,3 @@ def legacy_pretrain(pretrain_json: dict, train_args: dict | None) -> dict:
     d.setdefault("dropout", None)  # the model's (BertConfig's) own, as it was built then
     d["max_position"] = c.get("max_position_embeddings", d.get("max_len", 128))  # old runs sized it to max_len
     return d
-
-
-def dumps(spec: Spec) -> str:
-    return json.dumps(spec.to_dict(), indent=1)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ...train.runs import Run
+from ...train.runs import list_runs
 from .. import jobs
 from .common import user_error
 
@@ -58,11 +58,7 @@ def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, on_ope
 
 def runs_of(kind: str) -> list[str]:
     """Run names of one kind (pretrain or finetune), newest first."""
-    root = manager().root
-    if not root.is_dir():
-        return []
-    found = [d for d in root.iterdir() if d.is_dir() and valid(d.name) and Run(d).kind == kind]
-    return [d.name for d in sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)]
+    return [r.name for r in list_runs(manager().root) if valid(r.name) and r.kind == kind]
 
 
 def my_live_run(owner: str, kind: str) -> str | None:

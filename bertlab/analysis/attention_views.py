@@ -1,9 +1,6 @@
 """Attention numbers for one sentence, shaped for display: the forward pass, unique token labels,
 hiding [CLS]/[SEP] with row renormalisation, and a one-word name for what each head mostly does.
-
-The attention tab and the offline bertviz view both draw from `AttentionRun`, so every view of a
-sentence shows the same numbers.
-"""
+The attention tab and the bertviz views all draw from one `AttentionRun`, so they agree."""
 from __future__ import annotations
 
 import math
@@ -12,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from .attention import head_stats, rollout
+from .predict import check_text
 
 # What a head "mostly does", in the order the overview's colour bar lists them (Clark et al. 2019).
 PATTERNS = ("[CLS]", "[SEP]", "previous", "next", "self", "broad", "mixed")
@@ -48,23 +46,11 @@ class AttentionRun:
         return next((i for i, t in enumerate(self.token_type_ids) if t == 1), None)
 
 
-def _text(x, what: str, required: bool) -> str | None:
-    if x is None and not required:
-        return None
-    if not isinstance(x, str):
-        raise TypeError(f"the {what} must be text, got {type(x).__name__}")
-    if not x.strip():
-        if required:
-            raise ValueError(f"the {what} is empty: type a sentence")
-        return None
-    return x
-
-
 @torch.no_grad()
 def run_attention(model, tok, text: str, pair: str | None = None) -> AttentionRun:
     """Encode `text` (and `pair`), cut to what the model can read, and collect every head's map."""
-    text = _text(text, "text", True)
-    pair = _text(pair, "second sentence", False)
+    text = check_text(text)
+    pair = check_text(pair, "second sentence", required=False)
     max_len = min(tok.model_max_length, model.config.max_position_embeddings)
     cut = CHARS_PER_TOKEN * max_len
     pre_cut = len(text) > cut or (pair is not None and len(pair) > cut)
@@ -115,18 +101,13 @@ def stats_table(run: AttentionRun) -> list[dict]:
     out = []
     for r in rows:
         norm = r["entropy"] / math.log(T) if T > 1 else 0.0
-        pattern, share = head_pattern(r, norm)
+        # the head's one-word summary: where most of its attention goes, or 'broad'/'mixed'
+        pattern, share = max(((p, r[k]) for p, k in _STAT_OF.items()), key=lambda x: x[1])
+        if share <= DOMINANT_SHARE:
+            pattern = "broad" if norm >= BROAD_ENTROPY else "mixed"
         out.append({**r, "layer": r["layer"] + 1, "head": r["head"] + 1, "entropy_norm": norm,
                     "pattern": pattern, "pattern_share": share})
     return out
-
-
-def head_pattern(stats: dict, entropy_norm: float) -> tuple[str, float]:
-    """The one-word summary of a head: where most of its attention goes, or 'broad'/'mixed'."""
-    name, share = max(((p, stats[k]) for p, k in _STAT_OF.items()), key=lambda x: x[1])
-    if share > DOMINANT_SHARE:
-        return name, share
-    return ("broad" if entropy_norm >= BROAD_ENTROPY else "mixed"), share
 
 
 def rollout_map(run: AttentionRun) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """What the pre-training heads say about a text: fill-mask and next-sentence scores."""
 from __future__ import annotations
 
+import itertools
 import re
 
 import torch
@@ -11,9 +12,14 @@ MASK_RE = re.compile(r"\[mask\]", re.IGNORECASE)
 MAX_MASKS = 20
 
 
-def _check_text(text, what="text") -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"the {what} is empty: type a sentence")
+def check_text(text, what: str = "text", required: bool = True) -> str | None:
+    """`text` if it holds more than spaces; else ValueError, or None when it is not `required`."""
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"the {what} must be text, got {type(text).__name__}")
+    if text is None or not text.strip():
+        if required:
+            raise ValueError(f"the {what} is empty: type a sentence")
+        return None
     return text
 
 
@@ -21,7 +27,7 @@ def _check_text(text, what="text") -> str:
 def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> list[list[dict]]:
     """Top-k candidates for each [MASK], as Hugging Face's fill-mask widget reports them
     (score, token, token_str, sequence). `causal` hides the right-hand context from every token."""
-    text = MASK_RE.sub("[MASK]", _check_text(text))
+    text = MASK_RE.sub("[MASK]", check_text(text))
     if not isinstance(top_k, int) or not 1 <= top_k <= 100:
         raise ValueError(f"top_k must be an integer from 1 to 100, got {top_k!r}")
     n = text.count("[MASK]")
@@ -40,37 +46,24 @@ def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> li
     special = torch.tensor(sorted(tok.special_ids))
     probs[:, special] = 0.0  # a [SEP] or [PAD] is never a useful answer
     top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
-    results = []
-    for i, pos in enumerate(where):
-        cands = []
-        for p, t in zip(top.values[i].tolist(), top.indices[i].tolist()):
-            filled = list(enc.ids)
-            filled[pos] = t
-            cands.append({"score": p, "token": t, "token_str": tok.id_to_token(t),
-                          "sequence": _decode_keep_masks(tok, filled)})
-        results.append(cands)
-    return results
+    return [[{"score": p, "token": t, "token_str": tok.id_to_token(t),
+              "sequence": _decode_keep_masks(tok, enc.ids[:pos] + [t] + enc.ids[pos + 1:])}
+             for p, t in zip(top.values[i].tolist(), top.indices[i].tolist())]
+            for i, pos in enumerate(where)]
 
 
 def _decode_keep_masks(tok, ids: list[int]) -> str:
     """Decode, showing the other [MASK]s instead of dropping them as special tokens."""
-    parts, run = [], []
-    for i in ids:
-        if i == tok.mask_token_id:
-            parts += [tok.decode(run), "[MASK]"] if run else ["[MASK]"]
-            run = []
-        else:
-            run.append(i)
-    if run:
-        parts.append(tok.decode(run))
+    runs = itertools.groupby(ids, key=lambda i: i == tok.mask_token_id)
+    parts = [" ".join("[MASK]" for _ in run) if masked else tok.decode(list(run)) for masked, run in runs]
     return " ".join(p for p in parts if p)
 
 
 @torch.no_grad()
 def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
     """P(IsNext) for each candidate second sentence (label 0 = IsNext, as in Hugging Face)."""
-    _check_text(first, "first sentence")
-    seconds = [_check_text(s, "second sentence") for s in seconds]
+    check_text(first, "first sentence")
+    seconds = [check_text(s, "second sentence") for s in seconds]
     if not seconds:
         raise ValueError("give at least one second sentence")
     batch = tok.encode_batch([first] * len(seconds), pairs=seconds)
@@ -82,7 +75,7 @@ def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
 def classify(model, tok, text: str) -> dict:
     """A fine-tuned classifier on one text. Sequence heads: {"labels": {label: p}}; token heads:
     {"words": [(word, label, p)]}, each word labelled by its first piece (as it was trained)."""
-    text = _check_text(text)
+    text = check_text(text)
     if model.architecture == "BertForSequenceClassification":
         enc = tok.encode(text)
         logits = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids])).logits[0].float()

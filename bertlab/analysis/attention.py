@@ -1,9 +1,6 @@
-"""Numbers that say what attention heads do: entropy, where the mass goes, and rollout.
-
-The same statistics serve the attention tab (per head, one sentence) and the trainer's
-diagnostics (averaged over a batch): near-uniform attention with no previous/next-token mass is
-the signature of a model that has not yet learned to use word order.
-"""
+"""Numbers that say what attention heads do: entropy, where the mass goes, and rollout. They serve
+the attention tab and the trainer's diagnostics: near-uniform attention with no previous/next-token
+mass is the signature of a model that has not yet learned to use word order."""
 from __future__ import annotations
 
 import torch
@@ -74,12 +71,9 @@ def head_stats(attentions, input_ids, attention_mask=None, *, cls_id: int, sep_i
 
 def layer_diagnostics(attentions, attention_mask=None) -> dict[str, list[float]]:
     """Per layer, averaged over heads: entropy and previous/next-token mass (the trainer logs these)."""
-    out = {"attn_entropy": [], "attn_prev": [], "attn_next": []}
-    for a in attentions:
-        out["attn_entropy"].append(float(entropy(a, attention_mask).mean()))
-        out["attn_prev"].append(float(offset_mass(a, -1, attention_mask).mean()))
-        out["attn_next"].append(float(offset_mass(a, 1, attention_mask).mean()))
-    return out
+    return {"attn_entropy": [float(entropy(a, attention_mask).mean()) for a in attentions],
+            "attn_prev": [float(offset_mass(a, -1, attention_mask).mean()) for a in attentions],
+            "attn_next": [float(offset_mass(a, 1, attention_mask).mean()) for a in attentions]}
 
 
 def rollout(attentions, residual: bool = True, attention_mask=None) -> torch.Tensor:

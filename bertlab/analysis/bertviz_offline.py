@@ -1,16 +1,10 @@
 """bertviz's head view and model view (Vig 2019) as self-contained HTML that works with no network.
 
-bertviz 1.4.1 writes a page that loads require.js, d3 5.7.0 and jQuery 2.0.0 from a CDN, so on an
-offline machine (or a classroom behind a proxy) it shows nothing. Here we keep bertviz's own
-drawing code (`head_view.js`, `model_view.js`) and feed it the same parameters its Python side
-builds, but inline d3 5.7.0 (shipped in the `mpld3` wheel) and jQuery 3.7.1 (`XStatic-jQuery`) and
-replace require.js by a few lines that hand those globals to bertviz's callback. The JS files are
-read from the installed packages at run time, never copied here. We locate the packages with
-`importlib.util.find_spec`, which does not import them: bertviz's `__init__` needs IPython and
-mpld3's needs matplotlib, and neither is needed to read a data file.
-
-The page goes into an `<iframe srcdoc=... sandbox="allow-scripts">`: `gr.HTML` does not run
-scripts itself, and the sandbox keeps bertviz's code away from the app's page.
+bertviz 1.4.1's page loads require.js, d3 and jQuery from a CDN, so offline it shows nothing. We
+keep bertviz's drawing code and parameters but inline d3 5.7.0 (from the `mpld3` wheel) and jQuery
+(`XStatic-jQuery`), read from the installed packages (found with `find_spec`, which does not import
+them: their `__init__`s need IPython and matplotlib), and replace require.js by a small shim.
+The page goes into a sandboxed iframe: `gr.HTML` does not run scripts, and the sandbox isolates them.
 """
 from __future__ import annotations
 

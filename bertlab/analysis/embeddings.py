@@ -1,11 +1,8 @@
-"""Contextual embeddings: how one word's vector changes with its sentence, layer by layer.
-
-Everything runs one batched forward pass over a handful of sentences and returns plain lists, so
-the web app, its API and the tests see the same numbers. Torch only (no sklearn): the 2-D map is
-an exact PCA by SVD, so it is deterministic (the sign of each axis is fixed too).
-"""
+"""Contextual embeddings: how one word's vector changes with its sentence, layer by layer. One
+batched forward pass, plain lists out; the 2-D map is an exact, sign-fixed PCA by SVD (deterministic)."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -64,12 +61,11 @@ def hidden_states(model, tok, sentences) -> States:
             raise ValueError(f"sentence {i} ({short(sentences[i - 1])!r}) has no tokens left after "
                              "tokenisation (only control or invisible characters?)")
     T = max(len(e) for e in encs)
-    pad = tok.token_to_id("[PAD]") or 0
 
     def batch(field, fill):
         return torch.tensor([getattr(e, field) + [fill] * (T - len(e)) for e in encs], dtype=torch.long)
     device = next(encoder.parameters()).device
-    out = encoder(batch("ids", pad).to(device), batch("token_type_ids", 0).to(device),
+    out = encoder(batch("ids", tok.pad_token_id).to(device), batch("token_type_ids", 0).to(device),
                   batch("attention_mask", 0).to(device), output_hidden_states=True)
     hidden = torch.stack(out.hidden_states).double().cpu()  # (L+1, B, T, H)
     full = [tok.encode(s, max_length=10**9).ids[1:-1] for s in sentences]
@@ -126,12 +122,9 @@ def word_similarity(tok, states: States, word: str) -> dict:
     sentences, at every layer (0 = embedding output). Sentence numbers are 1-based."""
     positions, notes = word_positions(tok, states, word)
     vecs = torch.stack([states.hidden[:, i, pos].mean(1) for i, pos in enumerate(positions)], 1)  # (L+1, B, H)
-    pairs = []
-    B = vecs.size(1)
-    for a in range(B):
-        for b in range(a + 1, B):
-            sim = F.cosine_similarity(vecs[:, a], vecs[:, b], dim=-1).clamp(-1, 1)
-            pairs.append({"a": a + 1, "b": b + 1, "similarity": sim.tolist()})
+    pairs = [{"a": a + 1, "b": b + 1,
+              "similarity": F.cosine_similarity(vecs[:, a], vecs[:, b], dim=-1).clamp(-1, 1).tolist()}
+             for a, b in itertools.combinations(range(vecs.size(1)), 2)]
     mean = torch.tensor([p["similarity"] for p in pairs]).mean(0).tolist()
     return {"word": word.strip(), "layers": list(range(states.num_layers + 1)),
             "positions": positions, "pieces": [[states.tokens[i][p] for p in pos] for i, pos in enumerate(positions)],

@@ -5,9 +5,7 @@
   "position"   every WordPiece token's index in its sentence (1..MAX_POSITION)
   a file       .conll/.txt/... ("token tag" per line), .jsonl/.json with "tokens" + "tags" lists,
                or .csv/.tsv/.json/.jsonl with a text and a label column
-
-The readers, the tagger and their clear ValueErrors are finetune_data's: a file that fine-tunes
-also probes, and fails with the same message when it cannot.
+The readers and their ValueErrors are tasks.py's: a file that fine-tunes also probes, or fails alike.
 """
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ TAG_KEYS = ("tags", "pos_tags", "ner_tags", "labels")
 
 @dataclass
 class ProbeData:
-    """What a probe reads: sentences (word lists, or texts) and their labels.
-    kind "word": one label per word; "sentence": one per text; "token": labels come from the
-    tokenizer (positions), so `y` is None until features are computed."""
+    """Sentences and labels. kind "word": a label per word; "sentence": per text; "token": labels
+    are positions, so `y` is None."""
     name: str
     kind: str
     sentences: list  # list[list[str]] for "word", list[str] otherwise
@@ -58,14 +55,6 @@ def _sample(n_total: int, sample: int | None, seed: int) -> list[int]:
     if sample is None or sample >= n_total:
         return list(range(n_total))
     return sorted(random.Random(seed).sample(range(n_total), sample))
-
-
-def _check_sample(sample) -> int | None:
-    if sample is None:
-        return None
-    if isinstance(sample, bool) or not isinstance(sample, int) or sample < MIN_SENTENCES:
-        raise ValueError(f"sample must be an integer >= {MIN_SENTENCES} (sentences), got {sample!r}")
-    return sample
 
 
 def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | None:
@@ -156,9 +145,10 @@ def load(task: str, sample: int | None = None, seed: int = 0, text_column: str =
     if not isinstance(task, str) or not task.strip():
         raise ValueError(f"task must be one of {', '.join(TASKS)} or a file path")
     task = task.strip()
-    sample = _check_sample(sample)
     if sample is None:
         sample = DEFAULT_SAMPLE.get(task, DEFAULT_FILE_SAMPLE)
+    elif isinstance(sample, bool) or not isinstance(sample, int) or sample < MIN_SENTENCES:
+        raise ValueError(f"sample must be an integer >= {MIN_SENTENCES} (sentences), got {sample!r}")
     stamp = None
     if task not in TASKS:
         p = Path(task).expanduser()

@@ -1,8 +1,5 @@
-"""How big is a BERT? Parameters, memory and FLOPs by plain arithmetic on a BertConfig.
-
-No torch on purpose: the app can size BERT-large (or a config the user is still typing) at once,
-and every formula here is checked in tests/test_sizing.py against real models.
-"""
+"""How big is a BERT? Parameters, memory and FLOPs by plain arithmetic on a BertConfig: no torch, so
+the app sizes any config at once; tests/test_sizing.py checks every formula against real models."""
 from __future__ import annotations
 
 import math
@@ -113,16 +110,10 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
 def memory(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = "fp32",
            training: bool = False, optimizer: str = "adamw", heads: bool = True,
            sparse_mlm: bool = False) -> dict[str, int]:
-    """Memory in bytes. `total` sums every entry except `activations_per_layer`.
-
-    Training assumes mixed precision the usual way: with bf16/fp16 autocast the weights,
-    gradients and optimizer states stay fp32 (the master copy), autocast caches a half copy of the
-    weights (`weight_copies`), and activations are stored at the half width. Activations are the
-    tensors saved for backward (see `activation_bytes`), and `logits` is the (B, T, V) output the
-    caller holds. Inference keeps only the weights plus the peak working set of one layer (or the
-    logits, whichever is larger), since nothing is saved between layers. Allocator overhead and
-    transient buffers are not counted: expect real peaks 10-30 % higher.
-    """
+    """Memory in bytes; `total` sums every entry but `activations_per_layer`. Training with bf16/fp16
+    keeps fp32 weights, gradients and optimizer states, plus autocast's half copy of the weights and
+    half-width activations (`activation_bytes`). Inference keeps the weights and one layer's (or the
+    logits') working set. Allocator overhead is not counted: expect real peaks 10-30 % higher."""
     _check(dtype, optimizer)
     P, e = param_counts(c, heads)["total"], DTYPE_BYTES[dtype]
     B, T, H, I, A = batch_size, seq_len, c.hidden_size, c.intermediate_size, c.num_attention_heads

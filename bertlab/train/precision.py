@@ -1,9 +1,5 @@
-"""Whether bfloat16 autocast pays off here: only where the hardware computes in bf16.
-
-On CPUs without native bf16 (AVX2 only, many laptops) PyTorch emulates it and a bf16 matmul runs
-~100x slower than fp32, so `--bf16` would turn a six-minute demo into hours. The answer comes from
-timing one small matmul both ways, once per process.
-"""
+"""Whether bfloat16 autocast pays off here. CPUs without native bf16 (AVX2 only) emulate it ~100x
+slower than fp32, so we time one small matmul both ways, once per process."""
 from __future__ import annotations
 
 import functools

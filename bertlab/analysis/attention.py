@@ -28,19 +28,12 @@ def entropy(attn: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tenso
 
 def offset_mass(attn: torch.Tensor, offset: int, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean attention from token i to token i+offset (-1 previous, +1 next, 0 itself): → (A,)."""
-    B, A, T, _ = attn.shape
-    d = torch.diagonal(attn.float(), offset=offset, dim1=-2, dim2=-1)  # (B, A, T-|offset|)
-    rows = torch.zeros(B, A, T, dtype=d.dtype, device=d.device)
-    w = _valid(attn, mask).clone()
-    if offset >= 0:
-        rows[..., : T - offset] = d
-        w[..., T - offset:] = 0  # these rows have no such neighbour
-    else:
-        rows[..., -offset:] = d
-        w[..., :-offset] = 0
+    T = attn.size(-1)
+    nb = torch.arange(T, device=attn.device) + offset  # each row's neighbour
+    rows = attn.float().gather(-1, nb.clamp(0, T - 1).expand(attn.shape[:3])[..., None])[..., 0]  # (B, A, T)
+    w = _valid(attn, mask) * ((nb >= 0) & (nb < T)).to(attn.dtype)  # rows with no such neighbour count 0
     if mask is not None:  # the neighbour must be a real token too
-        nb = torch.roll(mask, -offset, dims=1).to(w.dtype)[:, None, :]
-        w = w * nb
+        w = w * torch.roll(mask, -offset, dims=1).to(w.dtype)[:, None, :]
     return _mean_over_rows(rows, w)
 
 

@@ -57,16 +57,13 @@ def hidden_states(model, tok, sentences) -> States:
     limit = min(tok.model_max_length, encoder.config.max_position_embeddings)
     encs = [tok.encode(s, max_length=limit) for s in sentences]
     for i, e in enumerate(encs, 1):
-        if sum(1 for m in e.special_tokens_mask if not m) == 0:
+        if all(e.special_tokens_mask):
             raise ValueError(f"sentence {i} ({short(sentences[i - 1])!r}) has no tokens left after "
                              "tokenisation (only control or invisible characters?)")
-    T = max(len(e) for e in encs)
-
-    def batch(field, fill):
-        return torch.tensor([getattr(e, field) + [fill] * (T - len(e)) for e in encs], dtype=torch.long)
+    batch = tok.encode_batch(sentences, max_length=limit)  # the same encodings, padded into tensors
     device = next(encoder.parameters()).device
-    out = encoder(batch("ids", tok.pad_token_id).to(device), batch("token_type_ids", 0).to(device),
-                  batch("attention_mask", 0).to(device), output_hidden_states=True)
+    out = encoder(batch["input_ids"].to(device), batch["token_type_ids"].to(device),
+                  batch["attention_mask"].to(device), output_hidden_states=True)
     hidden = torch.stack(out.hidden_states).double().cpu()  # (L+1, B, T, H)
     full = [tok.encode(s, max_length=10**9).ids[1:-1] for s in sentences]
     return States(sentences, [e.tokens for e in encs], [e.special_tokens_mask for e in encs], hidden,
@@ -90,8 +87,7 @@ def word_positions(tok, states: States, word: str) -> tuple[list[list[int]], lis
         raise TypeError(f"the word must be a str, got {type(word).__name__}")
     if not word.strip():
         raise ValueError("the word is empty: type the word to follow through the sentences")
-    target_enc = tok.encode(word.strip(), max_length=10**9)
-    target = target_enc.ids[1:-1]
+    target = tok.encode(word.strip(), max_length=10**9).ids[1:-1]
     if not target:
         raise ValueError(f"the word {word!r} has no tokens after tokenisation")
     if len(target) > 16:

@@ -43,8 +43,6 @@ CHOICE = ["no such option", None, 3]
 LIST = [None, "just a string", [7], ["../.."], "x" * 300]
 BY_TYPE = {"str": TEXT, "float": NUMBER, "int": NUMBER, "bool": [None, "yes"]}
 BASE = {"/probe": {"sample": 60, "compare": []}}  # a base call that finishes quickly when nothing is wrong
-# Known holes in files this test does not own: strict xfail below, so a fix shows up. Drop them then.
-KNOWN_GAPS = [("/finetune_start", "task", None), ("/finetune_compare", "task", None)]
 
 
 def bad_values(param: dict, files: list) -> list:
@@ -101,7 +99,7 @@ def test_bad_inputs_to_every_endpoint_log_no_traceback(quiet_server):
     client, log, files = quiet_server
     api = client.view_api(print_info=False, return_format="dict")
     assert len(api["named_endpoints"]) >= 15
-    todo = [c for c in calls(api, files) if c[:3] not in KNOWN_GAPS]
+    todo = list(calls(api, files))
     noisy, t0 = [], time.time()
     for i in range(0, len(todo), 16):  # a batch at a time, so a traceback points at 16 calls at most
         batch = todo[i:i + 16]
@@ -116,18 +114,6 @@ def test_bad_inputs_to_every_endpoint_log_no_traceback(quiet_server):
             noisy += [(endpoint, name, f"{value!r:.40}") for endpoint, name, value, _ in batch]
     print(f"{len(todo)} bad calls in {time.time() - t0:.0f} s")
     assert not noisy, f"one of these logged a traceback: {noisy}\n" + log.read_text(errors="replace")[-5000:]
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="finetune_tab: a None task reaches TASKS.get(task, task).startswith")
-def test_known_gaps_log_no_traceback(quiet_server):
-    client, log, _ = quiet_server
-    api = client.view_api(print_info=False, return_format="dict")
-    start = log.stat().st_size
-    for endpoint, name, value, kw in calls(api, []):
-        if (endpoint, name, value) in KNOWN_GAPS:
-            run(client, endpoint, kw)
-    assert "Traceback" not in log.read_text(errors="replace")[start:]
 
 
 @pytest.mark.slow

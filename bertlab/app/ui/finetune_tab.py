@@ -1,12 +1,10 @@
 """Fine-tune the picked model on a labelled task, and compare frozen, full and LoRA side by side."""
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import gradio as gr
 
 from ...analysis.predict import classify
+from ...cache import LRU
 from ...checkpoint import resolve_folder
 from ...data.tasks import load_task, task_kind
 from ...heads import load_classifier
@@ -39,8 +37,7 @@ TASKS = {"Sentiment: Rotten Tomatoes sentences (shipped)": "sentiment",
 METHOD_LABELS = {"full": "Full fine-tuning", "frozen": "Frozen encoder (head only)", "lora": "LoRA"}
 LABEL_TO_METHOD = {v: k for k, v in METHOD_LABELS.items()}
 POS_LABELS = 45  # the Penn Treebank tag set, for the size estimate before the data is read
-_classifiers: OrderedDict = OrderedDict()
-_clf_lock = threading.Lock()
+_classifiers = LRU(4)  # run folder -> (stamp of its weights, model, tokenizer)
 
 
 def _kind_of(task: str) -> str:
@@ -87,7 +84,9 @@ def form_spec(choice, task, upload, text_column, label_column, method, epochs, l
         model="default" if choice in (None, "", models.DEFAULT) else str(models.resolve(choice)))
     if spec.epochs > lim.max_epochs:
         raise ValueError(f"{spec.epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
-    t = TASKS.get(task, task)
+    t = TASKS.get(task) or (task if task in TASKS.values() else None)  # never a path of the server
+    if t is None:
+        raise ValueError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
     if t.startswith("upload"):
         src = check_upload(upload, "labelled file")
         spec = spec.replace(task=str(jobs_ui.stage_upload(src)))
@@ -187,14 +186,10 @@ def try_it(name, text):
         raise user_error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     try:
-        with _clf_lock:
-            hit = _classifiers.get(str(folder))
+        hit = _classifiers.get(str(folder))
         if hit is None or hit[0] != stamp:
             hit = (stamp, *load_classifier(folder))
-            with _clf_lock:
-                _classifiers[str(folder)] = hit
-                while len(_classifiers) > 4:
-                    _classifiers.popitem(last=False)
+            _classifiers.put(str(folder), hit)
         res = classify(hit[1], hit[2], text if isinstance(text, str) else "")
     except ValueError as e:
         raise user_error(e) from None

@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 
 from ...data import masking_lab
 from ...data.masking import KEPT, MASKED, RANDOM
-from . import models
 from .common import (
     CHIP,
     SEG_TINT,
@@ -16,10 +15,12 @@ from .common import (
     UNK_STYLE,
     encode,
     legend_html,
+    load_model,
     notice_html,
     on_load,
     truncation_note,
     user_error,
+    whole_number,
     word_groups,
 )
 
@@ -50,12 +51,8 @@ LEGEND = [("selected → [MASK] (80 %)", "background:#d62728;color:#fff"),
 
 
 def _int(x, what: str, default: int = 0) -> int:
-    if x is None or x == "":
-        return default
-    try:
-        return int(x)
-    except (TypeError, ValueError, OverflowError):
-        raise user_error(f"The {what} must be a whole number, got {x!r}.") from None
+    """A blank field is the default; anything else must be a whole number."""
+    return default if x is None or x == "" else whole_number(x, what)
 
 
 def _rate(rate) -> float:
@@ -135,10 +132,7 @@ def stats_figure(stats: dict) -> go.Figure:
 
 def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples: int, choice: str | None):
     """(HTML of one draw, statistics figure, JSON) for one text, rate, whole-word flag and seed."""
-    try:
-        _, tok = models.get(choice)
-    except ValueError as e:
-        raise user_error(e) from None
+    _, tok = load_model(choice)
     r, seed, n = _rate(rate), _int(seed, "seed"), _int(n_samples, "number of samples", 200)
     enc = encode(tok, text)
     try:

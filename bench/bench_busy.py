@@ -59,17 +59,17 @@ def main() -> None:
         from bertlab.app.jobs import JobManager
         from bertlab.app.ui import pretrain_tab
         recipe = next(iter(pretrain_tab.RECIPES))
-        p, L, H, A, I, T, B, steps, lr, mask, obj = pretrain_tab.recipe_fields(recipe)
-        args = pretrain_tab.cli_args(p, L, H, A, I, 8192, pretrain_tab.SCRATCH, pretrain_tab.CORPORA[0], None, "text",
-                                     "", 0, T, B, 100_000 // 50, lr, mask, obj, False)
+        p, L, H, A, I, T, B, steps, lr, mask, obj, drop = pretrain_tab.recipe_fields(recipe)
+        spec = pretrain_tab.form_spec(p, L, H, A, I, 8192, pretrain_tab.SCRATCH, pretrain_tab.CORPORA[0], None, "text",
+                                      "", 0, T, B, 100_000 // 50, lr, mask, obj, False, drop)
         mgr = JobManager(runs)
-        mgr.start("busy", args)
+        mgr.start("busy", spec)
         while mgr.status("busy")["state"] != "running":  # past data preparation: the trainer is stepping
             time.sleep(1)
         time.sleep(5)
         busy = latencies(client, a.calls)
         st = mgr.status("busy")
-        print(f"job running: {summary(busy)}   (job {recipe!r}, threads {dict(zip(args[::2], args[1::2]))['--threads']}, "
+        print(f"job running: {summary(busy)}   (job {recipe!r}, threads {spec.threads}, "
               f"at step {st['step']})")
         mgr.kill("busy", timeout=5)
     finally:

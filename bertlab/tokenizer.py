@@ -74,10 +74,9 @@ _special_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def special_token_ids(tok: WordPieceTokenizer) -> SpecialIds:
-    """The one place that says which ids are special: [PAD] [UNK] [CLS] [SEP] [MASK] where this
-    vocabulary has them, plus any other special added token. Random replacements may be any other
-    id but the [unusedN] placeholders, which never occur in text (a model would only learn to
-    ignore them). Read once per tokenizer (a 30k vocabulary scan)."""
+    """The one place that says which ids are special: the five markers and any other special added token.
+    Random replacements may be any other id but [unusedN] placeholders, which never occur in text.
+    Read once per tokenizer (a 30k vocabulary scan)."""
     found = _special_ids.get(tok)
     if found is None:
         five = (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id)

@@ -45,8 +45,7 @@ def token_mass(attn: torch.Tensor, is_target: torch.Tensor, mask: torch.Tensor |
 
 def head_stats(attentions, input_ids, attention_mask=None, *, cls_id: int, sep_id: int) -> list[dict]:
     """One row per (layer, head) with the shares of attention to [CLS], [SEP], previous, next and
-    same token, and the entropy — the table of Clark et al. (2019), "What does BERT look at?".
-    cls_id/sep_id: the tokenizer's (`special_token_ids(tok)`), which differ between vocabularies."""
+    same token, and the entropy — the table of Clark et al. (2019), "What does BERT look at?"."""
     rows = []
     for li, a in enumerate(attentions):
         stats = {

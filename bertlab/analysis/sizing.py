@@ -81,10 +81,8 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
       2·B·A·T·T·e  softmax output (its own backward) and its dropped-out copy (probs·V reads it)
       3·H·H·e    the [Wq; Wk; Wv] concatenation that the fused QKV projection reads
     plus dropout masks (B·A·T·T + 2·B·T·H, `mask_bytes` each) and LayerNorm statistics.
-    A layer's output is the next layer's input, so it is counted once. This assumes eager / math
-    attention; fused flash attention keeps no B·A·T·T tensor, so there it overestimates. Under
-    autocast, softmax and LayerNorm outputs stay fp32, so half-precision figures are a bit low.
-    The MLM loss keeps its log-softmax over the vocabulary in fp32 (the model upcasts the logits).
+    A layer's output is the next layer's input, so it is counted once. Assumes eager attention (flash
+    keeps no B·A·T·T tensor); under autocast softmax and LayerNorm stay fp32, so half figures are low.
     """
     _check(dtype)
     B, T, H, I, A = batch_size, seq_len, c.hidden_size, c.intermediate_size, c.num_attention_heads
@@ -136,11 +134,9 @@ def memory(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = 
 
 # ---- FLOPs --------------------------------------------------------------------------------------
 def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool = True) -> dict[str, int]:
-    """Forward FLOPs for one sequence, counting matmuls only (2 per multiply-add): lookups,
-    LayerNorm, softmax and GELU are under 1 %, so `embeddings` is 0. Training counts 3x forward
-    (the backward pass computes gradients for both inputs and weights: about twice the forward).
-    `total` computes vocabulary logits at every position; `total_sparse` swaps in
-    `mlm_head_sparse`, the head run at the 15 % masked positions only."""
+    """Forward FLOPs for one sequence, matmuls only (2 per multiply-add; the rest is under 1 %), 3x
+    when training (backward: gradients for inputs and weights). `total` has vocabulary logits at every
+    position; `total_sparse` only at the 15 % masked ones (`mlm_head_sparse`)."""
     T, H, I, V, L = seq_len, c.hidden_size, c.intermediate_size, c.vocab_size, c.num_hidden_layers
     mlm = 2 * T * H * H + 2 * T * H * V if heads else 0  # transform dense + tied decoder
     d = {"embeddings": 0,

@@ -135,12 +135,9 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
 
 
 # ---- batches: collate, mask, shuffle, shard, resume ---------------------------------------------
-
-
 def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad to the longest example in the batch (no attention wasted on a global max_len): ids
-    with [PAD], token types with 0, and the labels: (B,) one per example, or (B, T) one per token
-    padded with -100."""
+    """Right-pad to the longest example in the batch (no attention wasted on a global max_len); labels
+    are (B,) one per example, or (B, T) one per token padded with -100."""
     if not examples:
         raise ValueError("cannot collate an empty list of examples")
     T = max(len(e.ids) for e in examples)
@@ -162,10 +159,8 @@ def _seed(*xs: int) -> int:
 class Batcher:
     """Shuffled, sharded batches that resume exactly; masked afresh when pre-training (`mask`: the
     tokenizer's special ids; labels become MLM targets, the examples' own go to next_sentence_label).
-
     Epoch e's order is seeded by (seed, e) as in older run folders; rank r takes a contiguous share;
-    batch k's masks are seeded by (seed, rank, epoch, k). So (epoch, position) is the whole state.
-    """
+    batch k's masks are seeded by (seed, rank, epoch, k). So (epoch, position) is the whole state."""
 
     def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int, *,
                  mask: SpecialIds | None = None, rate: float = 0.15, mask_frac: float = 0.8,

@@ -25,8 +25,7 @@ def _cont_table(tok) -> torch.Tensor:
 
 
 def mask_kwargs(tok, rate: float) -> dict:
-    """The arguments pre-training's Batcher passes: [MASK] and the random replacements (never a
-    special token) from the tokenizer."""
+    """The arguments pre-training's Batcher passes: [MASK] and the random replacements from the tokenizer."""
     special = special_token_ids(tok)
     return dict(mask_token_id=special.mask, random_ids=special.random, rate=float(rate))
 
@@ -50,10 +49,8 @@ def preview(tok, ids, rate: float = 0.15, whole_word: bool = False, seed: int = 
 
 
 def expected_share(rate: float, word_lengths: list[int]) -> float:
-    """Expected share of eligible tokens selected, with the at-least-one-per-sequence rule.
-
-    E[selected] = rate * n + P(nothing drawn) * E[length of the forced word]; the forced position is
-    uniform over eligible tokens, so a word of length l is forced with probability l / n."""
+    """Expected share of eligible tokens selected, with the at-least-one-per-sequence rule: the forced
+    position is uniform over eligible tokens, so a word of length l is forced with probability l / n."""
     n = sum(word_lengths)
     if n == 0:
         return 0.0

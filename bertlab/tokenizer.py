@@ -96,8 +96,8 @@ class WordPieceTokenizer:
         if missing:
             raise ValueError(f"the vocabulary lacks special token(s) {' '.join(missing)}")
         tokenizer.add_special_tokens(list(SPECIAL_TOKENS))  # match them whole in text, drop them in decode
-        ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
-        self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = ids
+        self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = (
+            tokenizer.token_to_id(t) for t in SPECIAL_TOKENS)
         # We truncate ourselves (thread-safe, and we learn what was cut), so a loaded file's settings go.
         tokenizer.no_truncation()
         tokenizer.no_padding()

@@ -61,8 +61,7 @@ def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | N
     """Sentences from JSON lines {"tokens": [...], "tags": [...]} (Hugging Face style), or None when
     the file holds texts instead. Tag ids (ints) are kept as their string form."""
     _check_text_file(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = path.read_text(encoding="utf-8")
     try:
         rows = json.loads(text) if path.suffix.lower() == ".json" else \
             [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -75,11 +75,8 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
     m = mask_tokens(B(ids_t), B(special), word_ids=B(words), generator=g, **mask_kwargs(tok, rate))
     counts = {name: int((m.rule == code).sum()) for code, name in RULE_NAMES.items() if code}
     selected = sum(counts.values())
-    if words is None:
-        lengths = [1] * eligible
-    else:
-        w = words[words >= 0]
-        lengths = torch.unique_consecutive(w, return_counts=True)[1].tolist()
+    lengths = [1] * eligible if words is None else \
+        torch.unique_consecutive(words[words >= 0], return_counts=True)[1].tolist()
     return {
         "samples": n, "eligible_tokens": eligible, "words": len(lengths), "selected_tokens": selected,
         "selected_share": selected / (n * eligible),

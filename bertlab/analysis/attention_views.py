@@ -56,11 +56,9 @@ def run_attention(model, tok, text: str, pair: str | None = None) -> AttentionRu
     pre_cut = len(text) > cut or (pair is not None and len(pair) > cut)
     text, pair = text[:cut], None if pair is None else pair[:cut]
     enc = tok.encode(text, pair, max_length=max_len)
-    if not any(s == 0 for s in enc.sequence_ids):
+    if 0 not in enc.sequence_ids:
         raise ValueError("the text has no tokens the model can read (only spaces or control characters?)")
-    ids = torch.tensor([enc.ids])
-    types = torch.tensor([enc.token_type_ids])
-    out = model(ids, types, output_attentions=True)
+    out = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids]), output_attentions=True)
     att = torch.stack([a[0] for a in out.attentions]).float().cpu()  # (L, A, T, T)
     cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
     return AttentionRun(tokens=list(enc.tokens), ids=list(enc.ids), token_type_ids=list(enc.token_type_ids),

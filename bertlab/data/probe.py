@@ -45,12 +45,6 @@ class ProbeData:
         return f"{self.name}: {len(self.sentences)} sentences" + (f", {n} {unit}" if self.kind != "token" else "")
 
 
-@functools.lru_cache(maxsize=1)
-def _rotten_tomatoes() -> tuple[tuple[str, ...], tuple[int, ...]]:
-    texts, labels = fd.rotten_tomatoes()  # ~4 s the first time (datasets), then free
-    return tuple(texts), tuple(labels)
-
-
 def _sample(n_total: int, sample: int | None, seed: int) -> list[int]:
     if sample is None or sample >= n_total:
         return list(range(n_total))
@@ -89,7 +83,7 @@ def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | N
     return sents, tags
 
 
-def _word_task(name, sents, tags, sample, seed, key, notes=()) -> ProbeData:
+def _word_task(name, sents, tags, sample, seed, key) -> ProbeData:
     keep = _sample(len(sents), sample, seed)
     sents, tags = [sents[i] for i in keep], [tags[i] for i in keep]
     if len(sents) < MIN_SENTENCES:
@@ -98,21 +92,21 @@ def _word_task(name, sents, tags, sample, seed, key, notes=()) -> ProbeData:
     if len(names) < 2:
         raise ValueError(f"{name}: every token has the same tag ({names[0]!r}); a probe needs at least two classes")
     to_id = {t: i for i, t in enumerate(names)}
-    return ProbeData(name, "word", sents, [[to_id[t] for t in ts] for ts in tags], names, key, list(notes))
+    return ProbeData(name, "word", sents, [[to_id[t] for t in ts] for ts in tags], names, key)
 
 
 @functools.lru_cache(maxsize=8)
 def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, label_column: str) -> ProbeData:
     key = (task, stamp, sample, seed, text_column, label_column)
     if task == "pos":
-        texts = _rotten_tomatoes()[0]
+        texts = fd.rotten_tomatoes()[0]
         keep = _sample(len(texts), sample, seed)  # tag only what we keep
         with warnings.catch_warnings():  # textblob opens its lexicon without closing it
             warnings.simplefilter("ignore", ResourceWarning)
             sents, tags = fd.silver_pos([texts[i] for i in keep])
         return _word_task("pos", sents, tags, None, seed, key)
     if task in ("sentiment", "position"):
-        texts, labels = _rotten_tomatoes()
+        texts, labels = fd.rotten_tomatoes()
         keep = _sample(len(texts), sample, seed)
         if task == "position":
             return ProbeData("position", "token", [texts[i] for i in keep], None,

@@ -8,6 +8,7 @@ Every error a user can cause is a ValueError naming the file, so the UI and the 
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -47,13 +48,15 @@ class TaskData:
 
 
 # ---- raw data --------------------------------------------------------------------------------------
-def rotten_tomatoes() -> tuple[list[str], list[int]]:
-    """The 8,530 Rotten Tomatoes sentences (4,265 positive, 4,265 negative): texts and 0/1 labels."""
+@functools.lru_cache(maxsize=1)
+def rotten_tomatoes() -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The 8,530 Rotten Tomatoes sentences (4,265 positive, 4,265 negative): texts and 0/1 labels.
+    Read once per process (~4 s: datasets), so probing and fine-tuning share them."""
     ds = movie_reviews("rotten_tomatoes")
-    return list(ds["text"]), [int(y) for y in ds["label"]]
+    return tuple(ds["text"]), tuple(int(y) for y in ds["label"])
 
 
-def load_sentiment() -> tuple[list[str], list[int], list[str]]:
+def load_sentiment() -> tuple[tuple[str, ...], tuple[int, ...], list[str]]:
     texts, labels = rotten_tomatoes()
     return texts, labels, ["negative", "positive"]
 

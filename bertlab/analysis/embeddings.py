@@ -144,12 +144,8 @@ def pool(states: States, layer: int, how: str = "mean") -> torch.Tensor:
     h = states.hidden[check_layer(layer, states.num_layers)]  # (B, T, H)
     if how == "cls":
         return h[:, 0]
-    out = []
-    for i, special in enumerate(states.special):
-        keep = [t for t, s in enumerate(special) if not s]
-        x = h[i, keep]
-        out.append(x.mean(0) if how == "mean" else x.max(0).values)
-    return torch.stack(out)
+    rows = [h[i, [t for t, s in enumerate(special) if not s]] for i, special in enumerate(states.special)]
+    return torch.stack([x.mean(0) if how == "mean" else x.max(0).values for x in rows])
 
 
 def cosine_matrix(vectors: torch.Tensor) -> torch.Tensor:

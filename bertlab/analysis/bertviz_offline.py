@@ -83,8 +83,12 @@ def _attn_data(att: torch.Tensor, tokens: list[str], sentence_b_start: int | Non
     return [{**whole, "name": "All"}] + blocks
 
 
-def _page(name: str, params: dict, attn_data: list[dict], note: str) -> str:
-    vis_id = params["root_div_id"]
+def _page(name: str, att: torch.Tensor, tokens: list[str], sentence_b_start: int | None, note: str,
+          **view) -> str:
+    """A whole page running bertviz's `name` view of `att`, with that view's own parameters `view`."""
+    attn_data = _attn_data(att, tokens, sentence_b_start)
+    vis_id = f"bertviz-{uuid.uuid4().hex}"
+    params = {"attention": attn_data, "default_filter": "0", "root_div_id": vis_id, **view}
     select = ""
     if len(attn_data) > 1:
         options = "".join(f'<option value="{i}">{html.escape(d["name"])}</option>' for i, d in enumerate(attn_data))
@@ -113,27 +117,23 @@ def head_view_html(att: torch.Tensor, tokens: list[str], sentence_b_start: int |
     """A whole HTML page with bertviz's head view of `att` (L, A, T, T); layers/heads 0-based.
     When all layers would be too much data for a browser, only `layer` is included."""
     _check(att, tokens)
-    L, A, T, _ = att.shape
+    L = att.shape[0]
     layers = list(range(L))
-    if L * A * T * T > MAX_NUMBERS:
+    if not fits(att, whole_model=True):
         layer = layer or 0
         layers = [layer]
         note = (note + " " if note else "") + f"Only layer {layer} is included: all {L} layers would be too much data."
-    params = {"attention": _attn_data(att[layers], tokens, sentence_b_start), "default_filter": "0",
-              "root_div_id": f"bertviz-{uuid.uuid4().hex}", "layer": layer, "heads": heads,
-              "include_layers": layers}
-    return _page("head_view", params, params["attention"], note)
+    return _page("head_view", att[layers], tokens, sentence_b_start, note, layer=layer, heads=heads,
+                 include_layers=layers)
 
 
 def model_view_html(att: torch.Tensor, tokens: list[str], sentence_b_start: int | None = None,
                     display_mode: str = "light", note: str = "") -> str:
     """A whole HTML page with bertviz's model view: one thumbnail per head, layers down, heads across."""
     _check(att, tokens)
-    L, A, T, _ = att.shape
-    params = {"attention": _attn_data(att, tokens, sentence_b_start), "default_filter": "0",
-              "display_mode": display_mode, "root_div_id": f"bertviz-{uuid.uuid4().hex}",
-              "include_layers": list(range(L)), "include_heads": list(range(A)), "total_heads": A}
-    return _page("model_view", params, params["attention"], note)
+    L, A = att.shape[:2]
+    return _page("model_view", att, tokens, sentence_b_start, note, display_mode=display_mode,
+                 include_layers=list(range(L)), include_heads=list(range(A)), total_heads=A)
 
 
 def fits(att: torch.Tensor, whole_model: bool) -> bool:

@@ -192,9 +192,7 @@ def train_probe(Xtr, ytr, Xva, n_classes: int, kind: str = "linear", seed: int =
 def split_rows(f: Features, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Row indices of the training and validation items; whole sentences go to one side."""
     tr, va = split_heldout(range(len(f.keys)), VAL_FRAC, seed, f.keys)
-    side = torch.zeros(len(f.keys), dtype=torch.bool)
-    side[torch.tensor(va, dtype=torch.long)] = True
-    held = side[f.group]
+    held = torch.isin(f.group, torch.tensor(va, dtype=torch.long))
     return (~held).nonzero().squeeze(1), held.nonzero().squeeze(1)
 
 

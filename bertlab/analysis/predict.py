@@ -86,11 +86,8 @@ def classify(model, tok, text: str) -> dict:
     n = tok.model_max_length - 2
     ids = [tok.cls_token_id, *enc.ids[:n], tok.sep_token_id]
     probs = model(torch.tensor([ids])).logits[0, 1:-1].float().softmax(-1)  # (T, labels)
-    out, seen = [], set()
-    for i, w in enumerate(enc.word_ids[:n]):
-        if w is None or w in seen:
-            continue
-        seen.add(w)
-        p, k = probs[i].max(-1)
-        out.append((words[w], model.id2label[int(k)], float(p)))
-    return {"words": out, "truncated": len(seen) < len(words)}
+    ws = enc.word_ids[:n]
+    firsts = [i for i, (w, prev) in enumerate(zip(ws, [None] + ws)) if w is not None and w != prev]
+    p, k = probs[firsts].max(-1)
+    out = [(words[ws[i]], model.id2label[int(c)], float(q)) for i, q, c in zip(firsts, p, k)]
+    return {"words": out, "truncated": len(firsts) < len(words)}

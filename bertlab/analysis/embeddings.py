@@ -50,8 +50,7 @@ def short(text: str, n: int = 40) -> str:
 
 @torch.no_grad()
 def hidden_states(model, tok, sentences) -> States:
-    """Encode each sentence on its own ([CLS] s [SEP]), cut to what the model can read, and run
-    the encoder once with padding masked out. Works for BertForPreTraining and BertModel."""
+    """Encode each sentence alone, cut to the model's length; one encoder pass (BertForPreTraining or BertModel)."""
     sentences = check_sentences(sentences)
     encoder = getattr(model, "bert", model)
     limit = min(tok.model_max_length, encoder.config.max_position_embeddings)
@@ -81,8 +80,7 @@ def _find(seq: list[int], pieces: list[str], target: list[int], start: int) -> l
 
 
 def word_positions(tok, states: States, word: str) -> tuple[list[list[int]], list[str]]:
-    """The WordPiece positions of the first whole-word occurrence of `word` in every sentence,
-    plus notes. The word is tokenised like the sentences (same lowercasing and accent rules)."""
+    """The WordPiece positions of `word`'s first whole-word occurrence in every sentence, and notes."""
     if not isinstance(word, str):
         raise TypeError(f"the word must be a str, got {type(word).__name__}")
     if not word.strip():
@@ -137,8 +135,7 @@ def check_layer(layer, num_layers: int) -> int:
 
 
 def pool(states: States, layer: int, how: str = "mean") -> torch.Tensor:
-    """(B, H) sentence vectors at `layer`: the [CLS] vector, or the mean / max over the real
-    tokens ([CLS], [SEP] and padding left out)."""
+    """(B, H) sentence vectors at `layer`: [CLS]'s, or the mean / max over the other real tokens."""
     if how not in POOLINGS:
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {how!r}")
     h = states.hidden[check_layer(layer, states.num_layers)]  # (B, T, H)
@@ -194,8 +191,7 @@ def token_map(states: States, layer: int, include_special: bool = False,
 
 def analyze(model, tok, sentences, word: str | None = None, layer: int = -1, pooling: str = "mean",
             include_special: bool = False) -> dict:
-    """The whole Embeddings view as one JSON-able dict: per-layer word similarities (when a
-    word is given), the sentence similarity matrix, and the PCA map of the token vectors."""
+    """The whole Embeddings view as one JSON-able dict: word similarities, sentence matrix, PCA map."""
     states = hidden_states(model, tok, sentences)
     layer = check_layer(layer, states.num_layers)
     result = {"sentences": states.sentences, "num_layers": states.num_layers,

@@ -60,8 +60,7 @@ def expected_share(rate: float, word_lengths: list[int]) -> float:
 
 def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_samples: int = 200,
                  seed: int = 0) -> dict:
-    """Draw `n_samples` independent masks of the same sequence (dynamic masking: a new draw each
-    epoch) and count how often tokens were selected and which of the 80/10/10 rules they got."""
+    """Count what `n_samples` independent masks of one sequence (one per epoch, as in training) did."""
     n = n_samples
     if isinstance(n, bool) or not isinstance(n, (int, float)) or int(n) != n or not 1 <= n <= MAX_SAMPLES:
         raise ValueError(f"the number of samples must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")

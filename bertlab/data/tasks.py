@@ -196,8 +196,7 @@ def task_kind(task: str) -> str:
 
 def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "text", label_column: str = "label",
               val_frac: float = 0.1, seed: int = 0, max_examples: int | None = None) -> TaskData:
-    """Read, label, split (by sentence, seeded) and encode a task. `max_examples` keeps a seeded
-    random subset (handy for quick runs and tests)."""
+    """Read, label, split (by sentence, seeded) and encode a task; `max_examples`: a seeded subset."""
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 4:
         raise ValueError(f"max_len must be an integer >= 4, got {max_len!r}")
     if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)

@@ -197,8 +197,7 @@ def split_rows(f: Features, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def per_tag(result: dict, layer: int | None = None) -> list[dict]:
-    """Per label at one layer (default: the best): validation count, probe accuracy, the label
-    it is most often mistaken for; commonest labels first."""
+    """Per label at one layer (default: the best): count, accuracy, commonest confusion; commonest first."""
     layer = result["best_layer"] if layer is None else int(layer)
     if not 0 <= layer <= result["num_layers"]:
         raise ValueError(f"layer must be between 0 and {result['num_layers']}, got {layer}")

@@ -120,10 +120,7 @@ HEADS = {c.architecture: c for c in (BertForSequenceClassification, BertForToken
 # ---- LoRA ------------------------------------------------------------------------------------------
 
 class LoRALinear(nn.Module):
-    """y = x Wᵀ + b + (alpha/r) · x Aᵀ Bᵀ, with W and b frozen and only A and B trained.
-
-    Code that reads `.weight` directly (our attention fuses [Wq; Wk; Wv] into one GEMM and never calls
-    `query(x)`) gets the effective weight W + (alpha/r) B A, so gradients still reach A and B."""
+    """y = x Wᵀ + b + (alpha/r) · x Aᵀ Bᵀ, with W and b frozen and only A and B trained."""
 
     def __init__(self, base: nn.Linear, rank: int = 8, alpha: float = 16):
         super().__init__()
@@ -141,29 +138,14 @@ class LoRALinear(nn.Module):
         self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, device=w.device, dtype=w.dtype))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, device=w.device, dtype=w.dtype))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # as nn.Linear and PEFT do
-        self._merged, self._merged_key = None, None
 
     def delta(self) -> torch.Tensor:
         return (self.lora_B @ self.lora_A) * self.scaling  # (out, in)
 
     @property
     def weight(self) -> torch.Tensor:
-        if torch.is_grad_enabled():
-            return self.base.weight + self.delta()
-        # Without autograd, keep one tensor and update it in place only when W, A or B changed: the
-        # attention's fused-QKV cache keys on (data_ptr, _version), which then stays exact.
-        ts = (self.base.weight, self.lora_A, self.lora_B)
-        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in ts)
-        if key != self._merged_key:
-            with torch.inference_mode(False), torch.no_grad():  # (the first re-enables grad)
-                w = self.base.weight + self.delta()
-                if self._merged is None or self._merged.shape != w.shape or self._merged.dtype != w.dtype \
-                        or self._merged.device != w.device:
-                    self._merged = w
-                else:
-                    self._merged.copy_(w)  # bumps _version: readers see the change
-            self._merged_key = key
-        return self._merged
+        """The effective weight W + (alpha/r) B A (gradients reach A and B)."""
+        return self.base.weight + self.delta()
 
     @property
     def bias(self) -> torch.Tensor | None:

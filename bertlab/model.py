@@ -1,7 +1,8 @@
 """BERT from scratch, readable in one sitting.
 
 Module and parameter names copy Hugging Face's modeling_bert.py, so a checkpoint converts by
-renaming prefixes at most, and every number can be checked against `transformers`.
+renaming prefixes at most, and every number can be checked against `transformers`. Plain on
+purpose: CPU inference speed-ups (fused QKV, pre-packed weights) are opt-in, in `fast.py`.
 """
 from __future__ import annotations
 
@@ -20,34 +21,6 @@ ACT = {
     "gelu_pytorch_tanh": nn.GELU(approximate="tanh"),
     "relu": nn.ReLU(),
 }
-
-
-class PackedLinear:
-    """F.linear; without autograd on a CPU in fp32, oneDNN against a cached pre-packed weight
-    (~20 % faster GEMMs here). The cache is keyed by the tensors' versions, so any update of the
-    weights (an optimizer step, load_state_dict) repacks them."""
-
-    def __init__(self):
-        self.key, self.w, self.b = None, None, None
-
-    def __call__(self, x, weight, bias=None):
-        if (torch.is_grad_enabled() or x.device.type != "cpu" or x.dtype != torch.float32 or bias is None
-                or weight.dtype != torch.float32 or torch.is_autocast_enabled("cpu") or not MKLDNN):
-            return F.linear(x, weight, bias)
-        key = (weight.data_ptr(), weight._version, bias.data_ptr(), bias._version)
-        if key != self.key:
-            self.w, self.b, self.key = weight.detach().to_mkldnn(), bias.detach().to_mkldnn(), key
-        y = torch._C._nn.mkldnn_linear(x.reshape(-1, x.shape[-1]).contiguous().to_mkldnn(), self.w, self.b)
-        return y.to_dense().view(*x.shape[:-1], -1)
-
-
-MKLDNN = torch.backends.mkldnn.is_available()
-
-
-def packed(linear: nn.Linear, x):
-    """Apply an nn.Linear through its own PackedLinear cache (kept outside the state dict)."""
-    cache = linear.__dict__.setdefault("_packed", PackedLinear())
-    return cache(x, linear.weight, linear.bias)
 
 
 @dataclass
@@ -89,23 +62,15 @@ class BertSelfAttention(nn.Module):
         self.dropout_p = c.attention_probs_dropout_prob
         self.dropout = nn.Dropout(c.attention_probs_dropout_prob)
 
-        self._fused, self._fused_key, self._packed_qkv = None, None, PackedLinear()
+    def forward(self, x, bias, need_weights: bool):  # x (B, T, H); bias (B, 1, T, T) or None
+        return self.attend(self.query(x), self.key(x), self.value(x), bias, need_weights)
 
-    def qkv(self, x):
-        """Without autograd, one GEMM against a cached [Wq; Wk; Wv] is ~30 % faster than three."""
-        ps = [m.weight for m in (self.query, self.key, self.value)] + [m.bias for m in (self.query, self.key, self.value)]
-        if torch.is_grad_enabled():  # training: concatenate anew, so gradients flow to each matrix
-            return F.linear(x, torch.cat(ps[:3]), torch.cat(ps[3:])).chunk(3, dim=-1)
-        key = tuple((p.data_ptr(), p._version, p.dtype) for p in ps)  # in-place updates bump _version
-        if key != self._fused_key:
-            self._fused, self._fused_key = (torch.cat(ps[:3]), torch.cat(ps[3:])), key
-            self._packed_qkv = PackedLinear()  # a fresh tensor may reuse a freed one's address
-        return self._packed_qkv(x, *self._fused).chunk(3, dim=-1)
-
-    def forward(self, x, bias, need_weights: bool):
-        B, T, H = x.shape
+    def attend(self, q, k, v, bias, need_weights: bool):
+        """Attention from projected q, k, v (B, T, H) each; its own method so that fast.py can feed it
+        one fused projection."""
+        B, T, H = q.shape
         split = lambda t: t.reshape(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, A, T, d)
-        q, k, v = map(split, self.qkv(x))
+        q, k, v = split(q), split(k), split(v)
         if need_weights:  # explicit softmax: the probabilities are what the attention views show
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, A, T, T)
             probs = F.softmax(scores if bias is None else scores + bias, dim=-1)
@@ -113,9 +78,9 @@ class BertSelfAttention(nn.Module):
         else:  # fused kernel, same numbers
             p = self.dropout_p if self.training else 0.0
             mask = None if bias is None else bias.to(q.dtype)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, A, T, d)
             probs = None
-        return y.transpose(1, 2).reshape(B, T, H), probs
+        return y.transpose(1, 2).reshape(B, T, H), probs  # (B, T, H); (B, A, T, T) or None
 
 
 def _post_ln(c: BertConfig) -> nn.Module:
@@ -137,11 +102,8 @@ class BertSelfOutput(nn.Module):
         self.LayerNorm = _post_ln(c)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, h, residual):
-        h = self.dropout(packed(self.dense, h))
-        # Without autograd, add in place: one fewer large temporary per block.
-        h = h.add_(residual) if not torch.is_grad_enabled() else h + residual
-        return self.LayerNorm(h)
+    def forward(self, h, residual):  # h (B, T, d_in), residual (B, T, H)
+        return self.LayerNorm(self.dropout(self.dense(h)) + residual)
 
 
 class BertAttention(nn.Module):
@@ -163,7 +125,7 @@ class BertIntermediate(nn.Module):
         self.act = ACT[c.hidden_act]
 
     def forward(self, x):
-        return self.act(packed(self.dense, x))  # (B, T, I)
+        return self.act(self.dense(x))  # (B, T, I)
 
 
 class BertLayer(nn.Module):
@@ -204,20 +166,8 @@ def attention_bias(attention_mask, T: int, dtype, causal: bool = False):
     return bias.masked_fill(~allowed, torch.finfo(dtype).min)
 
 
-def drop_caches(module: nn.Module) -> None:
-    """Forget fused and pre-packed weights (they are rebuilt on the next no-grad forward)."""
-    for m in module.modules():
-        m.__dict__.pop("_packed", None)
-        if isinstance(m, BertSelfAttention):
-            m._fused, m._fused_key, m._packed_qkv = None, None, PackedLinear()
-
-
 class BertModel(nn.Module):
     """The encoder alone; its state-dict keys are those of Hugging Face's BertModel."""
-
-    def _apply(self, fn, *args, **kwargs):  # .to(), .half(), .cuda(): new tensors, so no stale caches
-        drop_caches(self)
-        return super()._apply(fn, *args, **kwargs)
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
@@ -263,7 +213,7 @@ class BertPredictionHeadTransform(nn.Module):
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
 
     def forward(self, h):
-        return self.LayerNorm(self.act(packed(self.dense, h)))
+        return self.LayerNorm(self.act(self.dense(h)))  # (..., H)
 
 
 class BertLMPredictionHead(nn.Module):
@@ -274,8 +224,7 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
     def forward(self, h):
-        self.__dict__.setdefault("_packed", PackedLinear())
-        return self._packed(self.transform(h), self.decoder.weight, self.bias)  # (..., V), bias in the GEMM
+        return F.linear(self.transform(h), self.decoder.weight, self.bias)  # (..., V), bias in the GEMM
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -295,10 +244,6 @@ class BertForPreTraining(nn.Module):
         self.cls = BertPreTrainingHeads(config)
         self.cls.apply(lambda m: init_weights(m, config))
         self.tie_weights()
-
-    def _apply(self, fn, *args, **kwargs):
-        drop_caches(self)
-        return super()._apply(fn, *args, **kwargs)
 
     def tie_weights(self):
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight

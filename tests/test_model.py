@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from bertlab import BertConfig, BertForPreTraining, load_pretrained, save_pretrained
+from bertlab import BertConfig, BertForPreTraining, fast, load_pretrained, save_pretrained
 
 TOL = 1e-5
 CONFIGS = {  # odd sizes on purpose: nothing may rely on powers of two
@@ -172,16 +172,16 @@ def test_decoder_is_tied_to_word_embeddings():
     assert "cls.predictions.decoder.weight" in m.state_dict()
 
 
-def test_fused_qkv_cache_follows_weight_updates():
-    """The no-grad fast path caches [Wq; Wk; Wv]; an optimizer step must invalidate it."""
+def test_fast_path_follows_weight_updates():
+    """bertlab.fast packs [Wq; Wk; Wv] and the other weights once; an optimizer step or a reload must repack."""
     torch.manual_seed(0)
-    m = BertForPreTraining(BertConfig(vocab_size=60, **CONFIGS["odd"])).eval()
+    m = fast.optimize(BertForPreTraining(BertConfig(vocab_size=60, **CONFIGS["odd"])).eval())
     ids, tt, am = batch(60, 3)
     opt = torch.optim.SGD(m.parameters(), lr=0.5)
     for _ in range(2):
         with torch.no_grad():
             cached = m(ids, tt, am).mlm_logits
-        graph = m(ids, tt, am)  # grad enabled: separate projections, no cache
+        graph = m(ids, tt, am)  # grad enabled: the plain model's forward, no cache
         assert (cached - graph.mlm_logits).abs().max() <= TOL
         graph.mlm_logits.square().mean().backward()
         opt.step()
@@ -192,17 +192,26 @@ def test_fused_qkv_cache_follows_weight_updates():
     assert (m(ids, tt, am).mlm_logits - cached).abs().max() > 1e-3
 
 
-def test_packed_weights_follow_dtype_round_trips_and_reloads():
-    """The no-grad fast path caches pre-packed weights; moving or reloading the model must not reuse them."""
+def test_fast_path_follows_dtype_round_trips_and_reloads():
+    """Packed weights must not outlive the tensors they came from: .half().float() and a reload give new ones."""
     torch.manual_seed(0)
-    m = BertForPreTraining(BertConfig(vocab_size=60, **CONFIGS["odd"])).eval()
+    m = fast.optimize(BertForPreTraining(BertConfig(vocab_size=60, **CONFIGS["odd"])).eval())
     ids, tt, am = batch(60, 3)
     with torch.no_grad():
         m(ids, tt, am)  # fill the caches
         m.half().float()  # weights rounded through fp16: new tensors
-        fast = m(ids, tt, am).mlm_logits
+        fast_out = m(ids, tt, am).mlm_logits
     slow = m(ids, tt, am).mlm_logits  # grad enabled: plain F.linear
-    assert (fast - slow).abs().max() <= TOL
+    assert (fast_out - slow).abs().max() <= TOL
+    other = BertForPreTraining(m.config).state_dict()
+    with torch.no_grad():
+        m.load_state_dict(other)
+        fast_out = m(ids, tt, am).mlm_logits
+        m.load_state_dict({k: v.clone() for k, v in other.items()}, assign=True)
+        assigned = m(ids, tt, am).mlm_logits
+    m.tie_weights()
+    slow = m(ids, tt, am).mlm_logits
+    assert (fast_out - slow).abs().max() <= TOL and (assigned - slow).abs().max() <= TOL
 
 
 def hf_megatron(vocab_size, **kw):

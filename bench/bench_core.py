@@ -5,11 +5,13 @@
 Forward of `base` at 8x128 (fp32 and bf16 autocast, no_grad) and one pre-training step
 (forward + backward + AdamW) of `mini` at 32x128 with 15 % of tokens labelled. transformers runs
 with its default attention (SDPA) in both; ours uses SDPA too, and sparse MLM logits in training.
+The fp32 forward is timed for our plain model and for the same model after `fast.optimize`, beside
+a plain (1024x768)@(768x3072) GEMM in the same loop: achieved GFLOP/s (matmul FLOPs from
+`sizing.flops` over the median time) against what one GEMM reaches here, the practical ceiling.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import time
@@ -18,7 +20,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bertlab import BertConfig, BertForPreTraining, preset  # noqa: E402
+from bertlab import BertConfig, BertForPreTraining, fast, preset  # noqa: E402
+from bertlab.analysis.sizing import flops  # noqa: E402
+
+GEMM = (1024, 768, 3072)  # (M, K, N): BERT-base's FFN input projection at 8x128 tokens
 
 
 def hf_model(c: BertConfig):
@@ -39,19 +44,47 @@ def timeit(fns, reps: int) -> list[float]:
     return [statistics.median(t) for t in ts]
 
 
-def bench_forward(reps: int, bf16: bool) -> tuple[float, float]:
+def forward_models():
     c = preset("base")
     torch.manual_seed(0)
     ours = BertForPreTraining(c).eval()
     theirs = hf_model(c).eval()
     theirs.load_state_dict(ours.state_dict(), strict=False)
-    ids = torch.randint(5, c.vocab_size, (8, 128))
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    return c, ours, theirs, torch.randint(5, c.vocab_size, (8, 128))
 
-    def run(m, **kw):
-        with torch.no_grad(), ctx():
-            m(input_ids=ids, **kw)
+
+def bench_forward_bf16(reps: int) -> tuple[float, float]:
+    _, ours, theirs, ids = forward_models()
+
+    def run(m):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            m(input_ids=ids)
     return timeit([lambda: run(ours), lambda: run(theirs)], reps)
+
+
+def bench_forward_fp32(reps: int) -> dict[str, float]:
+    """Median seconds of transformers, our plain model, our model after fast.optimize, and one GEMM,
+    all interleaved in one loop."""
+    c, ours, theirs, ids = forward_models()
+    optimized = fast.optimize(BertForPreTraining(c).eval())
+    optimized.load_state_dict(ours.state_dict())
+    M, K, N = GEMM
+    a, w = torch.randn(M, K), torch.randn(K, N)
+
+    def run(m):
+        with torch.no_grad():
+            m(input_ids=ids)
+
+    def gemm():  # ten in a row: one alone is short enough for a scheduler hiccup to dominate
+        with torch.no_grad():
+            for _ in range(10):
+                a @ w
+    names = ("transformers", "bertlab", "bertlab fast", "gemm")
+    fns = (lambda: run(theirs), lambda: run(ours), lambda: run(optimized), gemm)
+    out = dict(zip(names, timeit(fns, reps)))
+    out["gemm"] /= 10
+    out["model flop"] = ids.shape[0] * flops(c, ids.shape[1])["total"]
+    return out
 
 
 def bench_train_step(reps: int) -> tuple[float, float]:
@@ -84,13 +117,25 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, {a.threads} threads, median of {a.reps}\n")
-    print(f"{'what':<38}{'bertlab':>10}{'transformers':>14}{'ratio':>8}")
-    for name, fn in (("forward base 8x128 fp32", lambda: bench_forward(a.reps, False)),
-                     ("forward base 8x128 bf16 autocast", lambda: bench_forward(a.reps, True)),
-                     ("train step mini 32x128 (sparse MLM)", lambda: bench_train_step(a.reps))):
-        ours, theirs = fn()
-        print(f"{name:<38}{ours:>9.3f}s{theirs:>13.3f}s{ours / theirs:>7.2f}x", flush=True)
+    print(f"{'what':<42}{'bertlab':>10}{'transformers':>14}{'ratio':>8}")
+
+    def row(name, ours, theirs):
+        print(f"{name:<42}{ours:>9.3f}s{theirs:>13.3f}s{ours / theirs:>7.2f}x", flush=True)
+    t = bench_forward_fp32(a.reps)
+    row("forward base 8x128 fp32", t["bertlab"], t["transformers"])
+    row("forward base 8x128 fp32, fast.optimize", t["bertlab fast"], t["transformers"])
+    row("forward base 8x128 bf16 autocast", *bench_forward_bf16(a.reps))
+    row("train step mini 32x128 (sparse MLM)", *bench_train_step(a.reps))
     print("\nratio = bertlab time / transformers time (below 1 is faster)")
+    M, K, N = GEMM
+    gemm = 2 * M * K * N / t["gemm"] / 1e9
+    print(f"\nachieved GFLOP/s, fp32 forward of base 8x128 ({t['model flop'] / 1e9:.0f} GFLOP of matmuls) "
+          f"against one ({M}x{K})@({K}x{N}) GEMM, measured in the same loop:")
+    for name in ("gemm", "transformers", "bertlab", "bertlab fast"):
+        rate = (2 * M * K * N if name == "gemm" else t["model flop"]) / t[name] / 1e9
+        print(f"  {name:<14}{rate:>7.0f} GFLOP/s{rate / gemm:>7.0%} of the GEMM")
+    if t["model flop"] / t["bertlab fast"] > 2 * M * K * N / t["gemm"]:
+        print("  (above 100 %: fast.optimize's pre-packed oneDNN GEMMs beat torch's own matmul on this CPU)")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,6 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
                  LN1's input, LN1's output (the FFN reads it), LN2's input
       2·B·T·I·e  GELU's input and output (the second FFN matmul reads it); ReLU needs only one
       2·B·A·T·T·e  softmax output (its own backward) and its dropped-out copy (probs·V reads it)
-      3·H·H·e    the [Wq; Wk; Wv] concatenation that the fused QKV projection reads
     plus dropout masks (B·A·T·T + 2·B·T·H, `mask_bytes` each) and LayerNorm statistics.
     A layer's output is the next layer's input, so it is counted once. Assumes eager attention (flash
     keeps no B·A·T·T tensor); under autocast softmax and LayerNorm stay fp32, so half figures are low.
@@ -89,7 +88,7 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
     e, BT, att = DTYPE_BYTES[dtype], batch_size * seq_len, batch_size * A * seq_len * seq_len
     p_att, p_hid = c.attention_probs_dropout_prob > 0, c.hidden_dropout_prob > 0
     n_act = 1 if c.hidden_act == "relu" else 2
-    per_layer = ((8 * BT * H + n_act * BT * I + (1 + p_att) * att + 3 * H * H) * e
+    per_layer = ((8 * BT * H + n_act * BT * I + (1 + p_att) * att) * e
                  + (p_att * att + p_hid * 2 * BT * H) * mask_bytes + 2 * 2 * BT * STATS_BYTES)
     # embeddings: LN input, dropout mask, LN stats, the int64 ids the lookups keep
     embeddings = BT * H * e + p_hid * BT * H * mask_bytes + 2 * BT * STATS_BYTES + (2 * BT + T) * 8

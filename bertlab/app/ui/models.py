@@ -12,6 +12,7 @@ from ... import fast
 from ...analysis import sizing
 from ...cache import LRU
 from ...checkpoint import DEFAULT_MODEL_DIR, load_pretrained
+from ...train.runs import list_runs
 
 DEFAULT = "default (shipped)"
 CACHE_SIZE = int(os.environ.get("BERTLAB_MODEL_CACHE", "4"))
@@ -24,13 +25,7 @@ def runs_root() -> Path:
 
 def choices() -> list[str]:
     """The default first, then every run here with a model to show (finished, stopped or checkpointed)."""
-    out = [DEFAULT]
-    root = runs_root()
-    if root.is_dir():
-        runs = [p for p in root.iterdir() if p.is_dir() and ((p / "model" / "config.json").exists()
-                or any((p / "checkpoints").glob("step-*/config.json")))]
-        out += [f"run: {p.name}" for p in sorted(runs, key=lambda p: p.stat().st_mtime, reverse=True)]
-    return out
+    return [DEFAULT] + [f"run: {r.name}" for r in list_runs(runs_root()) if r.model_dir() is not None]
 
 
 def resolve(choice: str | None) -> str | Path:

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .. import fast
 from ..analysis import sizing
 from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
@@ -27,7 +28,7 @@ from .probe_cli import report_probe
 
 def cmd_fill_mask(a) -> int:
     model, tok = load_pretrained(a.model)
-    results = fill_mask(model, tok, a.text, top_k=a.top_k)
+    results = fill_mask(fast.optimize(model), tok, a.text, top_k=a.top_k)
     if a.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0

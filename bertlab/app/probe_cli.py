@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from .. import fast
 from ..checkpoint import load_pretrained
 from ..train.probing import per_tag, probe, public, random_init
 from ..train.specs import ProbeSpec
@@ -15,6 +16,7 @@ def _pct(x: float) -> str:
 def report_probe(a: ProbeSpec, as_json: bool = False) -> int:
     """Run the probes a spec asks for and print them (a table, or JSON)."""
     model, tok = load_pretrained(a.model)
+    fast.optimize(model)  # features are read under no_grad: the packed CPU path
     kw = dict(feature=a.feature, probe="mlp" if a.mlp else "linear", sample=a.sample, seed=a.seed,
               text_column=a.text_column, label_column=a.label_column)
     runs = [probe(model, tok, a.task, name=a.model or "default", **kw)]

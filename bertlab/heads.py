@@ -20,12 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checkpoint import (
-    read_weights,
-    resolve_folder,
-    save_pretrained,
-    to_pretraining_keys,
-)
+from .checkpoint import read_weights, resolve_folder, save_pretrained, to_pretraining_keys
 from .config import BertConfig
 from .model import BertModel, init_weights
 from .tokenizer import WordPieceTokenizer
@@ -53,16 +48,17 @@ def _labels(num_labels: int, id2label) -> list[str]:
 
 
 class _Classifier(nn.Module):
-    """Shared plumbing: config, label names, dropout + linear head, HF-style config.json."""
+    """Shared plumbing: config, label names, dropout + linear head, HF-style config.json, loss."""
     architecture = ""
+    per_token = False  # a label per token (no pooler) rather than one per sequence
 
-    def __init__(self, config: BertConfig, num_labels: int, id2label=None, pooler: bool = True,
+    def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None,
                  classifier_dropout: float | None = None):
         super().__init__()
         self.config, self.num_labels = config, num_labels
         self.id2label = _labels(num_labels, id2label)
         self.classifier_dropout = classifier_dropout
-        self.bert = BertModel(config, add_pooling_layer=pooler)
+        self.bert = BertModel(config, add_pooling_layer=not self.per_token)
         self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.classifier, config)
@@ -77,41 +73,29 @@ class _Classifier(nn.Module):
                 "id2label": {str(i): n for i, n in enumerate(self.id2label)}, "label2id": self.label2id,
                 "classifier_dropout": self.classifier_dropout}
 
-    def _encode(self, input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states):
-        return self.bert(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
+                output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_attentions,
+                        output_hidden_states)
+        features = out.last_hidden_state if self.per_token else out.pooler_output
+        logits = self.classifier(self.dropout(features))  # (B, T, C) per token, (B, C) per sequence
+        loss = None
+        if labels is not None:  # labels of -100 are left out
+            loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1),
+                                   ignore_index=-100)
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
 class BertForSequenceClassification(_Classifier):
     """[CLS] -> pooler (dense + tanh) -> dropout -> linear: one label per text (or text pair)."""
     architecture = "BertForSequenceClassification"
 
-    def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None, classifier_dropout=None):
-        super().__init__(config, num_labels, id2label, pooler=True, classifier_dropout=classifier_dropout)
-
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
-                output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
-        out = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, C)
-        loss = None if labels is None else F.cross_entropy(logits.float(), labels.reshape(-1))
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
-
 
 class BertForTokenClassification(_Classifier):
     """Every token's last hidden state -> dropout -> linear: one label per token (no pooler, as in HF).
     Labels of -100 (padding, specials, a word's later WordPiece pieces) are left out of the loss."""
     architecture = "BertForTokenClassification"
-
-    def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None, classifier_dropout=None):
-        super().__init__(config, num_labels, id2label, pooler=False, classifier_dropout=classifier_dropout)
-
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
-                output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
-        out = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, C)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1), ignore_index=-100)
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+    per_token = True
 
 
 HEADS = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification)}
@@ -195,20 +179,20 @@ def merge_lora(model: nn.Module) -> nn.Module:
     return model
 
 
+@torch.no_grad()
 def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The state dict `merge_lora(model)` would have, without changing `model`."""
     lora = {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
     sd = {}
     for k, v in model.state_dict().items():
         mod, _, leaf = k.rpartition(".")
-        if mod in lora and leaf in ("lora_A", "lora_B"):
+        if mod in lora:  # lora_A, lora_B
             continue
-        owner = lora.get(mod[:-len(".base")]) if mod.endswith(".base") else None
-        if owner is None:
-            sd[k] = v
-        else:
-            with torch.no_grad():
-                sd[f"{mod[:-len('.base')]}.{leaf}"] = v + owner.delta().to(v.dtype) if leaf == "weight" else v
+        owner = lora.get(mod.removesuffix(".base")) if mod.endswith(".base") else None
+        if owner is not None:  # the wrapped Linear's weight and bias go back under its own name
+            k = f"{mod.removesuffix('.base')}.{leaf}"
+            v = v + owner.delta().to(v.dtype) if leaf == "weight" else v
+        sd[k] = v
     return sd
 
 
@@ -224,15 +208,10 @@ def freeze_encoder(model: nn.Module) -> nn.Module:
 
 
 def trainable_parameters(model: nn.Module) -> tuple[int, int]:
-    """(trainable, total) parameter counts; shared tensors are counted once."""
-    seen, trainable, total = set(), 0, 0
-    for p in model.parameters():
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        total += p.numel()
-        trainable += p.numel() if p.requires_grad else 0
-    return trainable, total
+    """(trainable, total) parameter counts; shared tensors are counted once (`parameters()` yields
+    each once)."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
 def layer_index(name: str, num_layers: int) -> int:
@@ -254,7 +233,7 @@ def save_classifier(model: _Classifier, tokenizer, folder: str | os.PathLike,
                     dtype: torch.dtype = torch.float32) -> Path:
     """A Hugging Face folder (atomically): LoRA merged (on a copy; `model` is left as it is), and a
     config.json that names the architecture and the labels."""
-    if has_lora(model):  # a plain twin with the merged weights (no deepcopy: caches may hold oneDNN tensors)
+    if has_lora(model):  # a plain twin loaded with the merged weights
         with torch.random.fork_rng(devices=[]):  # building it draws initial weights: leave the RNG alone
             plain = type(model)(model.config, model.num_labels, model.id2label, model.classifier_dropout)
         plain.load_state_dict(merged_state_dict(model))

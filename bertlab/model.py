@@ -59,7 +59,6 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(c.hidden_size, c.hidden_size)
         self.key = nn.Linear(c.hidden_size, c.hidden_size)
         self.value = nn.Linear(c.hidden_size, c.hidden_size)
-        self.dropout_p = c.attention_probs_dropout_prob
         self.dropout = nn.Dropout(c.attention_probs_dropout_prob)
 
     def forward(self, x, bias, need_weights: bool):  # x (B, T, H); bias (B, 1, T, T) or None
@@ -76,8 +75,8 @@ class BertSelfAttention(nn.Module):
             probs = F.softmax(scores if bias is None else scores + bias, dim=-1)
             y = self.dropout(probs) @ v  # (B, A, T, d)
         else:  # fused kernel, same numbers
-            p = self.dropout_p if self.training else 0.0
             mask = None if bias is None else bias.to(q.dtype)
+            p = self.dropout.p if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, A, T, d)
             probs = None
         return y.transpose(1, 2).reshape(B, T, H), probs  # (B, T, H); (B, A, T, T) or None
@@ -179,7 +178,7 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
-        B, T = input_ids.shape
+        T = input_ids.size(1)
         if T > self.config.max_position_embeddings:
             raise ValueError(f"sequence length {T} exceeds max_position_embeddings "
                              f"({self.config.max_position_embeddings})")
@@ -258,22 +257,16 @@ class BertForPreTraining(nn.Module):
         h = out.last_hidden_state  # (B, T, H)
         if sparse_mlm and labels is not None:
             keep = labels.ne(-100)  # (B, T)
-            out.mlm_logits = self.cls.predictions(h[keep])  # (N, V)
-            mlm_targets = labels[keep]  # (N,)
-        else:
-            out.mlm_logits = self.cls.predictions(h)  # (B, T, V)
-            mlm_targets = labels
+            h, labels = h[keep], labels[keep]  # (N, H), (N,)
+        out.mlm_logits = self.cls.predictions(h)  # (B, T, V), or (N, V) when sparse
         out.nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
-        losses = []
         if labels is not None:
-            V = self.config.vocab_size
-            out.mlm_loss = F.cross_entropy(out.mlm_logits.reshape(-1, V).float(),
-                                           mlm_targets.reshape(-1), ignore_index=-100)
-            losses.append(out.mlm_loss)
+            logits = out.mlm_logits.reshape(-1, self.config.vocab_size).float()
+            out.mlm_loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
         if next_sentence_label is not None:
             out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), next_sentence_label.reshape(-1),
                                            ignore_index=-100)
-            losses.append(out.nsp_loss)
+        losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
         if losses:
             out.loss = sum(losses)
         return out

@@ -10,6 +10,18 @@ NUM_SPECIAL_TOKENS = 5
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 
 
+def read_json_config(path: str | os.PathLike) -> dict:
+    """A config file's JSON object; any problem is one ValueError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(f"{path}: not a readable JSON config ({e})") from e
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: a config must be a JSON object")
+    return d
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -85,13 +97,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not a readable JSON config ({e})") from e
-        if not isinstance(d, dict):
-            raise ValueError(f"{path}: a config must be a JSON object")
+        d = read_json_config(path)
         try:
             return cls.from_dict(d)
         except (TypeError, ValueError) as e:

@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checkpoint import read_weights, resolve_folder, save_pretrained, to_pretraining_keys
-from .config import BertConfig
+from .config import BertConfig, read_json_config
 from .model import BertModel, init_weights
 from .tokenizer import WordPieceTokenizer
 
@@ -245,13 +245,7 @@ def save_classifier(model: _Classifier, tokenizer, folder: str | os.PathLike,
 
 def read_head_config(folder: str | os.PathLike) -> tuple[str | None, list[str] | None, dict]:
     """(architecture, label names or None, raw dict) from a folder's config.json."""
-    path = Path(folder) / "config.json"
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: not a readable JSON config ({e})") from e
-    if not isinstance(d, dict):
-        raise ValueError(f"{path}: a config must be a JSON object")
+    d = read_json_config(Path(folder) / "config.json")
     names = [str(a).removeprefix("Megatron") for a in d.get("architectures") or []]  # pre-LN heads
     arch = next((a for a in names if a in HEADS), None)
     labels = None

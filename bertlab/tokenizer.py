@@ -14,6 +14,8 @@ import torch
 from tokenizers import Encoding as RawEncoding
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from .config import read_json_config
+
 # Trained vocabularies put these at ids 0..4; loaded ones anywhere (bert-base: 0, 100..103): ask
 # `special_token_ids(tok)` for their ids, never assume them.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -170,15 +172,8 @@ class WordPieceTokenizer:
         folder = os.fspath(folder)
         if not os.path.isdir(folder):
             raise ValueError(f"{folder}: no such folder")
-        cfg_path, cfg = os.path.join(folder, "tokenizer_config.json"), {}
-        if os.path.isfile(cfg_path):
-            try:  # UnicodeDecodeError and JSONDecodeError are ValueErrors too
-                with open(cfg_path, encoding="utf-8") as f:
-                    cfg = json.load(f)
-                if not isinstance(cfg, dict):
-                    raise ValueError(f"expected a JSON object, got {type(cfg).__name__}")
-            except (OSError, ValueError) as e:
-                raise ValueError(f"{cfg_path}: cannot read it ({e})") from None
+        cfg_path = os.path.join(folder, "tokenizer_config.json")
+        cfg = read_json_config(cfg_path) if os.path.isfile(cfg_path) else {}
         max_len = cfg.get("model_max_length")  # transformers writes ~1e30 for "no limit"
         max_len = max_len if type(max_len) is int and 3 <= max_len <= 1_000_000 else 512
         tok_json, vocab_txt = os.path.join(folder, "tokenizer.json"), os.path.join(folder, "vocab.txt")

@@ -46,21 +46,26 @@ _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    _write_atomic(Path(path), json.dumps(obj, indent=1))
+
+
+def _write_atomic(path: Path, text: str) -> None:
     """Write a sibling temp file, fsync, rename: a reader sees the old file or the new, never half."""
-    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-def _read_json(path: Path):
+def _read_json(path: Path) -> dict | None:
+    """The JSON object in `path`; None if missing, corrupt or not an object."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return d if isinstance(d, dict) else None
 
 
 # ---- status -----------------------------------------------------------------------------------
@@ -79,9 +84,7 @@ def read_status(run_dir: str | os.PathLike) -> dict:
     """The status, with state "unknown" if missing or corrupt. A "running"/"stopping" run whose
     process is gone (killed, machine rebooted) is reported as "failed" (the file is left alone)."""
     st = {"state": "unknown", "step": 0, "total_steps": None, "message": "", "pid": None, "updated": None}
-    d = _read_json(Path(run_dir) / STATUS)
-    if isinstance(d, dict):
-        st.update(d)
+    st.update(_read_json(Path(run_dir) / STATUS) or {})
     if st["state"] in ("running", "stopping") and st["pid"] is not None and not _pid_alive(st["pid"]):
         st.update(state="failed", message=f"the training process (pid {st['pid']}) ended without "
                                           f"saying why (killed?); resume from the last checkpoint")
@@ -90,9 +93,7 @@ def read_status(run_dir: str | os.PathLike) -> dict:
 
 def write_status(run_dir: str | os.PathLike, **fields) -> dict:
     """Merge `fields` into status.json atomically; stamps pid and time. Returns the new status."""
-    d = _read_json(Path(run_dir) / STATUS)
-    st = d if isinstance(d, dict) else {}
-    st.update(fields)
+    st = {**(_read_json(Path(run_dir) / STATUS) or {}), **fields}
     st.setdefault("pid", os.getpid())
     st["updated"] = time.time()
     write_json_atomic(Path(run_dir) / STATUS, st)
@@ -100,8 +101,7 @@ def write_status(run_dir: str | os.PathLike, **fields) -> dict:
 
 
 def read_args(run_dir: str | os.PathLike) -> dict | None:
-    d = _read_json(Path(run_dir) / ARGS)
-    return d if isinstance(d, dict) else None
+    return _read_json(Path(run_dir) / ARGS)
 
 
 # ---- metrics ----------------------------------------------------------------------------------
@@ -137,10 +137,7 @@ def truncate_metrics(run_dir: str | os.PathLike, after_step: int) -> None:
     if not path.exists():
         return
     rows, _ = read_metrics(run_dir)
-    keep = "".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= after_step)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(keep, encoding="utf-8")
-    os.replace(tmp, path)
+    _write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= after_step))
 
 
 # ---- stop requests ----------------------------------------------------------------------------
@@ -175,13 +172,10 @@ def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
     return sorted((p for p in d.iterdir() if p.is_dir() and _STEP_DIR.match(p.name)), key=checkpoint_step)
 
 
-def is_complete(folder: str | os.PathLike) -> bool:
-    return isinstance(_read_json(Path(folder) / COMPLETE), dict)
-
-
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     """The newest checkpoint whose trainer_state.json (written last) is present and readable."""
-    return next((p for p in reversed(checkpoint_dirs(run_dir)) if is_complete(p)), None)
+    complete = (p for p in reversed(checkpoint_dirs(run_dir)) if _read_json(p / COMPLETE) is not None)
+    return next(complete, None)
 
 
 def prepare_run(run_dir: str | os.PathLike, args: dict, resume_step: int | None) -> None:
@@ -274,17 +268,13 @@ def set_rng_state(s: dict) -> None:
     random.setstate((version, tuple(py_state.tolist()), py_gauss))
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for p in [*folder.rglob("*"), folder]:
-        _fsync(p)
+def _fsync(*paths: Path) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_checkpoint(run_dir: str | os.PathLike, step: int, write: Callable[[Path], None], state: dict,
@@ -298,7 +288,7 @@ def write_checkpoint(run_dir: str | os.PathLike, step: int, write: Callable[[Pat
     tmp.mkdir(parents=True)
     write(tmp)
     (tmp / COMPLETE).write_text(json.dumps(state, indent=1), encoding="utf-8")
-    _fsync_tree(tmp)
+    _fsync(*tmp.rglob("*"), tmp)
     if final.exists():
         old = ck / f".old-step-{step}"
         os.replace(final, old)
@@ -321,14 +311,12 @@ class Run:
 
     def spec_dict(self) -> dict | None:
         """spec.json, or what an older run wrote (pretrain.json + train_args.json, finetune.json)."""
-        d = _read_json(self.path / SPEC)
-        if isinstance(d, dict):
+        if (d := _read_json(self.path / SPEC)) is not None:
             return d
-        if isinstance(old := _read_json(self.path / LEGACY["pretrain"]), dict):
+        if (old := _read_json(self.path / LEGACY["pretrain"])) is not None:
             return specs.legacy_pretrain(old, read_args(self.path))
-        if isinstance(old := _read_json(self.path / LEGACY["finetune"]), dict):
-            return {**old, "kind": "finetune"}
-        return None
+        old = _read_json(self.path / LEGACY["finetune"])
+        return None if old is None else {**old, "kind": "finetune"}
 
     def spec(self) -> specs.Spec | None:
         d = self.spec_dict()
@@ -344,9 +332,9 @@ class Run:
 
     def facts(self) -> dict:
         d = _read_json(self.path / FACTS)
-        if not isinstance(d, dict):  # an older fine-tune kept them in finetune.json
+        if d is None:  # an older fine-tune kept them in finetune.json
             d = _read_json(self.path / LEGACY["finetune"])
-        return d if isinstance(d, dict) else {}
+        return d or {}
 
     def write_facts(self, **facts) -> None:
         write_json_atomic(self.path / FACTS, {**self.facts(), **facts})

@@ -70,6 +70,11 @@ def init_distributed(backend: str | None = None) -> tuple[int, int]:
         if cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         dist.init_process_group(backend or ("nccl" if cuda else "gloo"))
+    return rank_world()
+
+
+def rank_world() -> tuple[int, int]:
+    """(rank, world size) of the process group, (0, 1) without one."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
@@ -107,10 +112,10 @@ class Trainer:
         self.compute_loss, self.evaluate, self.log_fn, self.stop_event = compute_loss, evaluate, log_fn, stop_event
         self.on_save, self.on_load = on_save or save_weights, on_load or load_weights
         self.find_unused_parameters = find_unused_parameters  # heads outside the loss (MLM-only: NSP)
-        ddp = dist.is_available() and dist.is_initialized()
-        self.rank, self.world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+        self.rank, self.world = rank_world()
         self.device = resolve_device(args.device)
-        self.comm_device = self.device if ddp and dist.get_backend() == "nccl" else torch.device("cpu")
+        nccl = self.world > 1 and dist.get_backend() == "nccl"
+        self.comm_device = self.device if nccl else torch.device("cpu")
         self.model = model.to(self.device)
         if args.bf16 and not bf16_is_fast(self.device.type):  # emulated bf16 is far slower than fp32
             self._say(slow_bf16_note())

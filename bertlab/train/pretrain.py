@@ -29,7 +29,7 @@ from ..data.masking import Batcher, continuation_table
 from ..model import BertForPreTraining
 from ..tokenizer import WordPieceTokenizer
 from . import runs
-from .loop import Trainer
+from .loop import Trainer, rank_world
 from .specs import PretrainSpec
 
 PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
@@ -68,27 +68,24 @@ def _cache_dir(spec: PretrainSpec) -> Path | None:
 
 def prepare_data(run_dir: Path, spec: PretrainSpec, log=print):
     """Tokenizer + train/held-out examples, built once per run and read back on resume."""
-    data = run_dir / "data"
-    cache, seed = _cache_dir(spec), spec.seed
+    data, tmp, cache = run_dir / "data", run_dir / ".data-tmp", _cache_dir(spec)
     if not (data / "examples.pt").exists() and cache is not None and (cache / "examples.pt").exists():
         log(f"reusing prepared data from {cache}")
-        tmp = run_dir / ".data-tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(cache, tmp)
         os.replace(tmp, data)
-    old = runs.Run(run_dir).spec() if (data / "examples.pt").exists() else None
-    if old is not None:
+    if (data / "examples.pt").exists():
+        old = runs.Run(run_dir).spec() or spec  # none yet: data just copied from the cache
         differ = [k for k in PretrainSpec.DATA if getattr(old, k) != getattr(spec, k)]
         if differ:
             raise ValueError(f"run {run_dir.name} already holds data prepared with other settings "
                              f"({', '.join(differ)}): resume it as it was, or pick another run name")
-    if (data / "examples.pt").exists():
         tok = WordPieceTokenizer.from_pretrained(data)
         blob = torch.load(data / "examples.pt", weights_only=True)
         return tok, _unpack(blob["train"]), _unpack(blob["heldout"]), blob["unigram"].tolist()
     log(f"loading corpus {spec.corpus!r} ...")
     docs = load_documents(spec.corpus, spec.text_column, spec.max_docs)
-    train_docs, held_docs = split_heldout(docs, spec.heldout, seed)
+    train_docs, held_docs = split_heldout(docs, spec.heldout, spec.seed)
     if not held_docs or len(train_docs) < 2:
         raise ValueError(f"{spec.corpus}: {len(docs)} documents are too few to hold some out for "
                          f"evaluation; give at least 3 documents (separate them with blank lines)")
@@ -101,23 +98,23 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print):
     log("splitting sentences and tokenizing ...")
     train_tok, held_tok = tokenize_documents(train_docs, tok), tokenize_documents(held_docs, tok)
     kw = dict(max_len=spec.max_len, objective=spec.objective, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
-    train = make_pretraining_examples(train_tok, seed=seed, **kw)
+    train = make_pretraining_examples(train_tok, seed=spec.seed, **kw)
     # NSP draws random B's from another document: a single held-out document borrows one to draw from.
-    held = make_pretraining_examples(held_tok if len(held_tok) >= 2 else held_tok + train_tok[:1], seed=seed + 1, **kw)
+    held = make_pretraining_examples(held_tok if len(held_tok) >= 2 else held_tok + train_tok[:1],
+                                     seed=spec.seed + 1, **kw)
     if not train or not held:
         raise ValueError(f"{spec.corpus}: no training examples could be built (is the text too short?)")
     counts = torch.bincount(torch.tensor([i for d in train_tok for s in d for i in s], dtype=torch.long),
                             minlength=tok.vocab_size)
     counts[sorted(tok.special_ids)] = 0
-    tmp = run_dir / ".data-tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tok.save_pretrained(tmp)
     torch.save({"train": _pack(train), "heldout": _pack(held), "unigram": counts}, tmp / "examples.pt")
     if cache is not None:  # best effort: a full disk or a race with another run only costs speed
+        ctmp = cache.parent / f".{cache.name}.tmp-{os.getpid()}"
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            ctmp = cache.parent / f".{cache.name}.tmp-{os.getpid()}"
             shutil.copytree(tmp, ctmp, dirs_exist_ok=True)
             os.replace(ctmp, cache)
         except OSError:
@@ -215,14 +212,13 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     rank calls this after `init_distributed()`; rank 0 prepares the data, the others wait and read it."""
     run = runs.Run(run_dir)
     run.path.mkdir(parents=True, exist_ok=True)
-    ddp = dist.is_available() and dist.is_initialized()
-    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    rank, world = rank_world()
     if resume and (saved := run.spec()) is not None:
         spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})  # the run's own data and model
     if rank == 0:
         tok, train, held, unigram = prepare_data(run.path, spec, log)
         run.write_spec(spec)
-    if ddp:
+    if world > 1:
         dist.barrier()
     if rank != 0:
         tok, train, held, unigram = prepare_data(run.path, spec, log=lambda *_: None)
@@ -232,11 +228,8 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     batcher = Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed,
                                      rank=rank, world_size=world, is_continuation=cont, drop_last=True)
     evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None)
-
-    def on_save(m, folder):
-        write_model_files(Path(folder), m, tok)
-
-    trainer = Trainer(model, batcher, spec, run.path, compute_loss, evaluate, on_save, log_fn=log,
+    trainer = Trainer(model, batcher, spec, run.path, compute_loss, evaluate,
+                      on_save=lambda m, folder: write_model_files(folder, m, tok), log_fn=log,
                       stop_event=stop_event, find_unused_parameters=spec.objective == "mlm", callbacks=callbacks)
     status = trainer.fit(resume=resume)
     if rank == 0 and status.get("state") in ("finished", "stopped"):

@@ -1,11 +1,6 @@
 """Fine-tuning: a pre-trained encoder + a task head, trained in full, head-only ("frozen") or with
-LoRA, on the shared Trainer, so runs are folders that can be watched, stopped and resumed.
-
-    <run>/finetune.json     what was asked for (task, method, labels, ...)
-         metrics.jsonl      training rows, and one "eval" row per epoch (loss, accuracy, macro_f1)
-         confusion.json     the latest validation confusion matrix (rows: true label, columns: predicted)
-         checkpoints/       the Trainer's (LoRA unmerged: what a resume needs)
-         model/             the final model, LoRA merged: a plain Hugging Face folder with tokenizer
+LoRA, on the shared Trainer, so runs are folders that can be watched, stopped and resumed (runs.py).
+Checkpoints keep LoRA unmerged (what a resume needs); <run>/model/ has it merged: a plain HF folder.
 """
 from __future__ import annotations
 
@@ -48,8 +43,7 @@ CONFUSION_FILE = "confusion.json"
 def build_classifier(source: str | None, kind: str, labels: list[str], spec: FinetuneSpec, log=print):
     """A fresh head of the right kind on the encoder of `source` (any BERT folder, run or hub id).
     A source that is already a classifier of this kind with these labels keeps its own head."""
-    src = None if source in (None, "", "default") else source
-    folder = resolve_folder(src)
+    folder = resolve_folder(None if source in (None, "", "default") else source)
     arch, old_labels, _ = read_head_config(folder)
     with warnings.catch_warnings(record=True) as caught:  # missing MLM/NSP heads: irrelevant here
         warnings.simplefilter("always")
@@ -204,7 +198,6 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     the final validation metrics (loss, accuracy, macro_f1, confusion, ...), the state and the model's folder."""
     t0 = time.time()
     run = runs.Run(run_dir)
-    run_dir = run.path
     spec = spec if spec is not None else FinetuneSpec(**fields)
     if resume and (saved := run.spec()) is not None:
         spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})  # the run's own
@@ -235,10 +228,9 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
         + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if wrapped else ""))
 
     batcher = Batcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed)
-    per_epoch = len(batcher)
-    args = spec.train_args(per_epoch)
-    evaluate = Evaluator(data, 2 * spec.batch_size, tok.pad_token_id, run_dir)
-    trainer = FinetuneTrainer(net, batcher, args, run_dir, compute_loss, evaluate, log_fn=log,
+    evaluate = Evaluator(data, 2 * spec.batch_size, tok.pad_token_id, run.path)
+    args = spec.train_args(len(batcher))
+    trainer = FinetuneTrainer(net, batcher, args, run.path, compute_loss, evaluate, log_fn=log,
                               stop_event=stop_event, layer_decay=spec.layer_decay,
                               gradual_unfreeze=spec.gradual_unfreeze, callbacks=callbacks)
     status = trainer.fit(resume=resume)
@@ -247,10 +239,9 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
         if evaluate.last is None or status.get("state") == "stopped":  # e.g. resumed an already finished run
             net.eval()
             evaluate(net)
-        model_dir = save_classifier(net, tok, run_dir / "model")
+        model_dir = save_classifier(net, tok, run.path / "model")
         log(f"saved the fine-tuned model to {model_dir}")
-    res = dict(evaluate.last or {})
-    res.pop("count", None)
+    res = {k: v for k, v in (evaluate.last or {}).items() if k != "count"}
     return {"state": status.get("state"), "message": status.get("message", ""), "step": status.get("step"),
             "total_steps": status.get("total_steps"), "task": data.name, "kind": kind, "method": spec.method,
             "train_examples": len(data.train), "val_examples": len(data.val),

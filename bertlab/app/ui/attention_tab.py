@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
 from . import models
-from .common import check_pair, config_of, load_model, mistakes, notice_html, on_load
+from .common import check_pair, config_of, form, load_model, mistakes, notice_html, wire
 
 EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token
 (a row, the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*), and
@@ -58,17 +58,16 @@ GRID_CELLS = 1_200_000  # more numbers than this in one "all heads" figure is to
 HEATMAP_COLOURS = "Blues"
 
 
-def _run(text, pair, choice) -> av.AttentionRun:
-    """The forward pass behind every view, with one clear line for any bad input."""
+def _run(text, pair, choice, layer, head) -> tuple[av.AttentionRun, int, int]:
+    """The forward pass behind every view and the checked layer and head, with one clear line for
+    any bad input."""
     model, tok = load_model(choice)
     text, pair = check_pair(text, pair)
     with mistakes():
-        return av.run_attention(model, tok, text, pair)
-
-
-def _indices(run: av.AttentionRun, layer, head) -> tuple[int, int]:
+        run = av.run_attention(model, tok, text, pair)
     with mistakes(ValueError):
-        return av.check_index(layer, "layer", run.num_layers), av.check_index(head, "head", run.num_heads)
+        layer = av.check_index(layer, "layer", run.num_layers)
+        return run, layer, av.check_index(head, "head", run.num_heads)
 
 
 def _shown(run, hide_specials: bool):
@@ -199,8 +198,7 @@ def head_figures(run, layer: int, head: int, hide: bool):
 
 def analyse(text: str, pair: str, layer, head, hide_specials: bool, choice: str | None):
     """The API: (head map, layer grid, overview, rollout, stats table, caption, JSON)."""
-    run = _run(text, pair, choice)
-    layer, head = _indices(run, layer, head)
+    run, layer, head = _run(text, pair, choice, layer, head)
     hide = bool(hide_specials)
     fig, grid, caption, keep, labels, m = head_figures(run, layer, head, hide)
     stats = av.stats_table(run)
@@ -216,16 +214,14 @@ def analyse(text: str, pair: str, layer, head, hide_specials: bool, choice: str 
 
 def select_head(text: str, pair: str, layer, head, hide_specials: bool, choice: str | None):
     """Slider moves: redraw only the head map, the layer grid and the caption."""
-    run = _run(text, pair, choice)
-    layer, head = _indices(run, layer, head)
+    run, layer, head = _run(text, pair, choice, layer, head)
     fig, grid, caption, *_ = head_figures(run, layer, head, bool(hide_specials))
     return fig, grid, caption
 
 
 def bertviz_views(text: str, pair: str, layer, head, hide_specials: bool, choice: str | None):
     """(head view HTML, model view HTML): self-contained iframes, with [CLS]/[SEP] hidden if asked."""
-    run = _run(text, pair, choice)
-    layer, head = _indices(run, layer, head)
+    run, layer, head = _run(text, pair, choice, layer, head)
     keep, _ = _shown(run, hide_specials)
     att = av.restrict(run.attentions, keep)
     tokens = [run.tokens[i] for i in keep]
@@ -259,17 +255,15 @@ def on_model(choice: str | None, layer, head):
 def build(picker: gr.Dropdown) -> None:
     c = config_of(models.DEFAULT)
     L, A = (c.num_hidden_layers, c.num_attention_heads) if c else (12, 12)
-    with gr.Row():
-        with gr.Column(scale=2):
-            text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
-            pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=20_000)
-            with gr.Row():
-                layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer")
-                head = gr.Slider(1, A, value=1, step=1, label="Head")
-            hide = gr.Checkbox(label="Hide [CLS]/[SEP] (drop them and rescale each row to sum to 1)", value=False)
-            go_btn = gr.Button("Show attention", variant="primary")
-        with gr.Column(scale=1):
-            gr.Markdown(EXPLAIN)
+    with form(EXPLAIN):
+        text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
+        pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=20_000)
+        with gr.Row():
+            layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer")
+            head = gr.Slider(1, A, value=1, step=1, label="Head")
+        hide = gr.Checkbox(label="Hide [CLS]/[SEP] (drop them and rescale each row to sum to 1)",
+                           value=False)
+        go_btn = gr.Button("Show attention", variant="primary")
     ex = gr.Examples(EXAMPLES, inputs=[text, pair])
     caption = gr.Markdown()
     with gr.Tabs():
@@ -297,14 +291,12 @@ def build(picker: gr.Dropdown) -> None:
         raw = gr.JSON(label="tokens, attention of the selected head, head_stats, rollout")
 
     inputs = [text, pair, layer, head, hide, picker]
-    main = dict(fn=analyse, inputs=inputs,
-                outputs=[head_plot, grid_plot, overview_plot, rollout_plot, table, caption, raw])
-    viz = dict(fn=bertviz_views, inputs=inputs, outputs=[head_view, model_view], api_name=False,
-               show_progress="hidden")
-    go_btn.click(api_name="attention", **main).success(**viz)
-    gr.on([text.submit, pair.submit, hide.change], api_name=False, **main).success(**viz)
-    ex.load_input_event.then(api_name=False, **main).success(**viz)
+    outputs = [head_plot, grid_plot, overview_plot, rollout_plot, table, caption, raw]
+    events = wire(analyse, inputs, outputs, go_btn, "attention",
+                  [text.submit, pair.submit, hide.change], ex)
+    events.append(picker.change(on_model, [picker, layer, head], [layer, head], api_name=False)
+                  .success(analyse, inputs, outputs, api_name=False))
+    for event in events:  # the bertviz pages follow every full redraw, the page opening included
+        event.success(bertviz_views, inputs, [head_view, model_view], api_name=False,
+                      show_progress="hidden")
     gr.on([layer.release, head.release], select_head, inputs, [head_plot, grid_plot, caption], api_name=False)
-    picker.change(on_model, [picker, layer, head], [layer, head], api_name=False) \
-        .success(api_name=False, **main).success(**viz)
-    on_load(**main).success(**viz)  # a result when the page opens, bertviz right after

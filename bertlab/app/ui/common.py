@@ -90,22 +90,21 @@ def check_text(text, what: str = "text") -> str:
     return text
 
 
-def check_pair(text, pair, what: str = "text") -> tuple[str, str | None]:
+def check_pair(text, pair) -> tuple[str, str | None]:
     """(text, pair) checked; an empty or whitespace pair counts as no pair."""
-    text = check_text(text, what)
+    text = check_text(text)
     return text, (check_text(pair, "second sentence") if isinstance(pair, str) and pair.strip() else None)
 
 
-def encode(tok, text, pair=None, what="text"):
-    """tok.encode of the checked text and pair, with friendly errors."""
-    text, pair = check_pair(text, pair, what)
+def tokenized(choice, text, pair=None):
+    """(tokenizer, encoding, truncation notice or "") of the checked text for the picked model."""
+    _, tok = load_model(choice)
+    text, pair = check_pair(text, pair)
     with mistakes():
-        return tok.encode(text, pair=pair)
-
-
-def truncation_note(enc, tok) -> str:
-    return (f"The text was cut to {len(enc)} tokens: this model reads at most "
+        enc = tok.encode(text, pair=pair)
+    note = (f"The text was cut to {len(enc)} tokens: this model reads at most "
             f"{tok.model_max_length} pieces (including [CLS]/[SEP]).") if enc.truncated else ""
+    return tok, enc, note
 
 
 def notice_html(note: str) -> str:
@@ -132,16 +131,41 @@ def legend_html(items: list[tuple[str, str]], extra: str = "") -> str:
     return f'<div style="margin:6px 0 10px">{cells}{extra}</div>'
 
 
-def on_load(fn, inputs, outputs):
-    """Also run `fn` when the page opens, so a tab shows a result before the first click."""
-    return gr.context.Context.root_block.load(fn, inputs, outputs, api_name=False, show_progress="hidden")
+def chip_style(segment: int, special: bool, unk: bool) -> str:
+    """A token chip: [UNK] red, [CLS]/[SEP] dark, other pieces tinted by their segment."""
+    tint = f"background:{SEG_TINT.get(segment, '#f3f4f6')}"
+    return f"{CHIP};{UNK_STYLE if unk else SPECIAL_STYLE if special else tint}"
 
 
-def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, **kw):
+@contextlib.contextmanager
+def form(explain: str):
+    """The tab's inputs (built inside the `with`) on the left, its explanation on the right."""
+    with gr.Row():
+        with gr.Column(scale=2):
+            yield
+        with gr.Column(scale=1):
+            gr.Markdown(explain)
+
+
+def plot_beside_json(plot_label: str, json_label: str, note: str = "") -> tuple[gr.Plot, gr.JSON]:
+    """A chart (with `note` under it) beside its numbers as folded JSON."""
+    with gr.Row():
+        with gr.Column(scale=3):
+            plot = gr.Plot(label=plot_label)
+            if note:
+                gr.Markdown(note)
+        with gr.Column(scale=2):
+            raw = gr.JSON(label=json_label, open=False)
+    return plot, raw
+
+
+def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, **kw) -> list:
     """Run fn from the button (the API endpoint `api_name`), on each trigger (with `kw`), after an
-    example is picked, and when the page opens."""
-    button.click(fn, inputs, outputs, api_name=api_name)
-    gr.on(triggers, fn, inputs, outputs, api_name=False, **kw)
+    example is picked, and when the page opens (so a tab shows a result before the first click).
+    Returns the events, for what should follow each of them."""
+    events = [button.click(fn, inputs, outputs, api_name=api_name),
+              gr.on(triggers, fn, inputs, outputs, api_name=False, **kw)]
     if examples is not None:
-        examples.load_input_event.then(fn, inputs, outputs, api_name=False)
-    on_load(fn, inputs, outputs)
+        events.append(examples.load_input_event.then(fn, inputs, outputs, api_name=False))
+    root = gr.context.Context.root_block
+    return events + [root.load(fn, inputs, outputs, api_name=False, show_progress="hidden")]

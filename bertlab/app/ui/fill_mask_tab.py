@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
-from .common import check_text, load_model, mistakes, user_error, whole_number, wire
+from . import common
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -48,7 +48,6 @@ def pick_choices(text) -> list[str]:
 
 
 def update_words(text):
-    """Fill the pick-a-word dropdown whenever the text changes."""
     return gr.Dropdown(choices=pick_choices(text), value=None)
 
 
@@ -59,10 +58,11 @@ def mask_word(text: str, pick: str | None) -> str:
     m = PICK_RE.match(str(pick))
     words = words_of(text)
     if m is None or not 1 <= int(m.group(1)) <= len(words):
-        raise user_error(f"Cannot find the word {pick!r} in the text any more: pick it again.")
+        raise common.user_error(f"Cannot find the word {pick!r} in the text any more: "
+                                "pick it again.")
     a, b, w = words[int(m.group(1)) - 1]
     if str(pick) != f"#{m.group(1)} {w}":
-        raise user_error(f"The text changed since {pick!r} was listed: pick the word again.")
+        raise common.user_error(f"The text changed since {pick!r} was listed: pick the word again.")
     return text[:a] + "[MASK]" + text[b:]
 
 
@@ -95,16 +95,16 @@ def figure(results: list[list[dict]], causal: bool) -> go.Figure:
 def predict(text: str, top_k: int, causal: bool, choice: str | None):
     """(figure, Hugging Face fill-mask JSON: one list of {score, token, token_str, sequence} per
     [MASK], and a notice (truncation, or '' when all is well)."""
-    text = check_text(text)
-    k = whole_number(top_k, "number of guesses", 1, 100)
-    model, tok = load_model(choice)
+    text = common.check_text(text)
+    k = common.whole_number(top_k, "number of guesses", 1, 100)
+    model, tok = common.load_model(choice)
     n = len(MASK_RE.findall(text))
     if n == 0:
-        raise user_error("No [MASK] in the text: write [MASK] where the model should guess a word, "
-                         "or pick a word to mask.")
+        raise common.user_error("No [MASK] in the text: write [MASK] where the model should "
+                                "guess a word, or pick a word to mask.")
     if n > MAX_MASKS:
-        raise user_error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
-    with mistakes():
+        raise common.user_error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
+    with common.mistakes():
         results = fill_mask(model, tok, text, top_k=k, causal=bool(causal))
         truncated = tok.encode(MASK_RE.sub("[MASK]", text)).truncated
     note = (f"⚠ The text was cut to {tok.model_max_length} tokens (this model's limit); "
@@ -113,26 +113,23 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
 
 
 def build(picker: gr.Dropdown) -> None:
-    with gr.Row():
-        with gr.Column(scale=2):
-            text = gr.Textbox(label="Text with [MASK]", value=EXAMPLES[0][0], lines=2, max_length=200_000)
-            pick = gr.Dropdown(choices=pick_choices(EXAMPLES[0][0]), value=None, label="…or pick a word to mask",
-                               info="Choosing a word replaces it by [MASK] in the text above.")
-            with gr.Row():
-                k = gr.Slider(1, 20, value=5, step=1, label="How many guesses (top-k)")
-                causal = gr.Checkbox(label="Left context only (hide the words to the right)", value=False)
-            go_btn = gr.Button("Predict", variant="primary")
-        with gr.Column(scale=1):
-            gr.Markdown(EXPLAIN)
+    with common.form(EXPLAIN):
+        text = gr.Textbox(label="Text with [MASK]", value=EXAMPLES[0][0], lines=2,
+                          max_length=common.MAX_INPUT_CHARS)
+        pick = gr.Dropdown(choices=pick_choices(EXAMPLES[0][0]), value=None,
+                           label="…or pick a word to mask",
+                           info="Choosing a word replaces it by [MASK] in the text above.")
+        with gr.Row():
+            k = gr.Slider(1, 20, value=5, step=1, label="How many guesses (top-k)")
+            causal = gr.Checkbox(label="Left context only (hide the words to the right)",
+                                 value=False)
+        go_btn = gr.Button("Predict", variant="primary")
     note = gr.Markdown()
-    with gr.Row():
-        with gr.Column(scale=3):
-            plot = gr.Plot(label="Probabilities per [MASK]")
-        with gr.Column(scale=2):
-            raw = gr.JSON(label="JSON: one list per [MASK] of {score, token, token_str, sequence}", open=False)
+    plot, raw = common.plot_beside_json("Probabilities per [MASK]", "JSON: one list per [MASK] of "
+                                        "{score, token, token_str, sequence}")
     ex = gr.Examples(EXAMPLES, inputs=[text, k, causal])
     args = dict(fn=predict, inputs=[text, k, causal, picker], outputs=[plot, raw, note])
-    wire(**args, button=go_btn, api_name="fill_mask", triggers=[text.submit, causal.input, k.release, picker.change],
-         examples=ex)
+    common.wire(**args, button=go_btn, api_name="fill_mask",
+                triggers=[text.submit, causal.input, k.release, picker.change], examples=ex)
     text.change(update_words, text, pick, api_name=False, show_progress="hidden")
     pick.input(mask_word, [text, pick], text, api_name=False).success(api_name=False, **args)

@@ -8,21 +8,7 @@ import plotly.graph_objects as go
 
 from ...data import masking_lab
 from ...data.masking import KEPT, MASKED, RANDOM
-from .common import (
-    CHIP,
-    SEG_TINT,
-    SPECIAL_STYLE,
-    UNK_STYLE,
-    encode,
-    legend_html,
-    load_model,
-    notice_html,
-    on_load,
-    truncation_note,
-    user_error,
-    whole_number,
-    word_groups,
-)
+from . import common
 
 EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 % of the tokens are
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and
@@ -46,22 +32,24 @@ RULE_COLOR = {MASKED: "#d62728", RANDOM: "#ff7f0e", KEPT: "#2ca02c"}
 LEGEND = [("selected → [MASK] (80 %)", "background:#d62728;color:#fff"),
           ("selected → random token (10 %)", "background:#ff7f0e;color:#fff"),
           ("selected, kept as is (10 %)", "background:#2ca02c;color:#fff"),
-          ("not selected", f"background:{SEG_TINT[0]}"), ("[CLS]/[SEP] (never selected)", SPECIAL_STYLE),
-          ("[UNK] (never selected)", UNK_STYLE)]
+          ("not selected", f"background:{common.SEG_TINT[0]}"),
+          ("[CLS]/[SEP] (never selected)", common.SPECIAL_STYLE),
+          ("[UNK] (never selected)", common.UNK_STYLE)]
 
 
 def _int(x, what: str, default: int = 0) -> int:
     """A blank field is the default; anything else must be a whole number."""
-    return default if x is None or x == "" else whole_number(x, what)
+    return default if x is None or x == "" else common.whole_number(x, what)
 
 
 def _rate(rate) -> float:
     try:
         r = float(rate)
     except (TypeError, ValueError):
-        raise user_error(f"The masking rate must be a number between 0 and 1, got {rate!r}.") from None
+        msg = f"The masking rate must be a number between 0 and 1, got {rate!r}."
+        raise common.user_error(msg) from None
     if not 0.0 < r <= 1.0:
-        raise user_error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
+        raise common.user_error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
     return r
 
 
@@ -75,21 +63,18 @@ def _token_cell(tok_str: str, style: str, below: str, below_color: str, join: st
 def tokens_html(enc, tok, draw: dict) -> str:
     """Original pieces; a selected one is framed in its rule's colour, with what replaced it below."""
     cells = []
-    starts = {g[0] for g in word_groups(enc.tokens, enc.special_tokens_mask)}
+    starts = {g[0] for g in common.word_groups(enc.tokens, enc.special_tokens_mask)}
     for i, t in enumerate(enc.tokens):
         rule, seen = draw["rule"][i], draw["input_ids"][i]
         join = "6px" if i in starts else "1px"  # pieces of a word sit close together
-        if enc.special_tokens_mask[i]:
-            style, below, color = f"{CHIP};{SPECIAL_STYLE}", "", "#6b7280"
-        elif enc.ids[i] == tok.unk_token_id:
-            style, below, color = f"{CHIP};{UNK_STYLE}", "", "#6b7280"
-        elif rule in RULE_COLOR:
-            c = RULE_COLOR[rule]
-            style = f"{CHIP};background:#fff;border:3px solid {c};font-weight:600"
+        if rule in RULE_COLOR:  # never a special token or [UNK]
+            color = RULE_COLOR[rule]
+            style = f"{common.CHIP};background:#fff;border:3px solid {color};font-weight:600"
             below = {MASKED: "→[MASK]", RANDOM: f"→{tok.id_to_token(seen)}", KEPT: "kept"}[rule]
-            color = c
         else:
-            style, below, color = f"{CHIP};background:{SEG_TINT[0]}", "", "#6b7280"
+            unk = enc.ids[i] == tok.unk_token_id
+            style = common.chip_style(0, enc.special_tokens_mask[i], unk)
+            below, color = "", "#6b7280"
         cells.append(_token_cell(t, style, below, color, join))
     return "".join(cells)
 
@@ -99,11 +84,12 @@ def model_input_html(tok, draw: dict, special: list[int]) -> str:
     chips = []
     for i, (seen, rule) in enumerate(zip(draw["input_ids"], draw["rule"])):
         if rule in RULE_COLOR:
-            style = f"{CHIP};background:{RULE_COLOR[rule]};color:#fff;border-color:{RULE_COLOR[rule]}"
+            c = RULE_COLOR[rule]
+            style = f"{common.CHIP};background:{c};color:#fff;border-color:{c}"
         elif special[i]:
-            style = f"{CHIP};{SPECIAL_STYLE}"
+            style = f"{common.CHIP};{common.SPECIAL_STYLE}"
         else:
-            style = f"{CHIP};background:#f3f4f6"
+            style = f"{common.CHIP};background:#f3f4f6"
         chips.append(f'<span style="{style};margin:2px 3px 2px 0">{html.escape(tok.id_to_token(seen))}</span>')
     return "".join(chips)
 
@@ -132,27 +118,23 @@ def stats_figure(stats: dict) -> go.Figure:
 
 def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples: int, choice: str | None):
     """(HTML of one draw, statistics figure, JSON) for one text, rate, whole-word flag and seed."""
-    _, tok = load_model(choice)
     r, seed, n = _rate(rate), _int(seed, "seed"), _int(n_samples, "number of samples", 200)
-    enc = encode(tok, text)
-    try:
+    tok, enc, note = common.tokenized(choice, text)
+    with common.mistakes():
         draw = masking_lab.preview(tok, enc.ids, r, bool(whole_word), seed)
         if not draw["eligible"]:  # the lab's rule (the tokenizer's special ids), not one of our own
             raise ValueError("Nothing to mask: every piece of this text is [UNK] or another special token "
                              "([UNK]: characters the vocabulary does not know). Type some words.")
         stats = masking_lab.sample_stats(tok, enc.ids, r, bool(whole_word), n, seed)
-    except (ValueError, TypeError) as e:
-        raise user_error(e) from None
-    note = truncation_note(enc, tok)
     n_sel = sum(x != 0 for x in draw["rule"])
-    view = (notice_html(note)
+    view = (common.notice_html(note)
             + f"<div style='color:#374151'>Draw #{seed}: {n_sel} of {draw['eligible']} maskable pieces selected"
             + (" (whole words)" if whole_word else "") + "</div>"
             + f"<div style='line-height:1.3;margin:4px 0 8px'>{tokens_html(enc, tok, draw)}</div>"
             + "<div style='color:#374151;margin-top:6px'><b>What BERT sees</b> (its input; it must "
               "recover the original piece at every coloured position):</div>"
             + f"<div style='line-height:2;margin:4px 0'>{model_input_html(tok, draw, enc.special_tokens_mask)}</div>"
-            + legend_html(LEGEND))
+            + common.legend_html(LEGEND))
     names = {**masking_lab.RULE_NAMES, 0: None}
     per_token = [{"position": i, "token": t, "selected": draw["rule"][i] != 0, "rule": names[draw["rule"][i]],
                   "replacement": tok.id_to_token(draw["input_ids"][i]) if draw["rule"][i] else None}
@@ -170,32 +152,24 @@ def resample(text, rate, whole_word, seed, n_samples, choice):
 
 
 def build(picker: gr.Dropdown) -> None:
-    with gr.Row():
-        with gr.Column(scale=2):
-            text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=200_000)
-            with gr.Row():
-                rate = gr.Slider(0.01, 1.0, value=0.15, step=0.01, label="Masking rate (share of tokens selected)")
-                whole = gr.Checkbox(label="Whole-word masking", value=False)
-            with gr.Row():
-                seed = gr.Number(label="Seed (draw number)", value=0, precision=0, minimum=0)
-                n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)")
-            with gr.Row():
-                go_btn = gr.Button("Mask", variant="primary")
-                again = gr.Button("Re-sample (new draw)")
-        with gr.Column(scale=1):
-            gr.Markdown(EXPLAIN)
+    with common.form(EXPLAIN):
+        text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2,
+                          max_length=common.MAX_INPUT_CHARS)
+        with gr.Row():
+            rate = gr.Slider(0.01, 1.0, value=0.15, step=0.01,
+                             label="Masking rate (share of tokens selected)")
+            whole = gr.Checkbox(label="Whole-word masking", value=False)
+        with gr.Row():
+            seed = gr.Number(label="Seed (draw number)", value=0, precision=0, minimum=0)
+            n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)")
+        with gr.Row():
+            go_btn = gr.Button("Mask", variant="primary")
+            again = gr.Button("Re-sample (new draw)")
     view = gr.HTML(label="One draw")
-    with gr.Row():
-        with gr.Column(scale=3):
-            plot = gr.Plot(label="Over N samples")
-            gr.Markdown(STATS_NOTE)
-        with gr.Column(scale=2):
-            raw = gr.JSON(label="JSON (per token: token, selected, rule, replacement; statistics)", open=False)
+    plot, raw = common.plot_beside_json("Over N samples", "JSON (per token: token, selected, rule, "
+                                        "replacement; statistics)", STATS_NOTE)
     ex = gr.Examples(EXAMPLES, inputs=[text, rate, whole])
     inputs = [text, rate, whole, seed, n, picker]
-    args = dict(fn=mask_preview, inputs=inputs, outputs=[view, plot, raw])
-    go_btn.click(api_name="mask_preview", **args)
+    common.wire(mask_preview, inputs, [view, plot, raw], go_btn, "mask_preview",
+                [text.submit, whole.input, rate.release, n.release, picker.change], ex)
     again.click(resample, inputs, [seed, view, plot, raw], api_name=False)
-    gr.on([text.submit, whole.input, rate.release, n.release, picker.change], api_name=False, **args)
-    ex.load_input_event.then(api_name=False, **args)
-    on_load(**args)

@@ -5,7 +5,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis.predict import nsp_scores
-from .common import check_text, load_model, mistakes, user_error, wire
+from . import common
 
 EXPLAIN = """**Does sentence B follow sentence A?** Besides filling in blanks, original BERT was
 trained on pairs `[CLS] A [SEP] B [SEP]`: half the time B really came next in the document, half
@@ -61,15 +61,16 @@ def figure(ranking: list[dict]) -> go.Figure:
 
 def nsp(first: str, candidates: str, choice: str | None):
     """(figure, JSON ranking, notice) for sentence A and candidate B's given one per line."""
-    first = check_text(first, "sentence A")
+    first = common.check_text(first, "sentence A")
     if not isinstance(candidates, str) or not candidates.strip():
-        raise user_error("Give at least one candidate sentence B (one per line).")
-    check_text(candidates, "list of candidates")
+        raise common.user_error("Give at least one candidate sentence B (one per line).")
+    common.check_text(candidates, "list of candidates")
     seconds = [line.strip() for line in candidates.splitlines() if line.strip()]
     if len(seconds) > MAX_CANDIDATES:
-        raise user_error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} (one per line).")
-    model, tok = load_model(choice)
-    with mistakes():
+        raise common.user_error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} "
+                                "(one per line).")
+    model, tok = common.load_model(choice)
+    with common.mistakes():
         scores = nsp_scores(model, tok, first, seconds)
         truncated = [tok.encode(first, pair=s).truncated for s in seconds]
     order = sorted(range(len(seconds)), key=lambda i: -scores[i])
@@ -95,19 +96,13 @@ def nsp(first: str, candidates: str, choice: str | None):
 
 
 def build(picker: gr.Dropdown) -> None:
-    with gr.Row():
-        with gr.Column(scale=2):
-            first = gr.Textbox(label="Sentence A", value=EXAMPLES[0][0], lines=1, max_length=20_000)
-            seconds = gr.Textbox(label="Candidate sentences B (one per line)", value=EXAMPLES[0][1], lines=5,
-                                 max_length=50_000)
-            go_btn = gr.Button("Rank the B's", variant="primary")
-        with gr.Column(scale=1):
-            gr.Markdown(EXPLAIN)
+    with common.form(EXPLAIN):
+        first = gr.Textbox(label="Sentence A", value=EXAMPLES[0][0], lines=1, max_length=20_000)
+        seconds = gr.Textbox(label="Candidate sentences B (one per line)", value=EXAMPLES[0][1],
+                             lines=5, max_length=50_000)
+        go_btn = gr.Button("Rank the B's", variant="primary")
     note = gr.Markdown()
-    with gr.Row():
-        with gr.Column(scale=3):
-            plot = gr.Plot(label="P(IsNext) per candidate")
-        with gr.Column(scale=2):
-            raw = gr.JSON(label="JSON ranking", open=False)
+    plot, raw = common.plot_beside_json("P(IsNext) per candidate", "JSON ranking")
     ex = gr.Examples(EXAMPLES, inputs=[first, seconds])
-    wire(nsp, [first, seconds, picker], [plot, raw, note], go_btn, "nsp", [first.submit, picker.change], ex)
+    common.wire(nsp, [first, seconds, picker], [plot, raw, note], go_btn, "nsp",
+                [first.submit, picker.change], ex)

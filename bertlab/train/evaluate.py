@@ -22,11 +22,10 @@ def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None
     """MLM loss / masked-token accuracy / NSP accuracy on fixed masks. A run folder is scored on the
     held-out documents it set aside; anything else on the held-out 2 % of `corpus` (by document,
     seed 0: the same documents `pretrain` holds out with its defaults)."""
-    run = Path(model_or_run) if model_or_run is not None else None
     model, tok = load_pretrained(model_or_run)
-    data = run / "data" / "examples.pt" if run is not None else None
-    if data is not None and data.exists():
-        blob = torch.load(data, weights_only=True)
+    run = Path(model_or_run) if model_or_run is not None else None
+    if run is not None and (run / "data" / "examples.pt").exists():
+        blob = torch.load(run / "data" / "examples.pt", weights_only=True)
         held, unigram, source = _unpack(blob["heldout"]), blob["unigram"].tolist(), f"run {run}"
         mask_rate = (runs.Run(run).spec_dict() or {}).get("mask_rate", mask_rate)
     else:
@@ -44,7 +43,5 @@ def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None
     batcher = Batcher.from_tokenizer(held, batch_size, tok, rate=mask_rate, shuffle=False)
     ev = Evaluator(batcher, held, batches, unigram, tok)
     model.eval()
-    res = ev(model)
-    masked = sum(int((b["labels"] != -100).sum()) for b in ev.batches)
     return {"source": source, "examples": sum(len(b["input_ids"]) for b in ev.batches),
-            "masked_tokens": masked, **res}
+            "masked_tokens": sum(int((b["labels"] != -100).sum()) for b in ev.batches), **ev(model)}

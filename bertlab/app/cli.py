@@ -224,7 +224,8 @@ def cmd_export(a) -> int:
     model, tok = load_pretrained(a.source)
     if a.dropout is not None:  # a training setting only: the weights and every eval-mode output stay the same
         model.config = model.config.replace(hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout)
-    out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32)
+    out = save_pretrained(model, tok, a.out, dtype=torch.float16 if a.fp16 else torch.float32,
+                          overwrite=a.overwrite)
     size = sum(f.stat().st_size for f in out.iterdir())
     hf = "transformers as MegatronBertForPreTraining (pre-LN)" if model.config.pre_ln else "transformers"
     print(f"wrote {out} ({size / 1e6:.1f} MB; loads with bertlab.load_pretrained and {hf})")
@@ -256,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(run=cmd_evaluate)
     x = sub.add_parser("export", help="copy a run's (or any) model into a Hugging Face folder")
     x.add_argument("source", help="run folder, model folder or hub id")
-    x.add_argument("out", help="folder to write (replaced atomically)")
+    x.add_argument("out", help="a new or empty folder to write (atomically)")
+    x.add_argument("--overwrite", action="store_true",
+                   help="replace a model folder bertlab wrote there (never any other folder)")
     x.add_argument("--fp16", action="store_true", help="store weights in float16 (half the size)")
     x.add_argument("--dropout", type=float, default=None,
                    help="dropout written to config.json, which fine-tuning uses (e.g. 0.1 after pre-training "

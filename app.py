@@ -24,6 +24,7 @@ from bertlab.app.ui import (  # noqa: E402
     probe_tab,
     tokenize_tab,
 )
+from bertlab.app.limits import limits  # noqa: E402
 from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
 
 INTRO = """# bertlab
@@ -71,7 +72,8 @@ def main() -> None:
     models.get(models.DEFAULT)  # load before the first visitor arrives
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        max_file_size=int(limits().max_upload_mb * 1e6))  # Gradio refuses bigger uploads before storing them
 
 
 if __name__ == "__main__":

@@ -37,15 +37,34 @@ def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
     name = str(path_or_hub_id)
     if p.exists():
         raise ValueError(f"{name}: expected a model folder (config.json + weights), got a file")
-    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith((".", "/")):
+    if not is_hub_id(name):
         raise ValueError(f"{name}: no such folder, and not a Hugging Face hub id")
-    from huggingface_hub import snapshot_download
+    return hub_folder(name)
+
+
+def is_hub_id(name: str) -> bool:
+    return bool(re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name)) and ".." not in name and not name.startswith(".")
+
+
+def hub_folder(name: str, max_bytes: float | None = None) -> Path:
+    """A hub model's files (downloaded once, then cached). With max_bytes, the repository's file
+    sizes are read first, so an oversized model is refused before anything is downloaded."""
+    import fnmatch
+
+    from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.errors import (
         HfHubHTTPError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
     )
     try:
+        if max_bytes is not None:
+            info = HfApi().model_info(name, files_metadata=True)
+            size = sum(f.size or 0 for f in info.siblings or []
+                       if any(fnmatch.fnmatch(f.rfilename, pat) for pat in HUB_FILES))
+            if size > max_bytes:
+                raise ValueError(f"{name}: its files are {size / 1e9:.1f} GB; this server loads "
+                                 f"models of at most {max_bytes / 1e9:.1f} GB")
         return Path(snapshot_download(name, allow_patterns=HUB_FILES))
     except RepositoryNotFoundError as e:
         raise ValueError(f"{name}: no such model on the Hugging Face hub (or it is private)") from e
@@ -110,13 +129,24 @@ def to_pretraining_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def load_model(folder: str | os.PathLike, config: BertConfig | None = None) -> BertForPreTraining:
+def count_params(config: BertConfig) -> int:
+    """Exact, without allocating: the model built on the meta device."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in BertForPreTraining(config).parameters())
+
+
+def load_model(folder: str | os.PathLike, config: BertConfig | None = None,
+               max_params: int | None = None) -> BertForPreTraining:
     """Weights of any BERT key layout into our BertForPreTraining; missing heads are initialised."""
     folder = Path(folder)
     if config is None:
         if not (folder / "config.json").exists():
             raise ValueError(f"{folder}: no config.json, so this is not a model folder")
         config = BertConfig.from_json_file(folder / "config.json")
+    floor = config.num_hidden_layers * 4 * config.hidden_size ** 2  # attention alone: no meta build of a huge one
+    if max_params is not None and (n := floor if floor > max_params else count_params(config)) > max_params:
+        raise ValueError(f"{folder.name}: its config.json describes at least {n:,} parameters; this server "
+                         f"loads at most {max_params:,}")
     model = BertForPreTraining(config)
     sd = to_pretraining_keys(read_weights(folder))
     own = model.state_dict()
@@ -150,12 +180,13 @@ def load_model(folder: str | os.PathLike, config: BertConfig | None = None) -> B
     return model.eval()
 
 
-def load_pretrained(path_or_hub_id: str | os.PathLike | None = None):
-    """(model, tokenizer) from a local folder, a hub id, or, with no argument, the shipped default."""
+def load_pretrained(path_or_hub_id: str | os.PathLike | None = None, max_params: int | None = None):
+    """(model, tokenizer) from a local folder, a hub id, or, with no argument, the shipped default.
+    max_params refuses a bigger model from its config.json, before any weight is read."""
     folder = resolve_folder(path_or_hub_id)
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such model folder")
-    model = load_model(folder)
+    model = load_model(folder, max_params=max_params)
     tok = WordPieceTokenizer.from_pretrained(folder)
     if tok.vocab_size > model.config.vocab_size:
         raise ValueError(f"{folder}: the tokenizer has {tok.vocab_size} tokens but the model only "
@@ -164,11 +195,31 @@ def load_pretrained(path_or_hub_id: str | os.PathLike | None = None):
     return model, tok
 
 
+MODEL_FILES = frozenset({"config.json", "model.safetensors", "tokenizer.json", "vocab.txt",
+                         "tokenizer_config.json", "special_tokens_map.json"})  # what save_pretrained writes
+
+
+def is_model_folder(folder: str | os.PathLike) -> bool:
+    """A folder save_pretrained may replace: config.json and nothing but the files it writes."""
+    folder = Path(folder)
+    if folder.is_symlink() or not (folder / "config.json").is_file():
+        return False
+    return all(f.name in MODEL_FILES and f.is_file() and not f.is_symlink() for f in folder.iterdir())
+
+
 def save_pretrained(model: BertForPreTraining, tokenizer: WordPieceTokenizer | None,
                     folder: str | os.PathLike, dtype: torch.dtype = torch.float32,
-                    extra_files: dict[str, str] | None = None) -> Path:
-    """Write to a sibling temp folder, fsync, then rename into place: readers never see half a model."""
+                    extra_files: dict[str, str] | None = None, overwrite: bool = True) -> Path:
+    """Write to a sibling temp folder, fsync, then rename into place: readers never see half a model.
+    Only an empty folder or a model folder (is_model_folder) is ever replaced, so a wrong target
+    (a run, a parent folder, someone's data) loses nothing; overwrite=False keeps model folders too."""
     folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        if not is_model_folder(folder):
+            raise ValueError(f"{folder} exists and is not a model folder bertlab wrote: "
+                             f"nothing was written; choose a new or empty folder")
+        if not overwrite:
+            raise ValueError(f"{folder} holds a model already: pass --overwrite to replace it")
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

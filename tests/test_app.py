@@ -44,13 +44,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(argv: list[str], folder: Path):
-    """(url, log path): the app served by `python argv` on a free port, its runs under `folder`;
-    stopped on exit. The log holds the server's stdout and stderr."""
+def serving(argv: list[str], folder: Path, env: dict | None = None):
+    """(url, log path): the app served by `python argv` on a free port, its runs under `folder`,
+    with `env` added to the environment; stopped on exit. The log holds its stdout and stderr."""
     import httpx
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1"}
+           "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1", **(env or {})}
     log = open(folder / "app.log", "w+")
     proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"

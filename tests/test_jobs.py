@@ -120,10 +120,12 @@ def test_failures_before_training_end_failed_with_the_error(tmp_path, small_corp
     with pytest.raises(ValueError, match="steps must be a whole number"):  # a bad spec never launches
         mgr.start("badarg", tiny(small_corpus, "many"))
     mgr.start("nocorpus", tiny(tmp_path / "missing.txt", 5))
-    error = str(tmp_path / "missing.txt") + ": no such file or folder"
+    error = "missing.txt: no such file or folder"  # what visitors see names no path of the server
     st = wait(mgr, "nocorpus", lambda s: not s["alive"])
     assert st["state"] == "failed" and st["returncode"] == 2, st
     assert st["message"].endswith(error) and "error: " + error in st["log_tail"]  # status.json says why
+    assert str(tmp_path) not in st["message"] + st["log_tail"]
+    assert str(tmp_path / "missing.txt") in (tmp_path / "runs/nocorpus/log.txt").read_text()  # the log file keeps it
     assert JobManager(tmp_path / "runs").status("nocorpus")["state"] == "failed"  # after a restart too
     assert {r["name"]: r["state"] for r in mgr.list()} == {"nocorpus": "failed"}
 

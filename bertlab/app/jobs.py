@@ -20,8 +20,9 @@ from pathlib import Path
 
 from ..train import runs
 from ..train.specs import RUN_KINDS, Spec
+from .limits import hide_paths, limits
 
-JOB, LOG = "job.json", "log.txt"
+JOB, LOG, UPLOADS = "job.json", "log.txt", ".uploads"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # a run with any of these was prepared: a fresh start would silently reuse its data/, so resume it instead
 _PREPARED = ("data", "model", runs.CHECKPOINTS, runs.ARGS)
@@ -29,9 +30,18 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the child imports th
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"bad run name {name!r}: up to 64 letters, digits, '-', '_' or '.', a letter or digit first")
+    if not valid_name(name):
+        raise ValueError(f"bad run name {name!r:.80}: up to 64 letters, digits, '-', '_' or '.', "
+                         f"a letter or digit first")
     return name
+
+
+def valid_name(name) -> bool:
+    return isinstance(name, str) and bool(_NAME.match(name))
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def _read_json(path: Path) -> dict:
@@ -74,6 +84,7 @@ class Job:
     pid: int | None = None
     error: str = ""  # why a queued job could not start after all
     stop_pending: bool = False
+    notice: str = ""  # what the start did besides (e.g. removed old runs to free disk)
     created: float = field(default_factory=time.time)
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
@@ -126,10 +137,87 @@ class JobManager:
         return None
 
     def _check_owner(self, name: str, owner: str | None) -> None:
+        """owner None is the operator (CLI, tests); a web visitor changes only runs it started."""
         job = self._jobs.get(name)
         have = job.owner if job is not None else _read_json(self.root / name / JOB).get("owner")
         if have is not None and owner != have:
-            raise PermissionError("this run belongs to another session")
+            raise PermissionError("this run belongs to another session: you can watch it, not change it")
+        if have is None and owner is not None and (job is not None or (self.root / name).exists()):
+            raise PermissionError("this run was not started from the web page, so it is read-only here")
+
+    def owned(self, owner: str) -> list[str]:
+        """The run folders a visitor started (job.json says so)."""
+        found = [d.name for d in self.root.iterdir() if d.is_dir() and _NAME.match(d.name)
+                 and _read_json(d / JOB).get("owner") == owner] if self.root.is_dir() else []
+        return found + [n for n, j in self._jobs.items() if j.owner == owner and n not in found]
+
+    def _check_quota(self, name: str, owner: str | None, resume: bool) -> None:
+        """Per-visitor caps: jobs queued or training, runs kept, bytes on disk."""
+        if owner is None:
+            return
+        lim, live = limits(), ("queued", "running")
+        busy = [n for n, j in self._jobs.items() if j.owner == owner and j.state in live and n != name]
+        if len(busy) >= lim.max_jobs_per_visitor:
+            raise ValueError(f"you have {len(busy)} runs queued or training, the most this server allows one "
+                             f"visitor (BERTLAB_MAX_QUEUED): wait for one to end, or stop it")
+        mine = self.owned(owner)
+        if not resume and name not in mine and len(mine) >= lim.max_runs_per_visitor:
+            raise ValueError(f"you keep {len(mine)} runs, the most this server allows one visitor "
+                             f"(BERTLAB_MAX_RUNS): delete one of yours first")
+        used = sum(folder_bytes(self.root / n) for n in mine if (self.root / n).is_dir())
+        if used > lim.max_visitor_mb * 1e6:
+            raise ValueError(f"your runs take {used / 1e6:,.0f} MB, over this server's {lim.max_visitor_mb:,.0f} MB "
+                             f"per visitor (BERTLAB_MAX_VISITOR_MB): delete one of yours first")
+
+    def _free_disk(self, keep: str) -> list[str]:
+        """Past BERTLAB_DISK_BUDGET_MB, remove the oldest ended web runs (never a live or queued one,
+        nor one the CLI made) and stale staged uploads, until the runs fit again."""
+        for f in (self.root / UPLOADS).glob("*"):  # a form that failed after staging its upload
+            if f.stat().st_mtime < time.time() - 3600:
+                f.unlink(missing_ok=True)
+        budget, sizes = limits().disk_budget_mb * 1e6, {}
+        for d in self.root.iterdir() if self.root.is_dir() else []:
+            sizes[d] = folder_bytes(d) if d.is_dir() else d.stat().st_size
+        total, removed = sum(sizes.values()), []
+        if total <= budget:
+            return removed
+        live = {n for n, j in self._jobs.items() if j.state in ("queued", "running")} | {keep}
+        ended = [d for d in sizes if _NAME.match(d.name) and d.name not in live and (d / JOB).exists()
+                 and self._running_pid(d.name) is None]
+        for d in sorted(ended, key=lambda d: _read_json(d / JOB).get("started") or 0):
+            if total <= budget:
+                break
+            shutil.rmtree(d, ignore_errors=True)
+            total -= sizes[d]
+            removed.append(d.name)
+            self._jobs.pop(d.name, None)
+        return removed
+
+    def delete(self, name: str, owner: str | None = None) -> None:
+        """Remove a run folder for good: only its owner, and only once it is not training or queued."""
+        with self._lock:
+            self._reap()
+            self._check_owner(check_name(name), owner)
+            job = self._jobs.get(name)
+            if (job is not None and job.state in ("queued", "running")) or self._running_pid(name) is not None:
+                raise ValueError(f"run {name} is queued or training: stop it first")
+            if not (self.root / name).is_dir():
+                raise ValueError(f"there is no run {name} here")
+            shutil.rmtree(self.root / name)
+            self._jobs.pop(name, None)
+
+    def _own_uploads(self, job: Job) -> None:
+        """Move files the web staged for this job (under .uploads/) into its run folder, so they count
+        to its owner's disk and go when the run is deleted."""
+        staging, fields = self.root / UPLOADS, {}
+        for k, v in job.spec.to_dict().items():
+            if isinstance(v, str) and Path(v).parent == staging and Path(v).is_file():
+                dest = self.root / job.name / f"upload-{k}{Path(v).suffix}"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(v, dest)
+                fields[k] = str(dest)
+        if fields:
+            job.spec = job.spec.replace(**fields)
 
     def _check_startable(self, name: str, owner: str | None, resume: bool) -> None:
         if (pid := self._running_pid(name)) is not None:
@@ -168,7 +256,12 @@ class JobManager:
             if (old := self._jobs.get(name)) is not None and old.state == "queued":
                 raise ValueError(f"run {name} is already queued (position {old.position})")
             self._check_startable(name, owner, resume)
+            self._check_quota(name, owner, resume)
             job = self._jobs[name] = Job(name, spec, owner, resume)
+            self._own_uploads(job)
+            if removed := self._free_disk(keep=name):
+                job.notice = (f"To keep this server's disk budget, the oldest finished runs were removed: "
+                              f"{', '.join(removed)}.")
             if self._free_slot():
                 self._launch(job)
             else:
@@ -286,11 +379,13 @@ class JobManager:
         step, total, eta = int(st.get("step") or 0), st.get("total_steps"), None
         if state == "running" and step and total and st.get("elapsed"):
             eta = max(0.0, st["elapsed"] / step * (total - step) - (time.time() - (st.get("updated") or time.time())))
-        return {**st, "name": name, "kind": info.get("kind") or runs.Run(rd).kind, "state": state, "message": message.strip(),
+        public = {str(self.root): "runs"}  # what visitors see holds no path of this server
+        return {**st, "name": name, "kind": info.get("kind") or runs.Run(rd).kind, "state": state,
+                "message": hide_paths(message.strip(), public),
                 "pid": pid, "alive": alive, "owner": info.get("owner", owner), "queue_position": None,
                 "returncode": rc, "launched": info.get("started"), "cmd": info.get("cmd"), "eta_s": eta,
                 "progress": 1.0 if state == "finished" else min(1.0, step / total) if total else 0.0,
-                "log_tail": "\n".join(_tail(rd / LOG, log_lines))}
+                "log_tail": hide_paths("\n".join(_tail(rd / LOG, log_lines)), public)}
 
     def list(self) -> list[dict]:
         """Every run under root and every queued job, newest first; without log tails (cheap to poll)."""

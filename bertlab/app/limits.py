@@ -1,24 +1,34 @@
-"""Caps for a shared server (a free Space serving a class): what one visitor may start.
+"""Caps for a shared server (a free Space serving a class): what one visitor may start, load and keep.
 
 Read from the environment on every call, so a host (or a test) can change them without a restart.
-The defaults suit a laptop; a hosted Space would lower them, e.g. BERTLAB_MAX_STEPS=3000.
+The defaults suit a laptop; a Space (SPACE_ID is set there) or BERTLAB_CLASSROOM=1 turns off local
+paths from the web. README "Hosting" lists every setting.
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 UPLOAD_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".conll")
+MAX_CHOICE_CHARS = 255  # a model picker value: a run name, a hub id or (where allowed) a folder
 
 
 @dataclass(frozen=True)
 class Limits:
     max_steps: int  # pre-training optimizer steps per run
-    max_params: int  # parameters of a model trained from scratch
+    max_params: int  # parameters of a model trained (pre-trained or fine-tuned) from the web
+    max_model_params: int  # parameters of a model the views may load (checked on its config first)
     max_upload_mb: float
     max_epochs: int  # fine-tuning
     job_threads: int  # torch threads per training job: leave a core for the explorer tabs
+    max_jobs_per_visitor: int  # queued + running
+    max_runs_per_visitor: int  # run folders kept
+    max_visitor_mb: float  # bytes on disk of one visitor's runs
+    disk_budget_mb: float  # all runs: past it the oldest finished ones are removed
+    model_cache_mb: float  # models the views keep loaded
+    allow_local_paths: bool  # may the web name a folder of the server (model picker)?
 
 
 def _env_num(name: str, default, kind=int):
@@ -34,17 +44,39 @@ def _env_num(name: str, default, kind=int):
     return v
 
 
+def _env_flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+        raise ValueError(f"{name}={raw!r}: say 1 or 0")
+    return raw in ("1", "true", "yes", "on")
+
+
+def hosted() -> bool:
+    """A Space or a classroom server: every visitor is a stranger."""
+    return bool(os.environ.get("SPACE_ID")) or _env_flag("BERTLAB_CLASSROOM", False)
+
+
 def limits() -> Limits:
     cores = os.cpu_count() or 1
     return Limits(max_steps=_env_num("BERTLAB_MAX_STEPS", 20_000),
                   max_params=_env_num("BERTLAB_MAX_PARAMS", 50_000_000),
+                  max_model_params=_env_num("BERTLAB_MAX_MODEL_PARAMS", 400_000_000),
                   max_upload_mb=_env_num("BERTLAB_MAX_UPLOAD_MB", 50.0, float),
                   max_epochs=_env_num("BERTLAB_MAX_EPOCHS", 10),
-                  job_threads=_env_num("BERTLAB_JOB_THREADS", max(1, cores - 1)))
+                  job_threads=_env_num("BERTLAB_JOB_THREADS", max(1, cores - 1)),
+                  max_jobs_per_visitor=_env_num("BERTLAB_MAX_QUEUED", 3),
+                  max_runs_per_visitor=_env_num("BERTLAB_MAX_RUNS", 20),
+                  max_visitor_mb=_env_num("BERTLAB_MAX_VISITOR_MB", 2000.0, float),
+                  disk_budget_mb=_env_num("BERTLAB_DISK_BUDGET_MB", 20_000.0, float),
+                  model_cache_mb=_env_num("BERTLAB_MODEL_CACHE_MB", 3000.0, float),
+                  allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()))
 
 
 def check_upload(path: str | os.PathLike | None, what: str = "file") -> Path:
-    """An uploaded file that exists, is not empty, has a known suffix and fits the size cap."""
+    """An uploaded file that exists, is not empty, has a known suffix and fits the size cap.
+    Messages name the file, never where the server keeps it."""
     if not path:
         raise ValueError(f"no {what} uploaded: choose a file first")
     p = Path(path)
@@ -59,3 +91,14 @@ def check_upload(path: str | os.PathLike | None, what: str = "file") -> Path:
         raise ValueError(f"{p.name} has {size / 1e6:.1f} MB; this server takes at most {cap:g} MB "
                          f"(BERTLAB_MAX_UPLOAD_MB)")
     return p
+
+
+_ABS_PATH = re.compile(r"(?<![\w.:/~-])(?:[A-Za-z]:\\|~?/)(?:[^\s'\"/\\:]+[/\\])+([^\s'\"/\\:,;)]*)")
+
+
+def hide_paths(text: str, roots: dict[str, str] | None = None) -> str:
+    """Text shown to visitors with the server's paths taken out: each root named in `roots` becomes
+    its public name (e.g. the runs folder -> "runs"), any other absolute path its last part."""
+    for path, public in (roots or {}).items():
+        text = text.replace(path.rstrip("/") + "/", public.rstrip("/") + "/").replace(path, public)
+    return _ABS_PATH.sub(lambda m: m.group(1) or "…", text)

@@ -10,6 +10,7 @@ import gradio as gr
 from gradio.exceptions import ComponentProcessingError
 from pydantic import ValidationError
 
+from ..limits import hide_paths, limits
 from . import models
 
 SEG_TINT = {0: "#dbeafe", 1: "#ede9fe"}  # segment A blue, B violet
@@ -22,8 +23,10 @@ MODEL_ERRORS = (ValueError, OSError)  # what models.get raises for a choice that
 
 
 def user_error(e: Exception | str) -> gr.Error:
-    """The visitor's mistake as one clear line on the page, with no traceback in the server log."""
-    return gr.Error(str(e).strip() or type(e).__name__, print_exception=False)
+    """The visitor's mistake as one clear line on the page, with no traceback in the server log;
+    where the web may not name the server's folders, the message names none either."""
+    msg = str(e).strip() or type(e).__name__
+    return gr.Error(msg if limits().allow_local_paths else hide_paths(msg), print_exception=False)
 
 
 @contextlib.contextmanager

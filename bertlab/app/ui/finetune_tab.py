@@ -5,7 +5,8 @@ import gradio as gr
 
 from ...analysis.predict import classify
 from ...cache import LRU
-from ...checkpoint import resolve_folder
+from ...checkpoint import count_params, resolve_folder
+from ...config import BertConfig
 from ...data.tasks import load_task, task_kind
 from ...heads import load_classifier
 from ...tokenizer import WordPieceTokenizer
@@ -84,14 +85,22 @@ def form_spec(choice, task, upload, text_column, label_column, method, epochs, l
         model="default" if choice in (None, "", models.DEFAULT) else str(models.resolve(choice)))
     if spec.epochs > lim.max_epochs:
         raise ValueError(f"{spec.epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
+    config = BertConfig.from_json_file(resolve_folder(None if spec.model == "default" else spec.model) / "config.json")
+    if (n := count_params(config)) > lim.max_params:
+        raise ValueError(f"this model has {n:,} parameters; this server fine-tunes at most {lim.max_params:,} "
+                         f"(BERTLAB_MAX_PARAMS)")
     t = TASKS.get(task) or (task if task in TASKS.values() else None)  # never a path of the server
     if t is None:
         raise ValueError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
     if t.startswith("upload"):
         src = check_upload(upload, "labelled file")
         spec = spec.replace(task=str(jobs_ui.stage_upload(src)))
-        tok = WordPieceTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))
-        load_task(spec.task, tok, spec.max_len, text_column=spec.text_column, label_column=spec.label_column)
+        try:
+            tok = WordPieceTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))
+            load_task(spec.task, tok, spec.max_len, text_column=spec.text_column, label_column=spec.label_column)
+        except BaseException:
+            jobs_ui.discard_staged(spec)
+            raise
         return spec
     return spec.replace(task=t)
 
@@ -127,7 +136,7 @@ def view(name, overlay, owner):
 
 
 def _start(owner, name, form):
-    jobs_ui.manager().start(name, form_spec(*form), owner=owner)
+    jobs_ui.launch(owner, name, form_spec(*form))
 
 
 def start(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
@@ -169,7 +178,7 @@ def stop(owner, name, overlay):
     try:
         for n in [name] + [o for o in overlay or [] if (jobs_ui.status(o) or {}).get("owner") == owner]:
             if jobs_ui.is_live(jobs_ui.status(n)):
-                jobs_ui.manager().stop(n, owner)
+                jobs_ui.manager().stop(n, jobs_ui.visitor(owner))
     except (ValueError, PermissionError) as e:
         raise jobs_ui.owner_error(e) from None
     return view(name, overlay, owner)
@@ -245,6 +254,7 @@ def build(picker: gr.Dropdown) -> None:
         start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start")
         compare_btn = gr.Button("Compare frozen / full / LoRA", elem_id="finetune-compare")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop")
+        delete_btn = gr.Button("Delete", elem_id="finetune-delete")
     with gr.Row():
         watch = gr.Dropdown([], label="Run", allow_custom_value=True, scale=2, elem_id="finetune-run")
         overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3)
@@ -273,6 +283,8 @@ def build(picker: gr.Dropdown) -> None:
     compare_btn.click(compare, [owner, name, *form, overlay], [watch, overlay, *outs], api_name="finetune_compare",
                       concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="finetune_stop", show_progress="minimal")
+    delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("finetune")], [watch, overlay], api_name="finetune_delete",
+                     show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     try_btn.click(try_it, [watch, text], [label, tags], api_name="finetune_try")
     text.submit(try_it, [watch, text], [label, tags], api_name=False)
     jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs, on_open)

@@ -70,10 +70,7 @@ def my_live_run(owner: str, kind: str) -> str | None:
 
 
 def valid(name) -> bool:
-    try:
-        return bool(jobs.check_name(name))
-    except ValueError:
-        return False
+    return jobs.valid_name(name)
 
 
 def shown_runs(name, overlay) -> list[str]:
@@ -84,10 +81,47 @@ def shown_runs(name, overlay) -> list[str]:
 def stage_upload(src: Path) -> Path:
     """A private copy of an uploaded file under the runs folder: Gradio's temporary copy may be
     cleaned up while a queued run still waits to read it."""
-    staged = manager().root / ".uploads" / f"{uuid.uuid4().hex}{src.suffix.lower()}"
+    staged = manager().root / jobs.UPLOADS / f"{uuid.uuid4().hex}{src.suffix.lower()}"
     staged.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, staged)
     return staged
+
+
+def visitor(owner) -> str:
+    """The owner a web call acts as: always a browser's id, never None (None is the operator's)."""
+    if not isinstance(owner, str) or not 1 <= len(owner) <= 128:
+        raise ValueError("this page has no browser id yet: reload it, then try again")
+    return owner
+
+
+def discard_staged(spec) -> None:
+    """A refused start leaves no staged upload behind."""
+    for v in spec.to_dict().values():
+        if isinstance(v, str) and Path(v).parent == manager().root / jobs.UPLOADS:
+            Path(v).unlink(missing_ok=True)
+
+
+def launch(owner: str, name: str, spec) -> None:
+    """Start (or queue) a form's job; say it when the start removed old runs to free disk."""
+    try:
+        job = manager().start(name, spec, owner=visitor(owner))
+    except BaseException:
+        discard_staged(spec)
+        raise
+    if job.notice:
+        gr.Warning(job.notice)
+
+
+def delete(owner: str, name: str | None, kind: str):
+    """The Delete button: one's own ended run, for good; the run pickers drop it."""
+    if not valid(name):
+        raise user_error("No run selected: pick one of your runs under 'Run'.")
+    try:
+        manager().delete(name, visitor(owner))
+    except (ValueError, PermissionError, OSError) as e:
+        raise owner_error(e) from None
+    gr.Info(f"Run {name} is deleted.")
+    return gr.Dropdown(choices=runs_of(kind), value=None), gr.Dropdown(choices=runs_of(kind), value=[])
 
 
 def default_name(prefix: str) -> str:
@@ -138,9 +172,12 @@ def status_html(st: dict | None, owner: str | None) -> str:
 
 
 def owner_error(e: Exception) -> gr.Error:
+    if isinstance(e, PermissionError) and "read-only" in str(e):
+        return user_error("This run was not started from the web page (e.g. from the command line), so it "
+                          "is read-only here: you can watch it and load its model. Start your own run.")
     if isinstance(e, PermissionError):
         return user_error("This run was started in another browser: you can watch it, but only its owner "
-                          "can stop or resume it. Start your own run under a new name.")
+                          "can stop, resume or delete it. Start your own run under a new name.")
     return user_error(e)
 
 

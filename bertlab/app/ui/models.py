@@ -1,4 +1,4 @@
-"""Which model each view explains: the shipped default, runs trained here, local folders, hub ids.
+"""Which model each view explains: the shipped default, runs trained here, hub ids, local folders.
 
 Loaded models are cached for everyone (read-only inference is safe to share between sessions);
 the choice itself is per browser session, so one student's switch never changes another's view.
@@ -11,12 +11,21 @@ from pathlib import Path
 from ... import fast
 from ...analysis import sizing
 from ...cache import LRU
-from ...checkpoint import DEFAULT_MODEL_DIR, load_pretrained
+from ...checkpoint import DEFAULT_MODEL_DIR, hub_folder, is_hub_id, load_pretrained, model_in_run, resolve_folder
 from ...train.runs import list_runs
+from ..jobs import valid_name as check_run_name
+from ..limits import MAX_CHOICE_CHARS, limits
 
 DEFAULT = "default (shipped)"
 CACHE_SIZE = int(os.environ.get("BERTLAB_MODEL_CACHE", "4"))
-_cache = LRU(CACHE_SIZE)  # str(target) -> (model, tokenizer, stamp of its weight files)
+
+
+def _bytes(entry) -> int:
+    """A loaded model's memory: its weights, and once more for fast.optimize's packed copies."""
+    return 2 * sum(p.numel() * p.element_size() for p in entry[0].parameters())
+
+
+_cache = LRU(CACHE_SIZE, limits().model_cache_mb * 1e6, _bytes)  # key -> (model, tokenizer, stamp)
 
 
 def runs_root() -> Path:
@@ -28,14 +37,31 @@ def choices() -> list[str]:
     return [DEFAULT] + [f"run: {r.name}" for r in list_runs(runs_root()) if r.model_dir() is not None]
 
 
-def resolve(choice: str | None) -> str | Path:
+def resolve(choice: str | None) -> Path:
+    """The model folder a picker value names: the shipped model, a run of this server, a hub id
+    (its size checked before it downloads), or a local folder where the host allows local paths.
+    Where it does not, no value makes the server look at its disk outside the runs folder, and the
+    messages say nothing about what exists there."""
     if choice is not None and not isinstance(choice, str):
         raise ValueError(f"a model is named by text, got {type(choice).__name__} {choice!r:.40}")
-    if not choice or choice == DEFAULT:
+    choice = (choice or "").strip()
+    if len(choice) > MAX_CHOICE_CHARS:
+        raise ValueError(f"a model name has at most {MAX_CHOICE_CHARS} characters; this one has {len(choice):,}")
+    if not choice or choice in (DEFAULT, "default"):
         return DEFAULT_MODEL_DIR
+    lim = limits()
     if choice.startswith("run: "):
-        return runs_root() / choice[5:]
-    return choice.strip()  # a local folder or a hub id
+        name = choice[5:].strip()
+        folder = model_in_run(runs_root() / name) if check_run_name(name) else None
+        if folder is None or not (folder / "config.json").is_file():
+            raise ValueError(f"{name[:80]!r} is not a run with a model on this server")
+        return folder
+    if lim.allow_local_paths and (not is_hub_id(choice) or Path(choice).expanduser().exists()):
+        return resolve_folder(choice)  # the host allows folders: its messages may tell what exists
+    if not is_hub_id(choice):
+        raise ValueError(f"{choice[:80]!r} is not a run here or a Hugging Face model id (owner/name); "
+                         f"this server does not open its own folders")
+    return hub_folder(choice, max_bytes=4.2 * lim.max_model_params)  # fp32 weights, plus tokenizer files
 
 
 def get(choice: str | None = None):
@@ -43,20 +69,21 @@ def get(choice: str | None = None):
     A run's model is re-read when its files change (a run still training gets newer weights)."""
     target = resolve(choice)
     key = str(target)
-    stamp = _stamp(Path(target)) if Path(target).exists() else None
+    stamp = _stamp(target)
     hit = _cache.get(key)
     if hit is not None and hit[2] == stamp:
         return hit[0], hit[1]
-    model, tok = load_pretrained(target)  # outside the lock: a slow hub download blocks no one else
+    model, tok = load_pretrained(target, max_params=limits().max_model_params)
     fast.optimize(model.eval())  # packed weights for CPU inference; a pure speed-up
     _cache.put(key, (model, tok, stamp))
     return model, tok
 
 
-def _stamp(p: Path):
-    files = list(p.glob("model/model.safetensors")) + list(p.glob("checkpoints/step-*/model.safetensors")) \
-        + list(p.glob("model.safetensors"))
-    return max((f.stat().st_mtime_ns for f in files), default=0)
+def _stamp(folder: Path):
+    try:
+        return (folder / "model.safetensors").stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def describe(choice: str | None) -> str:

@@ -9,7 +9,7 @@ import gradio as gr
 
 from ...analysis import sizing
 from ...config import PRESETS, preset
-from ...data.corpus import load_documents
+from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
 from ...train.specs import PretrainSpec
 from ..jobs import check_name
 from ..limits import check_upload, limits
@@ -115,9 +115,13 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
         load_documents(src, spec.text_column, spec.max_docs)  # empty, binary, wrong column: said now
         return spec.replace(corpus=str(jobs_ui.stage_upload(src)))
     if corpus == CORPORA[2]:
-        if not (hub_name or "").strip():
+        hub_name = (hub_name or "").strip()
+        if not hub_name:
             raise ValueError("type a Hugging Face dataset name, e.g. stanfordnlp/imdb")
-        return spec.replace(corpus=hub_name.strip())
+        if not is_hub_dataset(hub_name):
+            raise ValueError(f"{hub_name[:80]!r} is not a Hugging Face dataset name (owner/name): "
+                             f"to train on your own text, upload it")
+        return spec.replace(corpus=HUB_PREFIX + hub_name)  # the hub's, never a path of this server
     return spec
 
 
@@ -141,7 +145,7 @@ def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_f
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
         spec = form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
                          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln)
-        jobs_ui.manager().start(name, spec, owner=owner)
+        jobs_ui.launch(owner, name, spec)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("pretrain"), value=name), *view(name, overlay, owner))
@@ -151,7 +155,7 @@ def stop(owner, name, overlay):
     if not name:
         raise user_error("No run selected.")
     try:
-        jobs_ui.manager().stop(name, owner)
+        jobs_ui.manager().stop(name, jobs_ui.visitor(owner))
     except (ValueError, PermissionError) as e:
         raise jobs_ui.owner_error(e) from None
     return view(name, overlay, owner)
@@ -164,7 +168,7 @@ def resume(owner, name, steps, overlay):
         steps = _int(steps, "steps")
         if steps > limits().max_steps:
             raise ValueError(f"{steps:,} steps is over this server's cap of {limits().max_steps:,}")
-        jobs_ui.manager().resume(name, owner, {"steps": steps})
+        jobs_ui.manager().resume(name, jobs_ui.visitor(owner), {"steps": steps})
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return view(name, overlay, owner)
@@ -232,6 +236,7 @@ def build(picker: gr.Dropdown) -> None:
         start_btn = gr.Button("Start", variant="primary", elem_id="pretrain-start")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="pretrain-stop")
         resume_btn = gr.Button("Resume", elem_id="pretrain-resume")
+        delete_btn = gr.Button("Delete", elem_id="pretrain-delete")
     with gr.Row():
         watch = gr.Dropdown([], label="Run", allow_custom_value=True, info="the run shown below (yours or anyone's)",
                             scale=2, elem_id="pretrain-run")
@@ -258,5 +263,7 @@ def build(picker: gr.Dropdown) -> None:
                     concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")
+    delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("pretrain")], [watch, overlay], api_name="pretrain_delete",
+                     show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, on_open)
     gr.context.Context.root_block.load(size_md, size_in, size, api_name=False, show_progress="hidden")

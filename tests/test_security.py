@@ -1,0 +1,176 @@
+"""The app as a hostile visitor meets it on a classroom server (BERTLAB_CLASSROOM=1), through its HTTP
+API: refused with a clear message, no server path in any message, nothing deleted, nothing of another
+visitor's readable or changeable. Plus the CLI's export, which must never delete what is not a model."""
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from test_app import ROOT, serving
+
+from bertlab.app.cli import main as cli
+from bertlab.checkpoint import DEFAULT_MODEL_DIR
+from bertlab.train import runs
+from bertlab.train.specs import PretrainSpec
+
+SECRET = "do-not-leak-7f3a"
+
+
+def _run_folder(root: Path, name: str, owner: str | None) -> Path:
+    """A finished pre-training run with a model; `owner` None: one the CLI made (no job.json)."""
+    d = root / name
+    shutil.copytree(DEFAULT_MODEL_DIR, d / "model")
+    runs.Run(d).write_spec(PretrainSpec(steps=5))
+    runs.write_status(d, state="finished", step=5, total_steps=5, pid=1)
+    if owner is not None:
+        runs.write_json_atomic(d / "job.json", {"pid": 1, "owner": owner, "started": 1.0, "returncode": 0,
+                                                "kind": "pretrain"})
+    return d
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*")):
+        h.update(str(f.relative_to(folder)).encode() + (f.read_bytes() if f.is_file() else b""))
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """(client, runs folder, secret file, log): a classroom server with runs of its own."""
+    from gradio_client import Client
+    folder = tmp_path_factory.mktemp("classroom")
+    root = folder / "runs"
+    secret = folder / "secret" / "grades.csv"
+    secret.parent.mkdir()
+    secret.write_text(f"text,label\n{SECRET} one,a\n{SECRET} two,b\n" * 20)
+    _run_folder(root, "cli-run", None)
+    _run_folder(root, "alice-run", "alice-browser-id-0001")
+    env = {"BERTLAB_CLASSROOM": "1", "BERTLAB_MAX_RUNS": "2", "BERTLAB_MAX_UPLOAD_MB": "0.05"}
+    with serving(["app.py"], folder, env) as (url, log):
+        yield Client(url, verbose=False, analytics_enabled=False, download_files=False), root, secret, log
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[-4000:]
+
+
+def refused(client, api: str, **kw) -> str:
+    from gradio_client.exceptions import AppError
+    with pytest.raises(AppError) as e:
+        client.predict(**kw, api_name=api)
+    msg = str(e.value)
+    assert "Traceback" not in msg and len(msg) < 500, msg
+    return msg
+
+
+def assert_no_paths(msg: str, *paths: Path) -> None:
+    for p in (*paths, ROOT, Path.home()):
+        assert str(p) not in msg, (p, msg)
+
+
+def test_the_picker_tells_nothing_about_the_server_disk(hostile):
+    client, root, secret, _ = hostile
+    probes = ["/etc", "/etc/passwd", "/no/such/place", "~", "~/.bashrc", str(secret), str(secret.parent),
+              str(DEFAULT_MODEL_DIR), str(root / "alice-run" / "model"), "../assets/default-model", "/"]
+    shapes = set()
+    for value in probes:
+        msg = refused(client, "/fill_mask", text="a [MASK] film .", choice=value)
+        assert_no_paths(msg.replace(value, "<v>"), root, secret)
+        shapes.add(re.sub(r"^'.*?' ", "<v> ", msg))  # the value itself is echoed (its path parts hidden)
+    assert len(shapes) == 1, shapes  # a file, a folder, a model folder and nothing read the same
+    for value in ("run: ../..", "run: ../../etc", "run: .", "run: cli-run/../alice-run", "run: no-such-run"):
+        assert "not a run with a model on this server" in refused(client, "/fill_mask", text="a [MASK] .",
+                                                                   choice=value)
+    assert "at most 255 characters" in refused(client, "/fill_mask", text="a [MASK] .", choice="x" * 300)
+    for ok in ("default (shipped)", "run: cli-run", "run: alice-run"):  # what the picker offers still works
+        assert client.predict(text="a [MASK] film .", choice=ok, api_name="/fill_mask")
+
+
+def _pretrain(client, **kw):
+    form = dict(owner="eve-browser-id-0002", name="", upload=None, hub_name="", steps=5)
+    return client.predict(**{**form, **kw}, api_name="/pretrain_start")
+
+
+def test_no_server_path_is_accepted_as_data(hostile):
+    from gradio_client.exceptions import AppError
+    client, root, secret, _ = hostile
+    before = {p.name for p in root.iterdir()}
+    hub = "Hugging Face dataset"
+    for value in (str(secret), str(secret.parent), "/etc/passwd", "../secret/grades.csv", "~/grades.csv",
+                  str(root / ".uploads")):
+        with pytest.raises(AppError) as e:
+            _pretrain(client, corpus=hub, hub_name=value, name="steal")
+        assert "Hugging Face dataset" in str(e.value) and SECRET not in str(e.value)
+        assert_no_paths(str(e.value).replace(value, "<v>"), root, secret)
+    for value in (str(secret), "/etc/passwd"):  # nor as a task, nor as the model to start from
+        msg = refused(client, "/finetune_start", owner="eve-browser-id-0002", name="", upload=None, task=value)
+        assert "unknown task" in msg or "not in the list of choices" in msg  # ours, or Gradio's own check
+        msg = refused(client, "/pretrain_start", owner="eve-browser-id-0002", name="", upload=None, hub_name="",
+                      start_from=value, steps=5)
+        assert "does not open its own folders" in msg or "not in the list of choices" in msg
+    assert {p.name for p in root.iterdir()} == before  # no run folder was made for any of it
+
+
+def test_runs_of_others_and_of_the_cli_are_read_only(hostile):
+    client, root, _, _ = hostile
+    eve = "eve-browser-id-0002"
+    digests = {n: _digest(root / n) for n in ("cli-run", "alice-run")}
+    for name, words in (("cli-run", "read-only"), ("alice-run", "another browser")):
+        assert words in refused(client, "/pretrain_resume", owner=eve, name=name, steps=10)
+        assert words in refused(client, "/pretrain_delete", owner=eve, name=name)
+        assert words in refused(client, "/finetune_delete", owner=eve, name=name)
+        assert words in refused(client, "/pretrain_start", owner=eve, name=name, upload=None, hub_name="",
+                                steps=5)
+    for owner in (None, ""):  # no browser id is not the operator's power
+        assert "reload" in refused(client, "/pretrain_delete", owner=owner, name="cli-run")
+    assert {n: _digest(root / n) for n in digests} == digests  # nothing changed, nothing re-owned
+    assert runs._read_json(root / "alice-run" / "job.json")["owner"] == "alice-browser-id-0001"
+
+
+def test_a_visitor_deletes_its_own_runs_and_is_capped(hostile):
+    client, root, _, _ = hostile
+    alice = "alice-browser-id-0001"
+    _run_folder(root, "alice-two", alice)  # with alice-run: two runs, this server's BERTLAB_MAX_RUNS
+    assert "BERTLAB_MAX_RUNS" in refused(client, "/pretrain_start", owner=alice, name="alice-three", upload=None,
+                                         hub_name="", steps=5)
+    assert not (root / "alice-three").exists()
+    assert "is queued or training" not in str(client.predict(owner=alice, name="alice-two",
+                                                             api_name="/pretrain_delete"))
+    assert not (root / "alice-two").exists() and (root / "alice-run").exists()
+    assert "there is no run" in refused(client, "/pretrain_delete", owner=alice, name="alice-two")
+
+
+def test_uploads_are_bounded_and_their_paths_hidden(hostile, tmp_path):
+    from gradio_client import handle_file
+    client, root, _, _ = hostile
+    big = tmp_path / "big.csv"
+    big.write_text("text,label\n" + "a long enough line of text,pos\n" * 4000)  # ~120 kB over a 50 kB cap
+    with pytest.raises(Exception) as e:
+        client.predict(owner="eve-browser-id-0002", name="", task="Upload: a CSV/JSONL of texts and labels",
+                       upload=handle_file(str(big)), api_name="/finetune_start")
+    assert "Traceback" not in str(e.value)
+    odd = tmp_path / "labels.csv"
+    odd.write_text("review,stars\n" + "good,1\nbad,0\n" * 10)
+    msg = refused(client, "/finetune_start", owner="eve-browser-id-0002", name="",
+                  task="Upload: a CSV/JSONL of texts and labels", upload=handle_file(str(odd)))
+    assert "column" in msg and "/tmp" not in msg and "gradio" not in msg.lower()
+    assert not list((root / ".uploads").glob("*"))  # the refused start left no staged copy
+
+
+def test_export_never_deletes_what_is_not_a_model(tmp_path, capsys):
+    run = _run_folder(tmp_path / "runs", "r", None)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.csv").write_text("keep me")
+    before = {p: _digest(p) for p in (run, tmp_path / "data")}
+    for target in (run, tmp_path / "runs", tmp_path / "data", tmp_path / "data" / "notes.csv", tmp_path):
+        for extra in ([], ["--overwrite"]):
+            assert cli(["export", str(run), str(target), *extra]) == 2
+            assert "not a model folder" in capsys.readouterr().err
+    assert {p: _digest(p) for p in before} == before
+    out = tmp_path / "export"
+    assert cli(["export", str(run), str(out)]) == 0
+    fp32 = (out / "model.safetensors").stat().st_size
+    assert cli(["export", str(run), str(out)]) == 2 and "--overwrite" in capsys.readouterr().err
+    assert cli(["export", str(run), str(out), "--overwrite", "--fp16"]) == 0  # a model folder: replaced
+    assert (out / "model.safetensors").stat().st_size < 0.6 * fp32
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "export", "runs"]  # no temp folder left

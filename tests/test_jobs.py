@@ -163,3 +163,60 @@ def test_a_stop_asked_for_while_the_data_is_prepared_is_not_lost(tmp_path, small
     assert mgr.stop("early")["state"] == "starting"  # the trainer clears STOP as it starts: poll asks again
     st = wait(mgr, "early", ended)
     assert st["state"] == "stopped" and st["step"] < 400 and runs.latest_checkpoint(tmp_path / "runs" / "early")
+
+
+def _ended_run(root, name, owner, started, size=6000):
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "model.bin").write_bytes(b"x" * size)
+    runs.write_status(d, state="finished", step=1, total_steps=1, pid=1)
+    if owner is not None:
+        runs.write_json_atomic(d / jobs.JOB, {"pid": 1, "owner": owner, "started": started, "returncode": 0})
+
+
+def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+    mgr = JobManager(tmp_path / "runs", max_concurrent=1)
+
+    def launch(job):  # a job that "trains" until the test ends, without a process
+        (mgr.root / job.name).mkdir(parents=True, exist_ok=True)
+        runs.write_json_atomic(mgr.root / job.name / jobs.JOB, {"owner": job.owner, "started": time.time()})
+        job.proc, job.state, job.position = SimpleNamespace(poll=lambda: None, returncode=None), "running", None
+    monkeypatch.setattr(mgr, "_launch", launch)
+    monkeypatch.setattr(mgr, "_running_pid", lambda name: None)
+    for k, v in {"BERTLAB_MAX_QUEUED": "2", "BERTLAB_MAX_RUNS": "3", "BERTLAB_MAX_VISITOR_MB": "0.02"}.items():
+        monkeypatch.setenv(k, v)
+    spec = PretrainSpec(steps=5)
+    assert mgr.start("a1", spec, owner="ann").state == "running"
+    assert mgr.start("a2", spec, owner="ann").state == "queued"
+    with pytest.raises(ValueError, match="BERTLAB_MAX_QUEUED"):  # per visitor: the next visitor is not held up
+        mgr.start("a3", spec, owner="ann")
+    assert mgr.start("b1", spec, owner="bob").position == 2
+    for i in range(3):
+        _ended_run(mgr.root, f"cat{i}", "cat", started=i, size=10)
+    with pytest.raises(ValueError, match="BERTLAB_MAX_RUNS"):
+        mgr.start("cat3", spec, owner="cat")
+    mgr.start("cat2", spec, owner="cat", resume=True)  # resuming one of them is no new run
+    _ended_run(mgr.root, "dan0", "dan", started=1, size=30_000)
+    with pytest.raises(ValueError, match="BERTLAB_MAX_VISITOR_MB"):
+        mgr.start("dan1", spec, owner="dan")
+    assert not (mgr.root / "dan1").exists() and not (mgr.root / "a3").exists()
+
+    with pytest.raises(ValueError, match="is queued or training"):
+        mgr.delete("a1", owner="ann")
+    with pytest.raises(PermissionError):
+        mgr.delete("dan0", owner="ann")
+    _ended_run(mgr.root, "cli", None, started=0)
+    with pytest.raises(PermissionError, match="read-only"):
+        mgr.delete("cli", owner="ann")
+    mgr.delete("dan0", owner="dan")
+    assert not (mgr.root / "dan0").exists()
+
+    for i, name in enumerate(["old", "mid", "new"]):
+        _ended_run(mgr.root, name, "eve", started=10 + i)
+    monkeypatch.setenv("BERTLAB_DISK_BUDGET_MB", "0.02")  # 20 kB: room for about three 6 kB runs
+    job = mgr.start("eve-next", spec, owner="fay")
+    ended = ["cat0", "cat1", "old", "mid", "new"]  # cat2 is training again since its resume
+    gone = [n for n in ended if not (mgr.root / n).exists()]
+    assert gone and gone == ended[:len(gone)] and ", ".join(gone) in job.notice  # the oldest first, and said
+    assert all((mgr.root / n).exists() for n in ("a1", "cat2", "cli"))  # never a live run, nor the CLI's

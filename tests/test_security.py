@@ -174,3 +174,41 @@ def test_export_never_deletes_what_is_not_a_model(tmp_path, capsys):
     assert cli(["export", str(run), str(out), "--overwrite", "--fp16"]) == 0  # a model folder: replaced
     assert (out / "model.safetensors").stat().st_size < 0.6 * fp32
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "export", "runs"]  # no temp folder left
+
+
+SERVER_RSS_BOUND_MB = 1500  # README "Hosting": the web server's peak resident memory under this burst
+
+
+def _server_pid(url: str) -> int:
+    """The app process serving `url` (found by its GRADIO_SERVER_PORT)."""
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"GRADIO_SERVER_PORT={port}".encode() in env.read_bytes().split(b"\0") \
+                    and b"app.py" in (env.parent / "cmdline").read_bytes():
+                return int(env.parent.name)
+        except OSError:
+            continue
+    pytest.fail(f"no app.py process serves port {port}")
+
+
+def _status_kb(pid: int, field: str) -> int:
+    line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith(field))
+    return int(line.split()[1])
+
+
+@pytest.mark.slow
+def test_a_burst_of_probes_and_model_loads_keeps_the_server_small(hostile):
+    from concurrent.futures import ThreadPoolExecutor
+    client, _, _, _ = hostile
+    pid = _server_pid(client.src)
+    calls = [dict(task="pos", file=None, sample=2000, compare=["random init (same config)"], layer=0,
+                  api_name="/probe")] * 4
+    calls += [dict(text="a [MASK] film .", choice=c, api_name="/fill_mask")
+              for c in ("run: cli-run", "run: alice-run", "default (shipped)") * 4]
+    calls += [dict(task="sentiment", file=None, sample=4000, compare=[], layer=0, api_name="/probe")] * 2
+    with ThreadPoolExecutor(12) as pool:
+        outs = list(pool.map(lambda kw: client.predict(**kw), calls))
+    assert all(o is not None for o in outs)
+    peak = _status_kb(pid, "VmHWM") / 1024
+    assert peak < SERVER_RSS_BOUND_MB, f"the server peaked at {peak:.0f} MB"

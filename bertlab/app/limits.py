@@ -28,6 +28,7 @@ class Limits:
     max_visitor_mb: float  # bytes on disk of one visitor's runs
     disk_budget_mb: float  # all runs: past it the oldest finished ones are removed
     model_cache_mb: float  # models the views keep loaded
+    worker_mb: float  # address space of the worker process that runs probes
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
 
 
@@ -71,6 +72,7 @@ def limits() -> Limits:
                   max_visitor_mb=_env_num("BERTLAB_MAX_VISITOR_MB", 2000.0, float),
                   disk_budget_mb=_env_num("BERTLAB_DISK_BUDGET_MB", 20_000.0, float),
                   model_cache_mb=_env_num("BERTLAB_MODEL_CACHE_MB", 3000.0, float),
+                  worker_mb=_env_num("BERTLAB_WORKER_MB", 6000.0, float),
                   allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()))
 
 

@@ -6,13 +6,15 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 from plotly.subplots import make_subplots
 
 from ...cache import LRU
 from ...data import probe as probe_data
-from ...train.probing import fingerprint, per_tag, probe, public, random_init
+from ...train.probing import per_tag, public
+from .. import workers
 from . import models
-from .common import load_model, user_error, whole_number
+from .common import MODEL_ERRORS, mistakes, user_error, whole_number
 
 EXPLAIN = """**What does each layer know?** A *probe* is a small classifier trained on a layer's frozen
 vectors (the model is not changed). If it predicts part of speech well from layer 2, then part of
@@ -39,27 +41,29 @@ COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
 EXAMPLES = [["pos", "first", "linear", 1000], ["pos", "mean", "mlp", 1000], ["sentiment", "first", "linear", 4000],
             ["position", "first", "linear", 500]]
 
-_results = LRU(16)  # finished probe runs, by (model content, task, settings)
-_randoms = LRU(2)  # random re-initialisations of a model, by its fingerprint
+def _bytes(result: dict) -> int:
+    return 10_000 + sum(v.numel() * v.element_size() if torch.is_tensor(v) else 8 * len(v)
+                        for k, v in result.items() if k.startswith("_"))
 
 
-def _load(entry: str, main):
-    """(model, tokenizer) for a picker value or RANDOM (the main model's config and tokenizer)."""
-    if entry != RANDOM:
-        return load_model(entry, failed=f"Cannot load {entry!r} to compare with: ")
-    key = fingerprint(*main)
-    model = _randoms.get(key)
-    return (model if model is not None else _randoms.put(key, random_init(main[0], seed=0))), main[1]
+_results = LRU(16, 200e6, _bytes)  # finished probe runs, by (model files, task, settings)
 
 
-def _run(name, model, tok, task, feature, kind, sample, progress) -> dict:
-    key = (fingerprint(model, tok), task, feature, kind, sample,
+def _folder(choice: str | None, failed: str = ""):
+    with mistakes(*MODEL_ERRORS, prefix=failed):
+        return models.resolve(choice)
+
+
+def _run(name, folder, random: bool, task, feature, kind, sample) -> dict:
+    """One probe, run in the worker process (a big one must not grow the server), or cached."""
+    stamp = workers.stamp(folder)
+    key = (str(folder), stamp, random, task, feature, kind, sample,
            Path(task).stat().st_mtime_ns if task not in probe_data.TASKS else None)
     hit = _results.get(key)
-    if hit is not None:
-        return {**hit, "model": name}
-    return _results.put(key, probe(model, tok, task, feature=feature, probe=kind, sample=sample, name=name,
-                                   progress=progress))
+    if hit is None:
+        hit = _results.put(key, workers.run(workers.probe_job, str(folder), stamp, random, task, feature=feature,
+                                            probe=kind, sample=sample, name=name))
+    return {**hit, "model": name}
 
 
 def figure(results: list[dict]) -> go.Figure:
@@ -149,14 +153,14 @@ def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer,
     entries = [main_name] + [e for e in dict.fromkeys(x.strip() for x in compare if x and x.strip()) if e != main_name]
     if len(entries) > MAX_MODELS:
         raise user_error(f"Compare at most {MAX_MODELS - 1} models with the picked one.")
-    main = load_model(choice)
+    main = _folder(choice)
     results = []
     for i, entry in enumerate(entries):
-        model, tok = main if i == 0 else _load(entry, main)
-        say = lambda p, d, i=i, e=entry: progress((i + p) / len(entries), desc=f"{e}: {d}")  # noqa: E731
-        say(0, "reading the task")
+        random = i > 0 and entry == RANDOM
+        folder = main if i == 0 or random else _folder(entry, failed=f"Cannot load {entry!r} to compare with: ")
+        progress(i / len(entries), desc=f"{entry}: probing every layer (in a worker process)")
         try:  # "first" means [CLS] for a sentence task: the backend's default for each kind
-            results.append(_run(entry, model, tok, task, None if feature == "first" else feature, kind, sample, say))
+            results.append(_run(entry, folder, random, task, None if feature == "first" else feature, kind, sample))
         except ValueError as e:  # an upload's temporary folder means nothing to the user: drop it
             msg = str(e).replace(str(Path(task).parent) + "/", "") if task not in probe_data.TASKS else str(e)
             raise user_error(msg.strip() or e) from None

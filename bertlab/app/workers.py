@@ -1,0 +1,79 @@
+"""Work that can grow large (probes) runs in one worker process with a memory cap, as training runs in
+its own: a burst of big requests then fails there, alone, while the web server keeps its memory.
+The worker is reused (it keeps a few models loaded) and rebuilt after a crash or a timeout."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import threading
+from pathlib import Path
+
+from ..cache import LRU
+from ..checkpoint import load_pretrained
+from ..train.probing import probe, random_init
+from .limits import limits
+
+_lock = threading.Lock()
+_pool: cf.ProcessPoolExecutor | None = None
+_models = LRU(2)  # in the worker: (folder, stamp, random?) -> (model, tokenizer)
+
+
+def _init(memory_mb: float, threads: int, max_params: int) -> None:
+    import resource
+
+    import torch
+    resource.setrlimit(resource.RLIMIT_AS, (int(memory_mb * 2**20),) * 2)
+    torch.set_num_threads(threads)
+    os.environ["BERTLAB_WORKER_MAX_PARAMS"] = str(max_params)
+
+
+def probe_job(folder: str, stamp, random: bool, task: str, **kw) -> dict:
+    """In the worker: probe the model in `folder` (or a random init of its config) on `task`."""
+    key = (folder, stamp, random)
+    if (hit := _models.get(key)) is None:
+        model, tok = load_pretrained(folder, max_params=int(os.environ.get("BERTLAB_WORKER_MAX_PARAMS", "0")) or None)
+        hit = _models.put(key, (random_init(model, seed=0) if random else model, tok))
+    return probe(hit[0], hit[1], task, **kw)
+
+
+def run(fn, *args, timeout: float = 900, **kwargs):
+    """fn(*args, **kwargs) in the worker; its ValueError comes back as is, a crash (most often: out
+    of the worker's memory) or a timeout as a ValueError that says so."""
+    global _pool
+    lim = limits()
+    with _lock:
+        if _pool is None:
+            _pool = cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_init,
+                                           initargs=(lim.worker_mb, lim.job_threads, lim.max_model_params))
+        pool = _pool
+    try:
+        return pool.submit(fn, *args, **kwargs).result(timeout)
+    except (cf.process.BrokenProcessPool, cf.TimeoutError, MemoryError) as e:
+        _drop(pool)
+        what = f"took over {timeout:.0f} s" if isinstance(e, cf.TimeoutError) else \
+            f"ran out of its {lim.worker_mb:,.0f} MB (BERTLAB_WORKER_MB) or crashed"
+        raise ValueError(f"the worker {what}: try a smaller sample or model") from None
+    except RuntimeError as e:
+        if "alloc" not in str(e).lower():
+            raise
+        _drop(pool)
+        raise ValueError(f"the worker ran out of its {lim.worker_mb:,.0f} MB (BERTLAB_WORKER_MB): "
+                         f"try a smaller sample or model") from None
+
+
+def _drop(pool: cf.ProcessPoolExecutor) -> None:
+    global _pool
+    with _lock:
+        if _pool is pool:
+            _pool = None
+    for p in list(getattr(pool, "_processes", {}).values()):  # a timed-out job would hold it for ever
+        p.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def stamp(folder: Path):
+    try:
+        return (folder / "model.safetensors").stat().st_mtime_ns
+    except OSError:
+        return None

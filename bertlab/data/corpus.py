@@ -252,7 +252,7 @@ def tokenize_documents(docs: Sequence[str], tokenizer, chunk: int = 8192) -> lis
 # ---- pre-training examples ----------------------------------------------------------------------
 def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]], max_len: int = 128,
                               objective: str = "nsp", seed: int = 0, short_seq_prob: float = 0.1, *,
-                              cls_id: int, sep_id: int) -> list[Example]:
+                              cls_id: int, sep_id: int, dupe_factor: int = 1) -> list[Example]:
     """Google's recipe: fill a chunk with consecutive sentences up to max_len-3 tokens (a shorter
     random target with prob. short_seq_prob), cut it at a random sentence boundary into A and B.
     NSP: half the time B is replaced by text from another document (label 1); SOP (ALBERT): half
@@ -271,11 +271,12 @@ def make_pretraining_examples(tokenized_docs: Sequence[Sequence[Sequence[int]]],
         raise ValueError(f"NSP needs at least 2 non-empty documents to draw random sentences from, "
                          f"got {len(docs)}")
     rng, out = random.Random(seed), []
-    for di in range(len(docs)):  # no dupe_factor: the Batcher draws new masks every epoch anyway
-        if objective == "mlm":
-            out += _single_segments(docs[di], max_len - 2, short_seq_prob, rng, cls_id, sep_id)
-        else:
-            out += _pairs(docs, di, max_len - 3, objective, short_seq_prob, rng, cls_id, sep_id)
+    for _ in range(dupe_factor):
+        for di in range(len(docs)):
+            if objective == "mlm":
+                out += _single_segments(docs[di], max_len - 2, short_seq_prob, rng, cls_id, sep_id)
+            else:
+                out += _pairs(docs, di, max_len - 3, objective, short_seq_prob, rng, cls_id, sep_id)
     return out
 
 

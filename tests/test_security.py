@@ -212,3 +212,26 @@ def test_a_burst_of_probes_and_model_loads_keeps_the_server_small(hostile):
     assert all(o is not None for o in outs)
     peak = _status_kb(pid, "VmHWM") / 1024
     assert peak < SERVER_RSS_BOUND_MB, f"the server peaked at {peak:.0f} MB"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["evaluate", "--batches", "0"], "at least 1"),
+    (["info", "--seq-len", "-3"], "at least 1"),
+    (["pretrain", "--steps", "1000000000000"], "steps must be from 1 to 10,000,000"),
+    (["pretrain", "--max-len", "100000"], "max_len must be from 8 to 8,192"),
+    (["pretrain", "--layers", "100000", "--hidden", "100000"], "must be from 1 to"),
+    (["finetune", "--max-len", "100000"], "max_len must be from 4 to 8,192"),
+    (["pretrain", "--resume"], "no run to resume"),
+    (["finetune", "--resume"], "no run to resume"),
+])
+def test_cli_edges_are_one_clear_line(tmp_path, capsys, argv, words):
+    out = tmp_path / "run"
+    if argv[0] in ("pretrain", "finetune"):
+        argv = [*argv, "--out", str(out)]
+    try:
+        rc = cli(argv)
+    except SystemExit as e:  # argparse's own check of a flag
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and words in err and "Traceback" not in err, err
+    assert not out.exists()  # nothing was started, nor a folder made

@@ -39,7 +39,7 @@ def test_flags_types_and_range_checks():
     assert (s.steps, s.lr, s.bf16, s.betas, s.max_docs) == (7, 0.01, True, (0.9, 0.99), 5)
     assert parse(FinetuneSpec, "--lora-targets", "query", "key").lora_targets == ("query", "key")
     assert parse(ProbeSpec, "--pooling", "mean").feature == "mean"  # the older flag name still works
-    for kw, words in [(dict(steps=0), "steps must be a positive integer"), (dict(steps=2.5), "whole number"),
+    for kw, words in [(dict(steps=0), "steps must be from 1 to 10,000,000"), (dict(steps=2.5), "whole number"),
                       (dict(lr=-1), "lr must be a positive number"), (dict(objective="x"), "objective must be one of"),
                       (dict(bf16="yes"), "bf16 must be true or false"), (dict(hidden=30, heads=4), "divisible"),
                       (dict(mask_rate=1.0), "mask_rate"), (dict(betas=(0.9,)), "betas")]:

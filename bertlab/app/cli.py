@@ -104,9 +104,11 @@ def _progress(total_hint: int | None):
 def _spec(cls, a) -> specs.Spec:
     """The spec the flags describe; resuming, the run's own spec with the changes a resume may make."""
     given = cls.given(a)
-    saved = runs.Run(a.out).spec() if getattr(a, "resume", False) else None
-    if saved is None:
+    if not getattr(a, "resume", False):
         return cls(**given)
+    saved = runs.Run(a.out).spec() if Path(a.out).is_dir() else None
+    if saved is None:
+        raise ValueError(f"{a.out}: no run to resume there (no spec.json); leave out --resume to start one")
     spec, ignored = saved.resumed(given)
     if ignored:
         warnings.warn(f"resuming keeps the run's own {', '.join(ignored)}")
@@ -232,27 +234,38 @@ def cmd_export(a) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse then says what is wrong, in one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bertlab", description="See and train BERT end to end.")
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fill-mask", help="predict the words hidden behind [MASK]")
     f.add_argument("text", help='e.g. "the acting was [MASK] ."')
     f.add_argument("--model", default=None, help="model folder or hub id (default: the shipped model)")
-    f.add_argument("--top-k", type=int, default=5)
+    f.add_argument("--top-k", type=_positive, default=5)
     f.add_argument("--json", action="store_true", help="print Hugging Face widget fields as JSON")
     f.set_defaults(run=cmd_fill_mask)
     i = sub.add_parser("info", help="a model's config, parameter counts, memory and FLOPs")
     i.add_argument("model", nargs="?", default=None, help="model folder, hub id or preset name")
-    i.add_argument("--batch-size", type=int, default=32)
-    i.add_argument("--seq-len", type=int, default=128)
+    i.add_argument("--batch-size", type=_positive, default=32)
+    i.add_argument("--seq-len", type=_positive, default=128)
     i.add_argument("--json", action="store_true")
     i.set_defaults(run=cmd_info)
     e = sub.add_parser("evaluate", help="held-out MLM loss and masked-token accuracy of a model or run")
     e.add_argument("model", nargs="?", default=None, help="run folder, model folder or hub id (default: shipped)")
     e.add_argument("--corpus", default="imdb", help="ignored for a run folder: its own held-out split is used")
-    e.add_argument("--max-docs", type=int, default=None)
-    e.add_argument("--batches", type=int, default=50)
-    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--max-docs", type=_positive, default=None)
+    e.add_argument("--batches", type=_positive, default=50)
+    e.add_argument("--batch-size", type=_positive, default=32)
     e.add_argument("--json", action="store_true")
     e.set_defaults(run=cmd_evaluate)
     x = sub.add_parser("export", help="copy a run's (or any) model into a Hugging Face folder")

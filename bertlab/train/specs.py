@@ -16,6 +16,11 @@ POSITIVE = (lambda v: v >= 1, "a positive integer")
 POSITIVE_NUM = (lambda v: v > 0, "a positive number")
 NON_NEGATIVE = (lambda v: v >= 0, "at least 0")
 DROPOUT = (lambda v: 0 <= v < 1, "in [0, 1)")
+MAX_STEPS, MAX_TOKENS = 10_000_000, 8192  # beyond any CPU run: a typo, not a plan
+
+
+def between(lo: int, hi: int) -> tuple[Callable, str]:
+    return (lambda v: lo <= v <= hi, f"from {lo:,} to {hi:,}")
 
 
 def opt(default: Any, help: str, check: tuple[Callable, str] | None = None, choices: tuple | None = None,
@@ -115,7 +120,7 @@ class Spec:
 @dataclass
 class TrainArgs(Spec):
     """What the model-agnostic Trainer needs: optimisation, schedule, checkpoints, precision."""
-    steps: int = opt(1000, "optimizer steps (each of --accum micro-batches)", POSITIVE)
+    steps: int = opt(1000, "optimizer steps (each of --accum micro-batches)", between(1, MAX_STEPS))
     lr: float = opt(5e-4, "peak learning rate (AdamW)", POSITIVE_NUM)
     warmup: float = opt(0.05, "warm-up: a fraction of the steps if below 1, else a number of steps", NON_NEGATIVE)
     weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
@@ -151,13 +156,14 @@ class PretrainSpec(TrainArgs):
     KIND: ClassVar[str] = "pretrain"
     # model
     preset: str = opt("mini", "model size", choices=("tiny", "mini", "small", "medium", "base", "large"))
-    layers: int | None = opt(None, "override the preset's number of layers", POSITIVE)
-    hidden: int | None = opt(None, "override the preset's hidden size", POSITIVE)
-    heads: int | None = opt(None, "override the preset's attention heads", POSITIVE)
-    intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)", POSITIVE)
-    vocab_size: int = opt(8192, "WordPiece vocabulary size", POSITIVE)
+    layers: int | None = opt(None, "override the preset's number of layers", between(1, 128))
+    hidden: int | None = opt(None, "override the preset's hidden size", between(1, 16_384))
+    heads: int | None = opt(None, "override the preset's attention heads", between(1, 256))
+    intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)",
+                                   between(1, 65_536))
+    vocab_size: int = opt(8192, "WordPiece vocabulary size", between(1, 1_000_000))
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
-                                         "can train longer texts", POSITIVE)
+                                         "can train longer texts", between(1, MAX_TOKENS))
     # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
     dropout: float | None = opt(0.0, "hidden and attention dropout while pre-training (BERT used 0.1)", DROPOUT)
     pre_ln: bool = opt(False, "LayerNorm before each block (stable at higher learning rates; not BERT's post-LN: "
@@ -168,7 +174,7 @@ class PretrainSpec(TrainArgs):
     text_column: str = opt("text", "column holding the text in .csv/.jsonl")
     max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
     # The CPU recipe: 32-token examples leave the unigram plateau far sooner than 128.
-    max_len: int = opt(32, "tokens per example", (lambda v: v >= 8, "at least 8"))
+    max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
     objective: str = opt("nsp", "the pair task besides MLM", choices=OBJECTIVES)
     mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
     whole_word: bool = opt(False, "mask all pieces of a word together")
@@ -177,7 +183,7 @@ class PretrainSpec(TrainArgs):
     eval_batches: int = opt(16, "held-out batches per evaluation", POSITIVE)
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
     # the recipe's schedule
-    steps: int = opt(2000, "optimizer steps", POSITIVE)
+    steps: int = opt(2000, "optimizer steps", between(1, MAX_STEPS))
     lr: float = opt(1e-3, "peak learning rate (AdamW)", POSITIVE_NUM)
     RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads",)
     DATA: ClassVar[tuple[str, ...]] = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective",
@@ -224,7 +230,7 @@ class FinetuneSpec(Spec):
     lora_targets: tuple[str, ...] = opt(("query", "value"), "layers LoRA wraps (query key value dense)")
     layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", (lambda v: 0 < v <= 1, "in (0, 1]"))
     gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage")
-    max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", (lambda v: v >= 4, "at least 4"))
+    max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", between(4, MAX_TOKENS))
     seed: int = opt(0, "random seed (split, head, data order)")
     text_column: str = opt("text", "CSV/JSON column holding the text")
     label_column: str = opt("label", "CSV/JSON column holding the label")

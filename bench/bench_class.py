@@ -1,0 +1,269 @@
+"""A classroom on one server: can N students use the explorer while one of them pre-trains a model?
+(issue goals: fill-mask p95 ≤ 500 ms for 30 students with ~1 s think time; ≥ 40 fill-mask calls/s
+back to back, on 2 cores, while a training job runs.)
+
+    python bench/bench_class.py [--students 30] [--seconds 60] [--train/--no-train] [--think 1.0] [--json]
+    python bench/bench_class.py --burst [--students 30] [--seconds 60]
+
+Starts `python app.py` on a free port (runs in a temporary folder), starts one "Tiny and fast"-like
+pre-training run through /pretrain_start as a student would, then runs N student threads, each with
+its own gradio_client. Default mode: a mix of /fill_mask (most), /tokenize, /nsp and /attention with
+exponential think time (mean --think s). --burst: /fill_mask only, back to back, for throughput.
+
+How to read it: per endpoint, calls, errors and p50/p95/max round trip in ms as a browser waits
+for it (queue, handler, transport); calls/s over the window; the goals with pass/fail words.
+"one fill-mask" is measured first, on the idle server before the job starts: the model alone, the
+tab's handler in this process (adds the chart), one idle client over HTTP; the last minus the
+handler is Gradio's overhead. Figures are noisy on a shared machine: read them with the CPU line.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+QUIET = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+         "HF_HUB_DISABLE_TELEMETRY": "1"}
+os.environ.update(QUIET)
+P95_GOAL_MS, BURST_GOAL, RUN = 500, 40.0, "bench-class"
+MASKED = ["the acting was [MASK] .", "the film was long and [MASK] .", "i [MASK] this movie a lot .",
+          "the acting was [MASK] , but the story of the old man kept me watching until the end ."]
+MIX = {  # endpoint: (weight, arguments drawn per call) -- what students click in the explorer tabs
+    "/fill_mask": (6, lambda r: {"text": r.choice(MASKED)}),
+    "/tokenize": (2, lambda r: {"text": "the river bank", "pair": "it was muddy ."}),
+    "/nsp": (1, lambda r: {"first": "the film was long .", "candidates": "i liked it .\nthe bank raised rates ."}),
+    "/attention": (1, lambda r: {"text": "the river bank was muddy .", "pair": ""}),
+}
+
+
+def client(url):
+    from gradio_client import Client
+    return Client(url, verbose=False, analytics_enabled=False, download_files=False)
+
+
+def cpu() -> str:
+    names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+    return f"{names[0] if names else 'unknown CPU'}, {len(os.sched_getaffinity(0))} cores"
+
+
+@contextlib.contextmanager
+def serving(folder: Path):
+    """The app on a free port, runs under folder/runs, log in folder/app.log; stopped on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, **QUIET, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1"}
+    url, end = f"http://127.0.0.1:{port}/", time.time() + 120
+    with open(folder / "app.log", "w") as log:
+        # own session: a Ctrl-C reaches only this script, which stops the job before the server
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            while not up(url):
+                if proc.poll() is not None or time.time() > end:
+                    raise SystemExit(f"app.py exited or did not answer within 120 s; see {log.name}")
+                time.sleep(0.5)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def up(url) -> bool:
+    import httpx
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_training(c, runs: Path, steps: int) -> str:
+    """The state the start call reported; then waits until the trainer steps (data prepared)."""
+    from bertlab.config import PRESETS
+    from bertlab.train.runs import read_status
+    L, H, A = PRESETS["tiny"]
+    out = c.predict(owner=RUN, name=RUN, upload=None, hub_name="", preset_name="tiny",
+                    layers=L, hidden=H, heads=A, inter=4 * H, max_len=32, batch=128, steps=steps,
+                    api_name="/pretrain_start")
+    state = next((w for w in ("running", "starting", "queued", "failed") if w in str(out[1])), "unknown")
+    for _ in range(240):  # "starting" prepares the data; the window should see a stepping trainer
+        if read_status(runs / RUN)["state"] in ("running", "finished", "failed", "stopped"):
+            break
+        time.sleep(0.5)
+    return state
+
+
+def stop_training(c, runs: Path) -> None:
+    """Graceful /pretrain_stop, then make sure the trainer (its own process group) is gone."""
+    with contextlib.suppress(Exception):
+        c.predict(owner=RUN, name=RUN, api_name="/pretrain_stop")
+    job = runs / RUN / "job.json"
+    pid = json.loads(job.read_text()).get("pid") if job.exists() else None
+    for _ in range(60):
+        if pid is None or not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+
+
+def student(url, seed, start, stop, burst, think, rec):
+    r, names, weights = random.Random(seed), list(MIX), [w for w, _ in MIX.values()]
+    try:
+        c = client(url)
+    except Exception as e:  # noqa: BLE001 -- a student who cannot connect is an error to report
+        return rec.append(("connect", None, f"{type(e).__name__}: {e}"))
+    start.wait()
+    while not stop.is_set():
+        api = "/fill_mask" if burst else r.choices(names, weights)[0]
+        t = time.perf_counter()
+        try:
+            c.predict(**MIX[api][1](r), api_name=api)
+            rec.append((api, time.perf_counter() - t, None))
+        except Exception as e:  # noqa: BLE001
+            rec.append((api, None, f"{type(e).__name__}: {str(e)[:200]}"))
+        if not burst:
+            stop.wait(r.expovariate(1 / think))
+
+
+def load(url, students, seconds, burst, think) -> tuple[list, float]:
+    rec, start, stop = [], threading.Event(), threading.Event()
+    threads = [threading.Thread(target=student, args=(url, i, start, stop, burst, think, rec), daemon=True)
+               for i in range(students)]
+    for th in threads:
+        th.start()
+    time.sleep(min(10, 0.3 * students))  # clients fetch the app's config before the clock starts
+    t0 = time.perf_counter()
+    start.set()
+    time.sleep(seconds)
+    stop.set()
+    for th in threads:
+        th.join(timeout=60)
+    return rec, time.perf_counter() - t0
+
+
+def where_time_goes(url, reps=21) -> dict:
+    """Median ms of one fill-mask: model only, the tab's handler in-process, one idle HTTP client."""
+    from bertlab.analysis.predict import fill_mask
+    from bertlab.app.ui import fill_mask_tab, models
+    model, tok = models.get(models.DEFAULT)
+    c, text = client(url), MASKED[-1]
+    calls = {"model (analysis.predict.fill_mask)": lambda: fill_mask(model, tok, text, top_k=5),
+             "handler (fill_mask_tab.predict, + chart)": lambda: fill_mask_tab.predict(text, 5, False, models.DEFAULT),
+             "HTTP round trip (idle gradio_client)": lambda: c.predict(text=text, api_name="/fill_mask")}
+    ts = {name: [] for name in calls}
+    for i in range(reps + 1):  # interleaved, so that a noisy neighbour hits all three alike; 0 warms up
+        for name, f in calls.items():
+            t = time.perf_counter()
+            f()
+            ts[name] += [time.perf_counter() - t] if i else []
+    out = {name: round(statistics.median(v) * 1e3, 1) for name, v in ts.items()}
+    out["Gradio overhead (HTTP - handler)"] = round(out[list(calls)[2]] - out[list(calls)[1]], 1)
+    return out
+
+
+def ms(ts, q):
+    return round(1e3 * (statistics.quantiles(ts, n=100, method="inclusive")[q - 1] if len(ts) > 1 else ts[0]), 1)
+
+
+def measure(a, tmp: Path) -> dict:
+    """Serve, profile one fill-mask, start the job, load the server; always stop job and server."""
+    from bertlab.train.runs import read_status
+    runs, report = tmp / "runs", {"cpu": cpu(), "students": a.students, "seconds": a.seconds, "job": "none (--no-train)",
+                                  "mode": "burst, /fill_mask only" if a.burst else f"mix, think {a.think} s"}
+    with serving(tmp) as url:
+        c = client(url)
+        try:
+            report["fill_mask_ms"] = where_time_goes(url)
+            if a.train:
+                try:
+                    report["job"] = f"start said {start_training(c, runs, a.steps)}"
+                except Exception as e:  # noqa: BLE001 -- said in the report; the load runs anyway
+                    report["job"] = f"failed to start: {str(e)[:200]}"
+            step0 = read_status(runs / RUN)["step"]
+            report["rec"], report["dt"] = load(url, a.students, a.seconds, a.burst, a.think)
+            if a.train:
+                st = read_status(runs / RUN)
+                report["job"] += f"; tiny run {st['state']}, steps {step0}→{st['step']} during the window"
+        finally:
+            if a.train:
+                stop_training(c, runs)
+    return report
+
+
+def summarise(a, report: dict) -> dict:
+    rec, dt = report.pop("rec"), report.pop("dt")
+    rows = {}
+    for api in ["connect", *MIX]:
+        ok = [t for n, t, e in rec if n == api and t is not None]
+        errs = [e for n, _, e in rec if n == api and e]
+        if ok or errs:
+            rows[api] = {"calls": len(ok) + len(errs), "errors": len(errs), "first_error": errs[0] if errs else None,
+                         **({"p50": ms(ok, 50), "p95": ms(ok, 95), "max": round(max(ok) * 1e3, 1)} if ok else {})}
+    report.update(endpoints=rows, calls_per_s=round(sum(r["calls"] for k, r in rows.items() if k != "connect") / dt, 1),
+                  fill_mask_per_s=round(rows.get("/fill_mask", {}).get("calls", 0) / dt, 1))
+    train = "with a training job" if a.train else "WITHOUT a training job"
+    if a.burst:
+        v = report["fill_mask_per_s"]
+        report["goal"] = (f"≥ {BURST_GOAL:.0f} fill-mask calls/s on 2 cores with a job running: {v} calls/s "
+                          f"{train} → {'pass' if v >= BURST_GOAL else 'FAIL'}")
+    else:
+        v = rows.get("/fill_mask", {}).get("p95", float("inf"))
+        report["goal"] = (f"fill-mask p95 ≤ {P95_GOAL_MS} ms, 30 students thinking 1 s: {v} ms with {a.students} "
+                          f"students thinking {a.think} s {train} → {'pass' if v <= P95_GOAL_MS else 'FAIL'}")
+    return report
+
+
+def show(a, r: dict) -> None:
+    print(f"bertlab classroom load · {r['cpu']} · {a.students} students · {a.seconds:g} s · {r['mode']}")
+    print(f"job: {r['job']}")
+    print("one fill-mask on the idle server, median ms: " + "; ".join(f"{k} {v}" for k, v in r["fill_mask_ms"].items()))
+    print(f"\n{'endpoint':<12}{'calls':>7}{'errors':>8}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
+    for api, e in r["endpoints"].items():
+        print(f"{api:<12}{e['calls']:>7}{e['errors']:>8}{e.get('p50', '-'):>9}{e.get('p95', '-'):>9}{e.get('max', '-'):>9}")
+        if e["first_error"]:
+            print(f"    first error: {e['first_error']}")
+    print(f"\n{r['calls_per_s']} calls/s overall, {r['fill_mask_per_s']} fill-mask calls/s")
+    print(f"goal: {r['goal']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--students", type=int, default=30)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--train", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--think", type=float, default=1.0, help="mean seconds between a student's calls")
+    ap.add_argument("--burst", action="store_true", help="/fill_mask only, back to back (throughput)")
+    ap.add_argument("--steps", type=int, default=3000, help="of the pre-training run; enough to outlast the window")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    report = summarise(a, measure(a, Path(tempfile.mkdtemp(prefix="bench-class-"))))
+    if a.json:
+        print(json.dumps(report, indent=1, ensure_ascii=False))
+    else:
+        show(a, report)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:  # the finally blocks above stopped the job and the server
+        sys.exit("interrupted: job stopped, server terminated")

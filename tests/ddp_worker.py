@@ -117,6 +117,7 @@ def ddp_main(out: str) -> None:
                    "stopped": [st["state"], st["step"]], "resumed": [st2["state"], st2["step"]],
                    "losses": [r["loss"] for r in rows], "tokens_per_s": rows[-1]["tokens_per_s"]},
                   open(f"{out}/result.json", "w"))
+    dist.barrier()  # both ranks reach teardown together: a peer closing early can abort gloo's threads
     dist.destroy_process_group()
 
 

@@ -31,7 +31,8 @@ def buggy_memory_table(c, batch, seq_len, real=architecture_tab.memory_table):
 
 jobs.JobManager.start = no_jobs
 architecture_tab.memory_table = buggy_memory_table
-app.main()
+if __name__ == "__main__":  # not in the probe worker, which imports this script again (spawn)
+    app.main()
 '''
 
 HUGE = "the film was long . " * 15_000  # 300,000 characters: over every text box's limit

@@ -67,7 +67,7 @@ def _drop(pool: cf.ProcessPoolExecutor) -> None:
     with _lock:
         if _pool is pool:
             _pool = None
-    for p in list(getattr(pool, "_processes", {}).values()):  # a timed-out job would hold it for ever
+    for p in list((getattr(pool, "_processes", None) or {}).values()):  # a timed-out job holds it for ever
         p.kill()
     pool.shutdown(wait=False, cancel_futures=True)
 

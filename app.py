@@ -53,8 +53,9 @@ def build_app() -> gr.Blocks:
     with gr.Blocks(title="bertlab: see and train BERT") as demo:
         gr.Markdown(INTRO)
         with gr.Row(equal_height=True):
+            folder = "a local folder " if limits().allow_local_paths else ""
             picker = gr.Dropdown(models.choices(), value=models.DEFAULT, label="Model", allow_custom_value=True,
-                                 info="the shipped model, a run trained here, a local folder or a Hugging Face id",
+                                 info=f"the shipped model, a run trained here, {folder}or a Hugging Face id",
                                  scale=3)
             card = gr.Markdown(elem_id="model-card")
         picker.change(pick, picker, card, api_name=False)

@@ -6,7 +6,6 @@ import re
 
 import gradio as gr
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
 from . import common
@@ -67,29 +66,36 @@ def mask_word(text: str, pick: str | None) -> str:
 
 
 def figure(results: list[list[dict]], causal: bool) -> go.Figure:
-    """One horizontal bar chart per [MASK] (subplots when several), best guess on top."""
+    """One horizontal bar chart per [MASK] (two columns when several), best guess on top. Built
+    as a plain figure dict: make_subplots and per-call updates took 9 of the call's 16 ms."""
     n = len(results)
     cols = 1 if n == 1 else 2
     rows = math.ceil(n / cols)
-    k = max(len(r) for r in results)
-    titles = [f"[MASK] #{i + 1}" for i in range(n)] if n > 1 else None
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.22,
-                        vertical_spacing=min(0.12, 0.5 / rows))
+    hs, vs = 0.22, min(0.2, 0.6 / rows)  # gaps between panels (room for a title), as shares
+    w, h = (1 - (cols - 1) * hs) / cols, (1 - (rows - 1) * vs) / rows
+    data, layout = [], {"annotations": []}
     for i, cands in enumerate(results):
-        r, c = i // cols + 1, i % cols + 1
-        labels = [f"{j + 1}. {x['token_str']}" for j, x in enumerate(cands)]
-        fig.add_bar(x=[x["score"] for x in cands], y=labels, orientation="h", marker_color=BAR,
-                    text=[f"{x['score']:.1%}" for x in cands], textposition="auto", showlegend=False,
-                    customdata=[x["sequence"] for x in cands],
-                    hovertemplate="%{y}: %{x:.2%}<br>%{customdata}<extra></extra>", row=r, col=c)
-        fig.update_yaxes(autorange="reversed", row=r, col=c)
+        r, c, k = i // cols, i % cols, str(i + 1) if i else ""
+        x0, y1 = c * (w + hs), 1 - r * (h + vs)  # rounded below: [0, 1] exactly, as plotly checks
         small = max(x["score"] for x in cands) < 0.1  # ".0%" would repeat "1%, 1%, 2%" on the axis
-        fig.update_xaxes(tickformat=".1%" if small else ".0%", rangemode="tozero", row=r, col=c)
-    per = 40 + 24 * k
+        data.append(dict(type="bar", x=[x["score"] for x in cands], orientation="h",
+                         y=[f"{j + 1}. {x['token_str']}" for j, x in enumerate(cands)],
+                         marker_color=BAR, text=[f"{x['score']:.1%}" for x in cands], textposition="auto",
+                         showlegend=False, customdata=[x["sequence"] for x in cands], xaxis=f"x{k}",
+                         yaxis=f"y{k}", hovertemplate="%{y}: %{x:.2%}<br>%{customdata}<extra></extra>"))
+        layout[f"xaxis{k}"] = dict(domain=[round(x0, 9), round(x0 + w, 9)], anchor=f"y{k}",
+                                   rangemode="tozero", tickformat=".1%" if small else ".0%")
+        layout[f"yaxis{k}"] = dict(domain=[max(0.0, round(y1 - h, 9)), round(y1, 9)], anchor=f"x{k}",
+                                   autorange="reversed")
+        if n > 1:
+            layout["annotations"].append(dict(text=f"[MASK] #{i + 1}", x=x0 + w / 2, y=y1, xref="paper",
+                                              yref="paper", xanchor="center", yanchor="bottom",
+                                              showarrow=False, font=dict(size=16)))
+    per = 40 + 24 * max(len(r) for r in results)
     title = "Guesses for the [MASK]" + ("s" if n > 1 else "") + (" · left context only" if causal else "")
-    fig.update_layout(height=min(2400, 80 + rows * per), margin=dict(l=10, r=20, t=70, b=30),
-                      title=dict(text=title, font_size=15))
-    return fig
+    layout.update(height=min(2400, 80 + rows * per), margin=dict(l=10, r=20, t=70, b=30),
+                  title=dict(text=title, font_size=15))
+    return go.Figure(dict(data=data, layout=layout))
 
 
 def predict(text: str, top_k: int, causal: bool, choice: str | None):

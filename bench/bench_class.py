@@ -78,13 +78,22 @@ def serving(folder: Path):
                 if proc.poll() is not None or time.time() > end:
                     raise SystemExit(f"app.py exited or did not answer within 120 s; see {log.name}")
                 time.sleep(0.5)
-            yield url
+            yield url, proc.pid
         finally:
             proc.terminate()
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def cpu_s(pid: int | None = None) -> float:
+    """CPU seconds used so far by a process (user + system), or by this one."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def up(url) -> bool:
@@ -189,7 +198,7 @@ def measure(a, tmp: Path) -> dict:
     from bertlab.train.runs import read_status
     runs, report = tmp / "runs", {"cpu": cpu(), "students": a.students, "seconds": a.seconds, "job": "none (--no-train)",
                                   "mode": "burst, /fill_mask only" if a.burst else f"mix, think {a.think} s"}
-    with serving(tmp) as url:
+    with serving(tmp) as (url, pid):
         c = client(url)
         try:
             report["fill_mask_ms"] = where_time_goes(url)
@@ -199,7 +208,9 @@ def measure(a, tmp: Path) -> dict:
                 except Exception as e:  # noqa: BLE001 -- said in the report; the load runs anyway
                     report["job"] = f"failed to start: {str(e)[:200]}"
             step0 = read_status(runs / RUN)["step"]
+            cpu0 = cpu_s(pid), cpu_s()
             report["rec"], report["dt"] = load(url, a.students, a.seconds, a.burst, a.think)
+            report["cpu_s"] = cpu_s(pid) - cpu0[0], cpu_s() - cpu0[1]  # server, the students' clients
             if a.train:
                 st = read_status(runs / RUN)
                 report["job"] += f"; tiny run {st['state']}, steps {step0}→{st['step']} during the window"
@@ -220,6 +231,11 @@ def summarise(a, report: dict) -> dict:
                          **({"p50": ms(ok, 50), "p95": ms(ok, 95), "max": round(max(ok) * 1e3, 1)} if ok else {})}
     report.update(endpoints=rows, calls_per_s=round(sum(r["calls"] for k, r in rows.items() if k != "connect") / dt, 1),
                   fill_mask_per_s=round(rows.get("/fill_mask", {}).get("calls", 0) / dt, 1))
+    n = max(1, sum(len(ok) for ok in [[t for _, t, _ in rec if t is not None]]))
+    server, clients = report.pop("cpu_s")
+    cores = len(os.sched_getaffinity(0))
+    report["cpu_ms_per_call"] = {"server": round(1e3 * server / n, 1), "clients": round(1e3 * clients / n, 1),
+                                 "server capacity, calls/s on all cores": round(cores * n / server, 1) if server else None}
     train = "with a training job" if a.train else "WITHOUT a training job"
     if a.burst:
         v = report["fill_mask_per_s"]
@@ -242,6 +258,10 @@ def show(a, r: dict) -> None:
         if e["first_error"]:
             print(f"    first error: {e['first_error']}")
     print(f"\n{r['calls_per_s']} calls/s overall, {r['fill_mask_per_s']} fill-mask calls/s")
+    c = r["cpu_ms_per_call"]
+    print(f"CPU per call: server {c['server']} ms, the students' gradio_clients {c['clients']} ms (on this same "
+          f"machine); with every core to itself the server would answer about "
+          f"{c['server capacity, calls/s on all cores']} calls/s")
     print(f"goal: {r['goal']}")
 
 

@@ -6,6 +6,10 @@ model choice is per browser session, and loaded models are cached for everyone.
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# Gradio's queue rebuilds a pandas summary of its last 10,000 events after every event by default:
+# at a class's rate that was a tenth of the server's CPU. Summarise every 500 events, of the last 2,000.
+os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "500")
+os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
 
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402

@@ -220,3 +220,24 @@ def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
     gone = [n for n in ended if not (mgr.root / n).exists()]
     assert gone and gone == ended[:len(gone)] and ", ".join(gone) in job.notice  # the oldest first, and said
     assert all((mgr.root / n).exists() for n in ("a1", "cat2", "cli"))  # never a live run, nor the CLI's
+
+
+def test_teacher_page_ids(monkeypatch):
+    from types import SimpleNamespace
+
+    from bertlab.app.ui import jobs_ui
+    page = lambda q: SimpleNamespace(query_params=q)  # noqa: E731 -- what gr.Request offers here
+    monkeypatch.delenv("BERTLAB_TEACHER_TOKEN", raising=False)
+    plain = jobs_ui.browser_id(None, page({"teacher": "anything"}))
+    assert len(plain) == 32 and not jobs_ui.is_teacher(plain) and jobs_ui.visitor(plain) == plain
+    monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "s3cret")
+    assert jobs_ui.browser_id(plain, page({"teacher": "wrong"})) == plain
+    teacher = jobs_ui.browser_id(plain, page({"teacher": "s3cret"}))
+    assert jobs_ui.is_teacher(teacher) and jobs_ui.visitor(teacher) == jobs.TEACHER
+    with pytest.raises(ValueError, match="reload"):  # a browser cannot claim the teacher's owner itself
+        jobs_ui.visitor(jobs.TEACHER)
+    assert jobs_ui.browser_id(teacher, page({})) == teacher  # the page keeps it after a reload
+    monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "rotated")
+    assert not jobs_ui.browser_id(teacher, page({})).startswith("teacher:")  # an old token is dropped
+    with pytest.raises(ValueError, match="reload"):
+        jobs_ui.visitor(teacher)

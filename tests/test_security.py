@@ -15,6 +15,7 @@ from bertlab.train import runs
 from bertlab.train.specs import PretrainSpec
 
 SECRET = "do-not-leak-7f3a"
+TEACHER_TOKEN = "class-of-2026-token"
 
 
 def _run_folder(root: Path, name: str, owner: str | None) -> Path:
@@ -47,7 +48,9 @@ def hostile(tmp_path_factory):
     secret.write_text(f"text,label\n{SECRET} one,a\n{SECRET} two,b\n" * 20)
     _run_folder(root, "cli-run", None)
     _run_folder(root, "alice-run", "alice-browser-id-0001")
-    env = {"BERTLAB_CLASSROOM": "1", "BERTLAB_MAX_RUNS": "2", "BERTLAB_MAX_UPLOAD_MB": "0.05"}
+    _run_folder(root, "bob-run", "bob-browser-id-0003")
+    env = {"BERTLAB_CLASSROOM": "1", "BERTLAB_MAX_RUNS": "2", "BERTLAB_MAX_UPLOAD_MB": "0.05",
+           "BERTLAB_TEACHER_TOKEN": TEACHER_TOKEN}
     with serving(["app.py"], folder, env) as (url, log):
         yield Client(url, verbose=False, analytics_enabled=False, download_files=False), root, secret, log
     text = log.read_text(errors="replace")
@@ -235,3 +238,34 @@ def test_cli_edges_are_one_clear_line(tmp_path, capsys, argv, words):
     err = capsys.readouterr().err
     assert rc == 2 and words in err and "Traceback" not in err, err
     assert not out.exists()  # nothing was started, nor a folder made
+
+
+def test_upload_messages_name_the_file_not_where_it_lies(tmp_path, monkeypatch):
+    from bertlab.app.ui import finetune_tab, pretrain_tab
+    monkeypatch.setenv("BERTLAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr("bertlab.app.jobs._default", None)  # a manager for this runs folder
+    bad = tmp_path / "deep" / "folder" / "labels.csv"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("review,stars\n" + "good,1\nbad,0\n" * 10)
+    csv = next(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv")
+    form = dict(choice=None, task=csv, upload=str(bad), text_column="text", label_column="label", method="LoRA",
+                epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0, unfreeze=False, max_examples=50,
+                max_len=32, batch=8)
+    with pytest.raises(ValueError) as e:
+        finetune_tab.form_spec(**form)
+    assert "labels.csv" in str(e.value) and str(tmp_path) not in str(e.value)
+    assert not list((tmp_path / "runs" / ".uploads").glob("*"))  # the staged copy went with the refusal
+    with pytest.raises(ValueError) as e:
+        pretrain_tab.form_spec("tiny", 2, 64, 2, 256, 500, None, pretrain_tab.CORPORA[1], str(bad), "text", "",
+                               0, 32, 8, 10, 1e-3, 0.15, "MLM only (RoBERTa)", False)
+    assert "labels.csv" in str(e.value) and str(tmp_path) not in str(e.value)
+
+
+def test_the_teacher_token_and_only_it_may_act_on_any_run(hostile):
+    client, root, _, _ = hostile
+    for fake in ("teacher:", "teacher:guess", "teacher:" + TEACHER_TOKEN[:-1], "teacher:" + TEACHER_TOKEN + " "):
+        msg = refused(client, "/pretrain_delete", owner=fake, name="bob-run")
+        assert "reload" in msg and TEACHER_TOKEN not in msg
+    assert (root / "bob-run").exists()
+    client.predict(owner="teacher:" + TEACHER_TOKEN, name="bob-run", api_name="/pretrain_delete")
+    assert not (root / "bob-run").exists()

@@ -97,7 +97,8 @@ def form_spec(choice, task, upload, text_column, label_column, method, epochs, l
         spec = spec.replace(task=str(jobs_ui.stage_upload(src)))
         try:
             tok = WordPieceTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))
-            load_task(spec.task, tok, spec.max_len, text_column=spec.text_column, label_column=spec.label_column)
+            with jobs_ui.upload_named(src, spec.task):
+                load_task(spec.task, tok, spec.max_len, text_column=spec.text_column, label_column=spec.label_column)
         except BaseException:
             jobs_ui.discard_staged(spec)
             raise

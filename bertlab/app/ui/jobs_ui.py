@@ -5,6 +5,8 @@ A job belongs to the browser that started it. The id lives in the browser's loca
 """
 from __future__ import annotations
 
+import contextlib
+import hmac
 import html
 import os
 import shutil
@@ -26,9 +28,29 @@ def manager() -> jobs.JobManager:
     return jobs.default_manager()
 
 
-def browser_id(current: str | None) -> str:
-    """This browser's id: the stored one, or a new random one on its first visit."""
+TEACHER = "teacher:"
+
+
+def _teacher_token() -> str:
+    return os.environ.get("BERTLAB_TEACHER_TOKEN", "").strip()
+
+
+def browser_id(current: str | None, request: gr.Request | None = None) -> str:
+    """This browser's id: the stored one, or a new random one on its first visit. A page opened
+    with ?teacher=<BERTLAB_TEACHER_TOKEN> acts as the teacher from then on."""
+    token, asked = _teacher_token(), (request.query_params.get("teacher") if request is not None else None)
+    if token and isinstance(asked, str) and hmac.compare_digest(asked, token):
+        return TEACHER + token
+    if is_teacher(current):
+        return current
+    if isinstance(current, str) and current.startswith(TEACHER):
+        current = None  # the token was changed or revoked
     return current if isinstance(current, str) and len(current) >= 16 else uuid.uuid4().hex
+
+
+def is_teacher(owner) -> bool:
+    token = _teacher_token()
+    return bool(token) and isinstance(owner, str) and hmac.compare_digest(owner, TEACHER + token)
 
 
 def session():
@@ -64,7 +86,7 @@ def runs_of(kind: str) -> list[str]:
 def my_live_run(owner: str, kind: str) -> str | None:
     """The newest queued or running job of this browser: what a reloaded page shows again."""
     for st in manager().list():
-        if st.get("owner") == owner and st.get("kind") == kind and st.get("state") in LIVE:
+        if st.get("owner") in (owner, jobs.TEACHER if is_teacher(owner) else owner) and st.get("kind") == kind and st.get("state") in LIVE:
             return st["name"]
     return None
 
@@ -88,10 +110,26 @@ def stage_upload(src: Path) -> Path:
 
 
 def visitor(owner) -> str:
-    """The owner a web call acts as: always a browser's id, never None (None is the operator's)."""
-    if not isinstance(owner, str) or not 1 <= len(owner) <= 128:
-        raise ValueError("this page has no browser id yet: reload it, then try again")
+    """The owner a web call acts as: a browser's id, or jobs.TEACHER (any run, no per-visitor caps)
+    for the teacher's page only."""
+    if is_teacher(owner):
+        return jobs.TEACHER
+    if not isinstance(owner, str) or not 1 <= len(owner) <= 128 or owner.startswith((TEACHER, jobs.TEACHER)):
+        raise ValueError("this page has no browser id yet (or an old teacher link): reload it, then try again")
     return owner
+
+
+@contextlib.contextmanager
+def upload_named(upload: Path, *copies: Path):
+    """A ValueError about an uploaded file (or its staged copies) names the file as the visitor knows
+    it, not where the server keeps it."""
+    try:
+        yield
+    except ValueError as e:
+        msg = str(e)
+        for p in (*copies, upload):
+            msg = msg.replace(str(p), upload.name)
+        raise ValueError(msg) from None
 
 
 def discard_staged(spec) -> None:
@@ -163,7 +201,9 @@ def status_html(st: dict | None, owner: str | None) -> str:
         parts.append(f"ran {_duration(st['elapsed'])}")
     who = st.get("owner")
     if who is not None:
-        parts.append("started in this browser" if who == owner else "another visitor's run: you can watch, not stop it")
+        mine = who == owner or (who == jobs.TEACHER and is_teacher(owner))
+        parts.append("started in this browser" if mine else "a student's run: as the teacher you may stop "
+                     "or delete it" if is_teacher(owner) else "another visitor's run: you can watch, not stop it")
     msg = f"<div style='color:#4b5563;margin-top:4px'>{html.escape(st['message'])}</div>" \
         if st.get("message") else ""
     bar = (f"<div style='background:#e5e7eb;border-radius:4px;height:8px;margin-top:6px'>"

@@ -112,7 +112,8 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
         src = check_upload(upload, "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
             raise ValueError(f"{src.name}: a corpus is a .txt, .csv, .json or .jsonl file")
-        load_documents(src, spec.text_column, spec.max_docs)  # empty, binary, wrong column: said now
+        with jobs_ui.upload_named(src):  # empty, binary, wrong column: said now
+            load_documents(src, spec.text_column, spec.max_docs)
         return spec.replace(corpus=str(jobs_ui.stage_upload(src)))
     if corpus == CORPORA[2]:
         hub_name = (hub_name or "").strip()

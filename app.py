@@ -14,6 +14,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
+from bertlab.app.limits import limits  # noqa: E402
 from bertlab.app.ui import (  # noqa: E402
     architecture_tab,
     attention_tab,
@@ -28,7 +29,6 @@ from bertlab.app.ui import (  # noqa: E402
     probe_tab,
     tokenize_tab,
 )
-from bertlab.app.limits import limits  # noqa: E402
 from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
 
 INTRO = """# bertlab

@@ -75,6 +75,14 @@ def hub_folder(name: str, max_bytes: float | None = None) -> Path:
         raise ValueError(f"{name}: download from the Hugging Face hub failed: {e}") from e
 
 
+def weights_stamp(folder: str | os.PathLike):
+    """When a model folder's weights last changed (None: it has none): what caches key on."""
+    try:
+        return (Path(folder) / "model.safetensors").stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def model_in_run(run: Path) -> Path:
     """A training run folder stands for its exported model, else its newest checkpoint."""
     if (run / "model" / "config.json").exists():

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
-import os
 import threading
-from pathlib import Path
 
 from ..cache import LRU
 from ..checkpoint import load_pretrained
@@ -19,20 +17,19 @@ _pool: cf.ProcessPoolExecutor | None = None
 _models = LRU(2)  # in the worker: (folder, stamp, random?) -> (model, tokenizer)
 
 
-def _init(memory_mb: float, threads: int, max_params: int) -> None:
+def _init(memory_mb: float, threads: int) -> None:
     import resource
 
     import torch
     resource.setrlimit(resource.RLIMIT_AS, (int(memory_mb * 2**20),) * 2)
     torch.set_num_threads(threads)
-    os.environ["BERTLAB_WORKER_MAX_PARAMS"] = str(max_params)
 
 
-def probe_job(folder: str, stamp, random: bool, task: str, **kw) -> dict:
+def probe_job(folder: str, stamp, random: bool, max_params: int, task: str, **kw) -> dict:
     """In the worker: probe the model in `folder` (or a random init of its config) on `task`."""
     key = (folder, stamp, random)
     if (hit := _models.get(key)) is None:
-        model, tok = load_pretrained(folder, max_params=int(os.environ.get("BERTLAB_WORKER_MAX_PARAMS", "0")) or None)
+        model, tok = load_pretrained(folder, max_params=max_params)
         hit = _models.put(key, (random_init(model, seed=0) if random else model, tok))
     return probe(hit[0], hit[1], task, **kw)
 
@@ -45,7 +42,7 @@ def run(fn, *args, timeout: float = 900, **kwargs):
     with _lock:
         if _pool is None:
             _pool = cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_init,
-                                           initargs=(lim.worker_mb, lim.job_threads, lim.max_model_params))
+                                           initargs=(lim.worker_mb, lim.job_threads))
         pool = _pool
     try:
         return pool.submit(fn, *args, **kwargs).result(timeout)
@@ -70,10 +67,3 @@ def _drop(pool: cf.ProcessPoolExecutor) -> None:
     for p in list((getattr(pool, "_processes", None) or {}).values()):  # a timed-out job holds it for ever
         p.kill()
     pool.shutdown(wait=False, cancel_futures=True)
-
-
-def stamp(folder: Path):
-    try:
-        return (folder / "model.safetensors").stat().st_mtime_ns
-    except OSError:
-        return None

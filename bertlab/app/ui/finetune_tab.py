@@ -5,7 +5,7 @@ import gradio as gr
 
 from ...analysis.predict import classify
 from ...cache import LRU
-from ...checkpoint import count_params, resolve_folder
+from ...checkpoint import count_params, resolve_folder, weights_stamp
 from ...config import BertConfig
 from ...data.tasks import load_task, task_kind
 from ...heads import load_classifier
@@ -194,7 +194,7 @@ def try_it(name, text):
     folder = jobs_ui.finished_model(name)
     if folder is None:
         raise user_error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")
-    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    stamp = weights_stamp(folder)
     try:
         hit = _classifiers.get(str(folder))
         if hit is None or hit[0] != stamp:

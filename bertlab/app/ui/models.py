@@ -11,7 +11,15 @@ from pathlib import Path
 from ... import fast
 from ...analysis import sizing
 from ...cache import LRU
-from ...checkpoint import DEFAULT_MODEL_DIR, hub_folder, is_hub_id, load_pretrained, model_in_run, resolve_folder
+from ...checkpoint import (
+    DEFAULT_MODEL_DIR,
+    hub_folder,
+    is_hub_id,
+    load_pretrained,
+    model_in_run,
+    resolve_folder,
+    weights_stamp,
+)
 from ...train.runs import list_runs
 from ..jobs import valid_name as check_run_name
 from ..limits import MAX_CHOICE_CHARS, limits
@@ -69,7 +77,7 @@ def get(choice: str | None = None):
     A run's model is re-read when its files change (a run still training gets newer weights)."""
     target = resolve(choice)
     key = str(target)
-    stamp = _stamp(target)
+    stamp = weights_stamp(target)
     hit = _cache.get(key)
     if hit is not None and hit[2] == stamp:
         return hit[0], hit[1]
@@ -77,13 +85,6 @@ def get(choice: str | None = None):
     fast.optimize(model.eval())  # packed weights for CPU inference; a pure speed-up
     _cache.put(key, (model, tok, stamp))
     return model, tok
-
-
-def _stamp(folder: Path):
-    try:
-        return (folder / "model.safetensors").stat().st_mtime_ns
-    except OSError:
-        return None
 
 
 def describe(choice: str | None) -> str:

@@ -10,9 +10,11 @@ import torch
 from plotly.subplots import make_subplots
 
 from ...cache import LRU
+from ...checkpoint import weights_stamp
 from ...data import probe as probe_data
 from ...train.probing import per_tag, public
 from .. import workers
+from ..limits import limits
 from . import models
 from .common import MODEL_ERRORS, mistakes, user_error, whole_number
 
@@ -56,13 +58,13 @@ def _folder(choice: str | None, failed: str = ""):
 
 def _run(name, folder, random: bool, task, feature, kind, sample) -> dict:
     """One probe, run in the worker process (a big one must not grow the server), or cached."""
-    stamp = workers.stamp(folder)
+    stamp = weights_stamp(folder)
     key = (str(folder), stamp, random, task, feature, kind, sample,
            Path(task).stat().st_mtime_ns if task not in probe_data.TASKS else None)
     hit = _results.get(key)
     if hit is None:
-        hit = _results.put(key, workers.run(workers.probe_job, str(folder), stamp, random, task, feature=feature,
-                                            probe=kind, sample=sample, name=name))
+        hit = _results.put(key, workers.run(workers.probe_job, str(folder), stamp, random, limits().max_model_params,
+                                            task, feature=feature, probe=kind, sample=sample, name=name))
     return {**hit, "model": name}
 
 

@@ -269,3 +269,22 @@ def test_the_teacher_token_and_only_it_may_act_on_any_run(hostile):
     assert (root / "bob-run").exists()
     client.predict(owner="teacher:" + TEACHER_TOKEN, name="bob-run", api_name="/pretrain_delete")
     assert not (root / "bob-run").exists()
+
+
+def test_a_hub_model_is_sized_before_anything_downloads(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    import huggingface_hub
+
+    from bertlab.checkpoint import hub_folder, load_model
+    from bertlab.config import preset
+    files = [SimpleNamespace(rfilename="model.safetensors", size=5_000_000_000),
+             SimpleNamespace(rfilename="vocab.txt", size=200_000), SimpleNamespace(rfilename="big.ckpt", size=10**12)]
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, name, files_metadata: SimpleNamespace(
+        siblings=files))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: pytest.fail("downloaded"))
+    with pytest.raises(ValueError, match="5.0 GB; this server loads models of at most 1.7 GB"):
+        hub_folder("someone/huge-bert", max_bytes=4.2 * 400e6)
+    preset("large").to_json_file(tmp_path / "config.json")  # 335 M parameters, and no weights at all
+    with pytest.raises(ValueError, match="describes at least"):
+        load_model(tmp_path, max_params=50_000_000)  # refused from config.json, before any allocation

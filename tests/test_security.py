@@ -214,6 +214,7 @@ def test_a_burst_of_probes_and_model_loads_keeps_the_server_small(hostile):
         outs = list(pool.map(lambda kw: client.predict(**kw), calls))
     assert all(o is not None for o in outs)
     peak = _status_kb(pid, "VmHWM") / 1024
+    print(f"server peak resident memory {peak:.0f} MB")  # shown with pytest -s
     assert peak < SERVER_RSS_BOUND_MB, f"the server peaked at {peak:.0f} MB"
 
 

@@ -176,8 +176,9 @@ class JobManager:
         """Past BERTLAB_DISK_BUDGET_MB, remove the oldest ended web runs (never a live or queued one,
         nor one the CLI made) and stale staged uploads, until the runs fit again."""
         for f in (self.root / UPLOADS).glob("*"):  # a form that failed after staging its upload
-            if f.stat().st_mtime < time.time() - 3600:
-                f.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # another start may take or remove it meanwhile
+                if f.stat().st_mtime < time.time() - 3600:
+                    f.unlink()
         budget, sizes = limits().disk_budget_mb * 1e6, {}
         for d in self.root.iterdir() if self.root.is_dir() else []:
             sizes[d] = folder_bytes(d) if d.is_dir() else d.stat().st_size

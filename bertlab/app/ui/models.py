@@ -21,7 +21,7 @@ from ...checkpoint import (
     weights_stamp,
 )
 from ...train.runs import list_runs
-from ..jobs import valid_name as check_run_name
+from ..jobs import valid_name
 from ..limits import MAX_CHOICE_CHARS, limits
 
 DEFAULT = "default (shipped)"
@@ -60,7 +60,7 @@ def resolve(choice: str | None) -> Path:
     lim = limits()
     if choice.startswith("run: "):
         name = choice[5:].strip()
-        folder = model_in_run(runs_root() / name) if check_run_name(name) else None
+        folder = model_in_run(runs_root() / name) if valid_name(name) else None
         if folder is None or not (folder / "config.json").is_file():
             raise ValueError(f"{name[:80]!r} is not a run with a model on this server")
         return folder

@@ -50,3 +50,20 @@ def write_corpus(path, n_docs=60):
 @pytest.fixture(scope="session")
 def small_corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.txt")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app served for one test module, its runs in a fresh folder."""
+    from browser import serving
+    with serving(["app.py"], tmp_path_factory.mktemp("app")) as (url, log):
+        yield url
+    text = log.read_text(errors="replace")
+    # a user's bad input is a message, never a traceback in the log; anything else is a bug
+    assert "Traceback" not in text, text[-4000:]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+    return Client(server, verbose=False, analytics_enabled=False, download_files=False)

@@ -8,7 +8,7 @@ an injected bug at one magic batch size.
 import time
 
 import pytest
-from test_app import ROOT, serving
+from browser import ROOT, serving
 
 BUG_BATCH = 77  # within the batch slider's range, so Gradio passes it on
 LAUNCHER = f'''

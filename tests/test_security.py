@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_app import ROOT, serving
+from browser import ROOT, serving
 
 from bertlab.app.cli import main as cli
 from bertlab.checkpoint import DEFAULT_MODEL_DIR

@@ -1,14 +1,14 @@
 """Probing tab: its API (/probe) with good and bad input, and the default probe run in Chromium."""
 
 import pytest
-from test_app import SHOTS, chromium_page, client, server  # noqa: F401  (the app server fixtures)
+from browser import SHOTS, chromium_page
 
 from bertlab.cache import LRU
 
 RANDOM = "random init (same config)"
 
 
-def test_probe_api_good_and_bad(client, tmp_path):  # noqa: F811
+def test_probe_api_good_and_bad(client, tmp_path):
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
     out = client.predict(task="pos", file=None, sample=60, compare=[RANDOM], layer=0, api_name="/probe")
@@ -34,7 +34,7 @@ def test_probe_api_good_and_bad(client, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_default_probe_in_chromium(server):  # noqa: F811
+def test_default_probe_in_chromium(server):
     with chromium_page() as (browser, page, outside, errors):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
         page.get_by_role("tab", name="Probing").click()

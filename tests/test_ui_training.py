@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from browser import SHOTS, chromium_page
 from conftest import write_corpus
-from test_app import SHOTS, chromium_page, client, server  # noqa: F401  (the app server fixtures)
 
 from bertlab.app.ui import finetune_tab, pretrain_tab
 
@@ -115,7 +115,7 @@ def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
             finetune_tab.form_spec(**{**form, "task": csv, "upload": str(tmp_path / name)})  # read once, at once
 
 
-def test_training_api_says_what_is_wrong(client):  # noqa: F811
+def test_training_api_says_what_is_wrong(client):
     from gradio_client.exceptions import AppError
     bad = [("/pretrain_start", dict(steps=0), "less than minimum value 1"),  # Gradio's own check of the field
            ("/pretrain_start", dict(steps=10**9), "BERTLAB_MAX_STEPS"),
@@ -154,7 +154,7 @@ def _wait_status(page, sel, pattern, timeout=90):
 
 
 @pytest.mark.slow
-def test_train_in_the_browser(server, tmp_path):  # noqa: F811
+def test_train_in_the_browser(server, tmp_path):
     corpus = write_corpus(tmp_path / "docs.txt", n_docs=200)
     with chromium_page() as (browser, page, outside, errors):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open

@@ -142,12 +142,21 @@ def chip_style(segment: int, special: bool, unk: bool) -> str:
 
 @contextlib.contextmanager
 def form(explain: str):
-    """The tab's inputs (built inside the `with`) on the left, its explanation on the right."""
-    with gr.Row():
-        with gr.Column(scale=2):
-            yield
-        with gr.Column(scale=1):
-            gr.Markdown(explain)
+    """The tab's inputs (built inside the `with`) on the left, its explanation on the right. Yields
+    that right-hand column, where `examples` puts a tab's examples: one click away, yet never
+    between the controls and the results."""
+    with gr.Row(elem_classes="bl-form"):
+        with gr.Column(scale=2, elem_classes="bl-controls"):
+            with gr.Column(scale=1, elem_classes="bl-side", render=False) as side:
+                gr.Markdown(explain, elem_classes="bl-explain")
+            yield side
+        side.render()
+
+
+def examples(side, rows: list, inputs: list, **kw) -> gr.Examples:
+    """A tab's examples in its form's side column (from `form`): clicking one fills the inputs and runs."""
+    with side:
+        return gr.Examples(rows, inputs=inputs, label=kw.pop("label", "Examples: click one to run it"), **kw)
 
 
 def plot_beside_json(plot_label: str, json_label: str, note: str = "") -> tuple[gr.Plot, gr.JSON]:

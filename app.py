@@ -32,9 +32,23 @@ from bertlab.app.ui import (  # noqa: E402
 from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
 
 INTRO = """# bertlab
-See BERT work on your own sentences. Pick a model, then walk through the tabs from left to right:
-how text becomes tokens, how pre-training hides words, what the model guesses, where it looks.
-Then train your own: pre-train a small BERT, fine-tune it, and probe what each layer learned."""
+See BERT work on your own sentences. Walk through the tabs from left to right: how text becomes
+tokens, how pre-training hides words, what the model guesses, where it looks. Then train your own:
+pre-train a small BERT, fine-tune it, and probe what each layer learned."""
+
+CSS = """
+#bl-intro h1 {margin: 0 0 6px}
+#bl-intro p {margin: 0}
+#model-card p {margin: 2px 0 0}
+@media (max-width: 640px) {
+  #bl-intro h1 {font-size: 1.5rem}
+  #bl-intro p {font-size: 0.9rem}
+  #bl-tabs [role=tablist] button {padding: 4px 8px}
+  /* a tab's explanation and examples go under its results: controls, then results, on one screen */
+  .bl-form {display: contents}
+  .bl-side {order: 10}
+}
+"""
 
 TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
         ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
@@ -42,11 +56,15 @@ TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", 
         ("Probing", probe_tab)]
 
 
-def pick(choice: str):
+def pick(choice: str, current: str):
+    """(card, model in use, picker): a choice that loads becomes the model every tab uses; one that
+    does not leaves the working model in place, says why once, and puts the picker back on it."""
     try:
-        return models.describe(choice)
+        return models.describe(choice), choice, gr.update()
     except MODEL_ERRORS as e:
-        raise user_error(e) from None
+        msg = user_error(e).message
+    gr.Warning(f"{msg} Still using {current or models.DEFAULT}.")
+    return gr.update(), current, gr.update(value=current)
 
 
 def refresh():
@@ -55,20 +73,26 @@ def refresh():
 
 def build_app() -> gr.Blocks:
     with gr.Blocks(title="bertlab: see and train BERT") as demo:
-        gr.Markdown(INTRO)
-        with gr.Row(equal_height=True):
-            folder = "a local folder " if limits().allow_local_paths else ""
-            picker = gr.Dropdown(models.choices(), value=models.DEFAULT, label="Model", allow_custom_value=True,
-                                 info=f"the shipped model, a run trained here, {folder}or a Hugging Face id",
-                                 scale=3)
-            card = gr.Markdown(elem_id="model-card")
-        picker.change(pick, picker, card, api_name=False)
+        with gr.Row(elem_id="bl-header", equal_height=True):
+            with gr.Column(scale=3, min_width=300):
+                gr.Markdown(INTRO, elem_id="bl-intro")
+            with gr.Column(scale=2, min_width=300):
+                folder = "a local folder, " if limits().allow_local_paths else ""
+                picker = gr.Dropdown(models.choices(), value=models.DEFAULT, label="Model",
+                                     allow_custom_value=True, elem_id="model-picker",
+                                     info=f"the shipped model, a run trained here, {folder}or a Hugging Face id")
+                card = gr.Markdown(elem_id="model-card")
+        # The model every tab reads: it changes only to a choice that loaded, so a typo in the
+        # picker is one message, not one error per tab, and the tabs keep working on the last good model.
+        model = gr.Textbox(models.DEFAULT, visible="hidden", label="Model in use", elem_id="model-in-use")
+        picker.input(pick, [picker, model], [card, model, picker], api_name=False, show_progress="minimal")
         picker.focus(refresh, None, picker, api_name=False)
-        demo.load(pick, picker, card, api_name=False)
+        demo.load(pick, [picker, model], [card, model, picker], api_name=False)
         jobs_ui.session()  # this browser's id, at the top level: a component inside a closed tab is not mounted
-        for title, tab in TABS:
-            with gr.Tab(title):
-                tab.build(picker)
+        with gr.Tabs(overflow_behavior="wrap", elem_id="bl-tabs"):  # on a phone: rows of tabs, none hidden
+            for title, tab in TABS:
+                with gr.Tab(title):
+                    tab.build(model)
     return quiet_gradio_checks(demo)
 
 
@@ -78,7 +102,7 @@ def main() -> None:
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        max_file_size=int(limits().max_upload_mb * 1e6))  # Gradio refuses bigger uploads before storing them
+        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS)  # Gradio refuses bigger uploads before storing them
 
 
 if __name__ == "__main__":

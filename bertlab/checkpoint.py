@@ -73,6 +73,10 @@ def hub_folder(name: str, max_bytes: float | None = None) -> Path:
                          f"(offline?) and it is not in the local cache") from e
     except (HfHubHTTPError, OSError) as e:
         raise ValueError(f"{name}: download from the Hugging Face hub failed: {e}") from e
+    except Exception as e:  # the hub client's HTTP library (httpx, or its fork) has its own errors
+        if type(e).__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "requests", "urllib3"):
+            raise
+        raise ValueError(f"{name}: the Hugging Face hub cannot be reached ({type(e).__name__}: {e})") from e
 
 
 def weights_stamp(folder: str | os.PathLike):

@@ -289,3 +289,18 @@ def test_a_hub_model_is_sized_before_anything_downloads(monkeypatch, tmp_path):
     preset("large").to_json_file(tmp_path / "config.json")  # 335 M parameters, and no weights at all
     with pytest.raises(ValueError, match="describes at least"):
         load_model(tmp_path, max_params=50_000_000)  # refused from config.json, before any allocation
+
+
+def test_a_hub_that_cannot_be_reached_is_a_clear_message(monkeypatch):
+    import importlib
+
+    import huggingface_hub
+
+    from bertlab.checkpoint import hub_folder
+    http = next(m for m in (importlib.util.find_spec(n) and importlib.import_module(n) for n in ("httpx2", "httpx")) if m)
+
+    def unreachable(self, name, files_metadata):
+        raise http.ConnectError("[Errno -2] Name or service not known")
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
+    with pytest.raises(ValueError, match="someone/bert: the Hugging Face hub cannot be reached"):
+        hub_folder("someone/bert", max_bytes=1e9)

@@ -36,6 +36,8 @@ See BERT work on your own sentences. Walk through the tabs from left to right: h
 tokens, how pre-training hides words, what the model guesses, where it looks. Then train your own:
 pre-train a small BERT, fine-tune it, and probe what each layer learned."""
 
+# Gradio scopes `css` inside the page's content box; the box's own margins need a plain style sheet.
+HEAD = "<style>@media (max-width: 640px) {.gradio-container .main.app {padding: 8px 10px !important}}</style>"
 CSS = """
 #bl-intro h1 {margin: 0 0 6px}
 #bl-intro p {margin: 0}
@@ -102,7 +104,7 @@ def main() -> None:
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS)  # Gradio refuses bigger uploads before storing them
+        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD)  # Gradio refuses bigger uploads before storing them
 
 
 if __name__ == "__main__":

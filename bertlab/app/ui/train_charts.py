@@ -1,7 +1,8 @@
 """Plotly charts of training runs, drawn from their metrics.jsonl (shared by the training tabs).
 
-Each run gets one colour; the split gets the line style (train solid, held-out dashed), so several
-runs overlay on one chart and still read apart.
+Each series (train loss, held-out accuracy, ...) has its own colour and marker; each run its own dash
+(the first solid), so several runs overlay on one chart and still read apart. Held-out series are
+lines with a point at every evaluation.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from ...train.runs import read_metrics
 
-COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f"]
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]  # one per overlaid run
 _cache: dict[str, tuple[tuple, list[dict]]] = {}
 _lock = threading.Lock()
 
@@ -51,75 +52,99 @@ def _series(rows, split, key):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def _panel(fig, runs, row, col, lines, legend_done) -> bool:
-    """Add one panel: `lines` = [(split, key, label, dash)]; a run's first trace carries the legend.
-    False when it had nothing to draw."""
+def _panel(fig, runs, row, col, lines) -> bool:
+    """Add one panel: `lines` = [(split, key, label, colour, marker)]; the unigram baseline is always
+    dotted. False when it had nothing to draw."""
     drawn = False
     for i, (name, rows) in enumerate(runs.items()):
-        color = COLORS[i % len(COLORS)]
-        for split, key, label, dash in lines:
+        dash = DASHES[i % len(DASHES)]
+        for split, key, label, color, symbol in lines:
             x, y = _series(rows, split, key)
             if not x:
                 continue
             drawn = True
-            show = (name, label) not in legend_done
-            legend_done.add((name, label))
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers" if split == "eval" else "lines",
-                                     line=dict(color=color, dash=dash, width=2), marker=dict(size=5),
-                                     name=f"{name}: {label}" if len(runs) > 1 else label,
-                                     legendgroup=f"{name}{label}", showlegend=show,
-                                     hovertemplate=f"{name} · {label}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"),
-                          row=row, col=col)
+            held_out = split == "eval"  # a point at each evaluation; a train line's first points show too
+            fig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines+markers" if held_out or len(x) < 3 else "lines",
+                name=f"{name}: {label}" if len(runs) > 1 else label, legendgroup=name,
+                line=dict(color=color, dash="dot" if key == "unigram_acc" else dash, width=2.5 if held_out else 2),
+                marker=dict(symbol=symbol, size=8, color=color, line=dict(width=1, color="white")),
+                hovertemplate=f"{name} · {label}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"), row=row, col=col)
     return drawn
 
 
+# (split, key, label, colour, marker): a colour and a marker of its own for every series of a figure
 PRETRAIN_PANELS = [
-    ("Loss", [("train", "loss", "train loss", "solid"), ("eval", "mlm_loss", "held-out MLM loss", "dash")]),
-    ("Masked-token accuracy", [("train", "mlm_acc", "train MLM acc.", "solid"),
-                               ("eval", "mlm_acc", "held-out MLM acc.", "dash"),
-                               ("eval", "unigram_acc", "unigram guess", "dot")]),
-    ("Next-sentence accuracy", [("train", "nsp_acc", "train pair acc.", "solid"),
-                                ("eval", "nsp_acc", "held-out pair acc.", "dash")]),
-    ("Attention to neighbours", [("eval", "attn_prev", "mass on previous token", "dash"),
-                                 ("eval", "attn_next", "mass on next token", "dot")]),
-    ("Learning rate", [("train", "lr", "learning rate", "solid")]),
-    ("Tokens per second", [("train", "tokens_per_s", "tokens/s", "solid")]),
+    ("Loss", [("train", "loss", "train loss", "#1f77b4", "circle"),
+              ("eval", "mlm_loss", "held-out MLM loss", "#ff7f0e", "diamond")]),
+    ("Masked-token accuracy", [("train", "mlm_acc", "train MLM acc.", "#2ca02c", "circle"),
+                               ("eval", "mlm_acc", "held-out MLM acc.", "#d62728", "diamond"),
+                               ("eval", "unigram_acc", "unigram guess", "#6b7280", "x")]),
+    ("Next-sentence accuracy", [("train", "nsp_acc", "train pair acc.", "#9467bd", "circle"),
+                                ("eval", "nsp_acc", "held-out pair acc.", "#8c564b", "diamond")]),
+    ("Attention to neighbours", [("eval", "attn_prev", "mass on previous token", "#e377c2", "triangle-left"),
+                                 ("eval", "attn_next", "mass on next token", "#17becf", "triangle-right")]),
+    ("Learning rate", [("train", "lr", "learning rate", "#bcbd22", "circle")]),
+    ("Tokens per second", [("train", "tokens_per_s", "tokens/s", "#0f766e", "circle")]),
 ]
+# The Pre-train tab draws these as three narrow figures side by side, stacked on a phone: what moves
+# together sits together (accuracy leaves the unigram line as attention to neighbours rises).
+PRETRAIN_GROUPS = [("Loss", [0, 4]), ("Guessing the masked words", [1, 3]), ("Sentence pairs and speed", [2, 5])]
 FINETUNE_PANELS = [
-    ("Loss", [("train", "loss", "train loss", "solid"), ("eval", "loss", "validation loss", "dash")]),
-    ("Accuracy", [("train", "acc", "train acc.", "solid"), ("eval", "accuracy", "validation acc.", "dash"),
-                  ("eval", "macro_f1", "validation macro-F1", "dot")]),
+    ("Loss", [("train", "loss", "train loss", "#1f77b4", "circle"),
+              ("eval", "loss", "validation loss", "#ff7f0e", "diamond")]),
+    ("Accuracy", [("train", "acc", "train acc.", "#2ca02c", "circle"),
+                  ("eval", "accuracy", "validation acc.", "#d62728", "diamond"),
+                  ("eval", "macro_f1", "validation macro-F1", "#9467bd", "square")]),
 ]
+NOTE = dict(showarrow=False, xref="paper", yref="paper", font=dict(size=12, color="#6b7280"))
 
 
-def runs_figure(runs: dict[str, list[dict]], panels, cols: int, height: int, title: str = "") -> go.Figure:
-    rows_n = (len(panels) + cols - 1) // cols
-    fig = make_subplots(rows=rows_n, cols=cols, subplot_titles=[p[0] for p in panels],
-                        vertical_spacing=0.16 if rows_n > 1 else 0.1, horizontal_spacing=0.07)
-    done: set = set()
-    any_rows = any(len(r) for r in runs.values())
-    for i, (_, lines) in enumerate(panels):
-        if not _panel(fig, runs, i // cols + 1, i % cols + 1, lines, done) and any_rows:
-            held_out = all(split == "eval" for split, *_ in lines)
-            ax = "" if i == 0 else str(i + 1)
-            fig.add_annotation(text="appears at the first evaluation" if held_out else "not measured in this run",
-                               showarrow=False, xref=f"x{ax} domain", yref=f"y{ax} domain", x=0.5, y=0.5,
-                               font=dict(size=12, color="#6b7280"))
-    fig.update_xaxes(title_text="step", title_standoff=2)
-    fig.update_layout(height=height, margin=dict(l=40, r=10, t=60, b=40), legend=dict(orientation="h", y=-0.12),
-                      title=dict(text=title, font_size=15), uirevision="keep")  # keep the zoom across updates
-    if not any_rows:
-        fig.add_annotation(text="No measurements yet: start a run, or pick one to watch.", showarrow=False,
-                           xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=15, color="#6b7280"))
+def empty_figure(text: str, height: int = 140) -> go.Figure:
+    """Only a note: no empty axes before there is anything to draw."""
+    fig = go.Figure()
+    fig.add_annotation(text=text, x=0.5, y=0.5, **{**NOTE, "font": dict(size=14, color="#6b7280")})
+    fig.update_layout(height=height, xaxis_visible=False, yaxis_visible=False, margin=dict(l=10, r=10, t=10, b=10),
+                      plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 
-def pretrain_figure(runs: dict[str, list[dict]]) -> go.Figure:
-    return runs_figure(runs, PRETRAIN_PANELS, cols=3, height=620, title="Pre-training curves")
+def runs_figure(runs: dict[str, list[dict]], panels, cols: int, height: int, title: str = "") -> go.Figure:
+    if not any(len(r) for r in runs.values()):
+        return empty_figure("No measurements yet: start a run, or pick one to watch." if not runs else
+                            "No measurements yet: the first points appear a few seconds after training starts.")
+    rows_n = (len(panels) + cols - 1) // cols
+    fig = make_subplots(rows=rows_n, cols=cols, subplot_titles=[p[0] for p in panels],
+                        vertical_spacing=0.16 if rows_n > 1 else 0.1, horizontal_spacing=0.07)
+    for i, (_, lines) in enumerate(panels):
+        row, col = i // cols + 1, i % cols + 1
+        if not _panel(fig, runs, row, col, lines):  # a note in its own panel, placed on that panel's domain
+            held_out = all(split == "eval" for split, *_ in lines)
+            cell = fig.get_subplot(row, col)
+            fig.add_annotation(text="appears at the first evaluation" if held_out else "not measured in this run",
+                               x=sum(cell.xaxis.domain) / 2, y=sum(cell.yaxis.domain) / 2, **NOTE)
+    fig.update_xaxes(title_text="step", title_standoff=2)
+    # the top margin keeps the first title clear of plotly's toolbar (always shown on a phone)
+    fig.update_layout(height=height, margin=dict(l=45, r=10, t=60 if title else 50, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.14 if rows_n == 1 else -0.08, x=0,
+                                  font_size=12),
+                      title=dict(text=title, font_size=15), uirevision="keep")  # keep the zoom across updates
+    return fig
+
+
+def pretrain_figure(runs: dict[str, list[dict]], panels=PRETRAIN_PANELS, cols: int = 3, height: int = 620,
+                    title: str = "Pre-training curves") -> go.Figure:
+    return runs_figure(runs, panels, cols=cols, height=height, title=title)
+
+
+def pretrain_figures(runs: dict[str, list[dict]]) -> list[go.Figure]:
+    """The Pre-train tab's three figures (PRETRAIN_GROUPS), each two panels high and narrow enough for a phone."""
+    return [pretrain_figure(runs, [PRETRAIN_PANELS[k] for k in idx], cols=1, height=560, title="")
+            for _, idx in PRETRAIN_GROUPS]
 
 
 def finetune_figure(runs: dict[str, list[dict]]) -> go.Figure:
-    return runs_figure(runs, FINETUNE_PANELS, cols=2, height=380, title="Fine-tuning curves")
+    return runs_figure(runs, FINETUNE_PANELS, cols=2, height=400, title="Fine-tuning curves")
 
 
 def confusion_figure(conf: dict | None) -> go.Figure:

@@ -52,6 +52,15 @@ def test_flags_types_and_range_checks():
     assert TrainArgs().to_dict().keys() == {f.name for f in fields(TrainArgs)}  # train_args.json: no kind
 
 
+def test_early_evaluations_are_one_field():
+    assert PretrainSpec().eval_early == 100 and PretrainSpec().train_args().eval_early == 100  # pre-training: early
+    assert TrainArgs().eval_early == 0 and FinetuneSpec().train_args(10).eval_early == 0  # others: as they were
+    assert parse(PretrainSpec, "--eval-early", "0").eval_early == 0
+    with pytest.raises(ValueError, match="eval_early must be at least 0"):
+        PretrainSpec(eval_early=-1)
+    assert PretrainSpec().resumed({"eval_early": 0}) == (PretrainSpec(eval_early=0), [])
+
+
 def test_a_resume_may_change_only_what_it_can():
     saved = PretrainSpec(steps=100, lr=1e-3)
     spec, ignored = saved.resumed({"steps": 300, "lr": 5e-3, "threads": 1})

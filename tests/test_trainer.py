@@ -77,6 +77,22 @@ def test_loss_falls_and_metrics_are_well_formed(tmp_path):
     assert any("loss" in s for s in lines)
 
 
+def test_early_evaluations_then_every_n(tmp_path):
+    from bertlab.train.loop import early_evals
+    assert sorted(early_evals(100, 166)) == [10, 25, 50, 100]  # the tiny recipe: then 166, 332, ...
+    assert sorted(early_evals(10_000, 200)) == [10, 25, 50, 100]  # none from the first regular evaluation on
+    assert early_evals(0, 200) == set() and early_evals(100, 10) == set()
+    seen = []
+
+    def evaluate(model):
+        seen.append(read_status(tmp_path)["step"])  # what the probe table labels its column with
+        return {"eval_loss": 1.0}
+    args = TrainArgs(steps=60, log_every=7, eval_every=40, eval_early=50, save_every=60)
+    Trainer(tiny_model(), TinyBatches(), args, tmp_path, pretraining_loss, evaluate).fit()
+    evals = [r["step"] for r in read_metrics(tmp_path)[0] if r["split"] == "eval"]
+    assert evals == [10, 25, 40, 60] and seen == evals  # 25 and 40 are no logging steps
+
+
 def test_stop_and_resume_equals_uninterrupted_run(tmp_path):
     args = TrainArgs(steps=12, lr=5e-3, warmup=3, accum=2, save_every=4, log_every=3, eval_every=5)
     evaluate = lambda m: {"r": float(torch.rand(()))}  # noqa: E731  (random: must not disturb training)

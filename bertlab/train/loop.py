@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 from torch.optim.lr_scheduler import LambdaLR
 
+from ..checkpoint import load_weights, save_weights
 from . import runs
 from .precision import bf16_is_fast, slow_bf16_note
-from ..checkpoint import load_weights, save_weights
 from .runs import rng_state, seed_everything, set_rng_state
 from .specs import TrainArgs
 
@@ -39,6 +39,17 @@ def lr_lambda(steps: int, warmup_steps: int) -> Callable[[int], float]:
             return s / warmup_steps
         return max(0.0, (steps - s) / max(1, steps - warmup_steps))
     return f
+
+
+def early_evals(until: int, every: int) -> set[int]:
+    """Steps 10, 25, 50, 100, 250, 500, ... up to `until` and before the first regular evaluation at
+    `every`: the start of a run, where the curves move most, gets points of its own."""
+    steps, k = set(), 0
+    while (s := (10, 25, 50)[k % 3] * 10 ** (k // 3)) <= until:
+        if s < every:
+            steps.add(s)
+        k += 1
+    return steps
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -231,6 +242,7 @@ class Trainer:
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self._status("running")
         it, acc = iter(self.batches), _Interval()
+        early = early_evals(a.eval_early, a.eval_every)
         while self.step < a.steps:
             t, loss_sum = time.monotonic(), 0.0
             self.before_step()
@@ -268,7 +280,7 @@ class Trainer:
             if self.step % a.log_every == 0 or final or stop:
                 self._log(acc)
                 acc = _Interval()
-            if self.evaluate is not None and (self.step % a.eval_every == 0 or final):
+            if self.evaluate is not None and (self.step % a.eval_every == 0 or final or self.step in early):
                 self._eval()
             if self.step % a.save_every == 0 or final or stop:
                 if stop and not final:
@@ -331,6 +343,7 @@ class Trainer:
         (with any random masking it does) never changes what training sees."""
         if self.rank != 0:
             return
+        self._status("running")  # the step an evaluator reads (the probe sentences' table) is this one
         state = rng_state()
         self.model.eval()
         try:

@@ -133,13 +133,15 @@ class TrainArgs(Spec):
     seed: int = opt(0, "random seed (weights, data order, masks, dropout)")
     log_every: int = opt(10, "steps between training rows in metrics.jsonl", POSITIVE)
     eval_every: int = opt(200, "steps between evaluations", POSITIVE)
+    eval_early: int = opt(0, "also evaluate at steps 10, 25, 50, 100, 250, ... up to this step, before the first "
+                             "regular evaluation: something to see early (0 = off)", NON_NEGATIVE)
     save_every: int = opt(500, "steps between checkpoints", POSITIVE)
     keep_last: int = opt(2, "checkpoints kept", POSITIVE)
     device: str = opt("cpu", "cpu | cuda | cuda:N | auto")
     stop_at: int | None = opt(None, "stop after this step, resumably, keeping the --steps schedule "
                                     "(compare the start of long runs)", POSITIVE)
-    RESUMABLE: ClassVar[tuple[str, ...]] = ("steps", "stop_at", "bf16", "log_every", "eval_every", "save_every",
-                                            "keep_last", "device")
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("steps", "stop_at", "bf16", "log_every", "eval_every", "eval_early",
+                                            "save_every", "keep_last", "device")
 
     @property
     def warmup_steps(self) -> int:
@@ -185,6 +187,9 @@ class PretrainSpec(TrainArgs):
     # the recipe's schedule
     steps: int = opt(2000, "optimizer steps", between(1, MAX_STEPS))
     lr: float = opt(1e-3, "peak learning rate (AdamW)", POSITIVE_NUM)
+    # a first run shows guesses, attention and the unigram line within seconds, not at step eval_every
+    eval_early: int = opt(100, "also evaluate at steps 10, 25, 50, 100, ... up to this step, before the first "
+                               "regular evaluation (0 = off)", NON_NEGATIVE)
     RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads",)
     DATA: ClassVar[tuple[str, ...]] = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective",
                                        "heldout", "init_from", "seed")

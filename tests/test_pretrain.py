@@ -61,6 +61,40 @@ def test_stop_and_resume_equals_uninterrupted(tmp_path, small_corpus):
         assert torch.equal(x, y), k
 
 
+def test_a_starting_run_says_what_it_prepares_and_evaluates_early(tmp_path, small_corpus, monkeypatch):
+    from bertlab.train import runs
+    monkeypatch.setenv("BERTLAB_CACHE", str(tmp_path / "cache"))
+    said, write = [], runs.write_status
+
+    def spy(run_dir, **fields):
+        if fields.get("state") == "starting":
+            said.append((run_dir.name, fields["message"], fields["pid"]))
+        return write(run_dir, **fields)
+    monkeypatch.setattr(runs, "write_status", spy)
+    kw = dict(steps=30, log_every=4, eval_every=30, eval_early=100)
+    assert pretrain(tmp_path / "first", spec(small_corpus, **kw), log=lambda *_: None)["state"] == "finished"
+    first = [m for r, m, _ in said if r == "first"]
+    assert all(pid is None for *_, pid in said)  # the job manager, not a stale file, judges a starting process
+    for words in ("reading the corpus", "WordPiece vocabulary of 300 tokens", "tokenising", "building the model"):
+        assert any(words in m for m in first), (words, first)
+    assert all("cached for next time" in m for m in first if m.startswith("preparing"))
+    evals = [r["step"] for r in read_metrics(tmp_path / "first")[0] if r["split"] == "eval"]
+    probes = [json.loads(line)["step"] for line in (tmp_path / "first" / "probes.jsonl").read_text().splitlines()]
+    assert evals == probes == [10, 25, 30]  # early, then every eval_every; the probe table's steps are right
+
+    pretrain(tmp_path / "second", spec(small_corpus, steps=2, eval_early=0), log=lambda *_: None)
+    assert any("reusing the vocabulary and examples" in m for r, m, _ in said if r == "second")
+    with pytest.raises(ValueError, match="already has checkpoints"):  # refused before its status is touched
+        pretrain(tmp_path / "first", spec(small_corpus, **kw), log=lambda *_: None)
+    assert read_status(tmp_path / "first")["state"] == "finished"
+    few = tmp_path / "few.txt"
+    few.write_text("one short document.\n\nand another one.\n")
+    with pytest.raises(ValueError, match="too few"):
+        pretrain(tmp_path / "few", spec(few), log=lambda *_: None)
+    st = read_status(tmp_path / "few")  # a failed preparation says so; it never stays "starting"
+    assert st["state"] == "failed" and "too few" in st["message"]
+
+
 def test_mlm_only_objective_has_no_nsp_metrics(tmp_path, small_corpus):
     pretrain(tmp_path / "r", spec(small_corpus, objective="mlm", whole_word=True, mask_rate=0.3, steps=10),
              log=lambda *_: None)

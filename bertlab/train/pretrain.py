@@ -66,11 +66,15 @@ def _cache_dir(spec: PretrainSpec) -> Path | None:
     return root / "pretrain-data" / key
 
 
-def prepare_data(run_dir: Path, spec: PretrainSpec, log=print):
-    """Tokenizer + train/held-out examples, built once per run and read back on resume."""
+def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
+    """Tokenizer + train/held-out examples, built once per run and read back on resume. `phase(text)`
+    hears each step in words (the run's status shows them: a cold start takes a while)."""
     data, tmp, cache = run_dir / "data", run_dir / ".data-tmp", _cache_dir(spec)
+    phase = phase or (lambda text: None)
+    once = " (once: cached for next time)" if cache is not None else ""
     if not (data / "examples.pt").exists() and cache is not None and (cache / "examples.pt").exists():
         log(f"reusing prepared data from {cache}")
+        phase("reusing the vocabulary and examples an earlier run prepared (cached) ...")
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(cache, tmp)
         os.replace(tmp, data)
@@ -81,9 +85,11 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print):
             raise ValueError(f"run {run_dir.name} already holds data prepared with other settings "
                              f"({', '.join(differ)}): resume it as it was, or pick another run name")
         tok = WordPieceTokenizer.from_pretrained(data)
+        phase("reading the prepared examples ...")
         blob = torch.load(data / "examples.pt", weights_only=True)
         return tok, _unpack(blob["train"]), _unpack(blob["heldout"]), blob["unigram"].tolist()
     log(f"loading corpus {spec.corpus!r} ...")
+    phase(f"preparing the data{once}: reading {'the IMDB reviews' if spec.corpus == 'imdb' else 'the corpus'} ...")
     docs = load_documents(spec.corpus, spec.text_column, spec.max_docs)
     train_docs, held_docs = split_heldout(docs, spec.heldout, spec.seed)
     if not held_docs or len(train_docs) < 2:
@@ -93,9 +99,13 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print):
         tok = WordPieceTokenizer.from_pretrained(resolve_folder(spec.init_from))
     else:
         log(f"training a {spec.vocab_size}-token WordPiece vocabulary on {len(train_docs)} documents ...")
+        phase(f"preparing the data{once}: training a WordPiece vocabulary of {spec.vocab_size:,} tokens on "
+              f"{len(train_docs):,} documents ...")
         tok = WordPieceTokenizer.train(train_docs, vocab_size=spec.vocab_size)
     tok.model_max_length = spec.max_len
     log("splitting sentences and tokenizing ...")
+    phase(f"preparing the data{once}: splitting {len(docs):,} documents into sentences, tokenising them and "
+          f"building {spec.max_len}-token examples ...")
     train_tok, held_tok = tokenize_documents(train_docs, tok), tokenize_documents(held_docs, tok)
     kw = dict(max_len=spec.max_len, objective=spec.objective, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
     train = make_pretraining_examples(train_tok, seed=spec.seed, **kw)
@@ -203,6 +213,14 @@ class Evaluator:
             f.write(json.dumps({"step": int(runs.read_status(self.run_dir).get("step", 0)), "top3": rows}) + "\n")
 
 
+def _starting(run_dir: Path):
+    """A phase of a starting run, shown in its status. No pid yet: until the Trainer says "running",
+    the job manager judges the process itself, so one that dies here never reads "starting" forever."""
+    def say(text: str) -> None:
+        runs.write_status(run_dir, state="starting", message=text, pid=None)
+    return say
+
+
 # ---- the whole run -------------------------------------------------------------------------------
 
 def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = False, log=print,
@@ -216,8 +234,17 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     if resume and (saved := run.spec()) is not None:
         spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})  # the run's own data and model
     if rank == 0:
-        tok, train, held, unigram = prepare_data(run.path, spec, log)
-        run.write_spec(spec)
+        if not resume and (ckpt := runs.latest_checkpoint(run.path)) is not None:  # the Trainer's refusal, before
+            raise ValueError(f"run {run.path.name} already has checkpoints (newest {ckpt.name}): "  # any status
+                             f"resume it, or delete the folder to start over")
+        say = _starting(run.path)
+        try:
+            tok, train, held, unigram = prepare_data(run.path, spec, log, phase=say)
+            run.write_spec(spec)
+            say("building the model and the held-out batches ...")
+        except BaseException as e:
+            runs.write_status(run.path, state="failed", message=f"{type(e).__name__}: {e}", pid=os.getpid())
+            raise
     if world > 1:
         dist.barrier()
     if rank != 0:

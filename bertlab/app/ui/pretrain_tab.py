@@ -15,7 +15,7 @@ from ..jobs import check_name
 from ..limits import check_upload, limits
 from . import jobs_ui, models
 from .common import user_error
-from .train_charts import metrics, pretrain_figure, probe_rows
+from .train_charts import empty_figure, metrics, pretrain_figures, probe_rows
 
 EXPLAIN = """**Train your own BERT.** Pre-training hides 15 % of the words of a text and teaches the
 model to guess them back (*masked language modelling*), and, in original BERT, to tell whether
@@ -126,6 +126,15 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
     return spec
 
 
+def charts(runs: dict) -> list:
+    """The three figures; before the first measurement only the first one, a note without axes."""
+    if not any(runs.values()):
+        first = empty_figure("No measurements yet: start a run, or pick one to watch." if not runs else
+                             "No measurements yet: the first points appear a few seconds after training starts.")
+        return [gr.Plot(first, visible=True), gr.Plot(visible=False), gr.Plot(visible=False)]
+    return [gr.Plot(f, visible=True) for f in pretrain_figures(runs)]
+
+
 def view(name, overlay, owner):
     """Status, curves (this run and the overlaid ones), probe sentences, log; the timer runs while live."""
     name = name if jobs_ui.valid(name) else None
@@ -135,8 +144,7 @@ def view(name, overlay, owner):
     table = gr.Dataframe(value=body, headers=header) if body else gr.Dataframe(
         value=[["The probe sentences' top guesses appear at each evaluation."]], headers=["sentence"])
     log = (st or {}).get("log_tail", "")
-    return (jobs_ui.status_html(st, owner), pretrain_figure(runs), table, log,
-            gr.Timer(active=jobs_ui.is_live(st)))
+    return (jobs_ui.status_html(st, owner), *charts(runs), table, log, gr.Timer(active=jobs_ui.is_live(st)))
 
 
 def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
@@ -243,7 +251,9 @@ def build(picker: gr.Dropdown) -> None:
                             scale=2, elem_id="pretrain-run")
         overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3)
     status = gr.HTML(elem_id="pretrain-status")
-    plot = gr.Plot(elem_id="pretrain-plot", label="Curves")
+    with gr.Row(elem_id="pretrain-plot"):  # three narrow figures: side by side here, stacked on a phone
+        plots = [gr.Plot(empty_figure("No measurements yet: start a run, or pick one to watch."), show_label=False,
+                         min_width=320, elem_id=f"pretrain-plot-{k}", visible=k == 0) for k in range(3)]
     gr.Markdown("**Watch it learn**: the same sentences, the model's top three guesses at each evaluation.")
     probes = gr.Dataframe(interactive=False, wrap=True, elem_id="pretrain-probes")
     with gr.Accordion("Log", open=False):
@@ -253,7 +263,7 @@ def build(picker: gr.Dropdown) -> None:
     model_fields = [size_preset, layers, hidden, heads, inter, vocab]
     form = [*model_fields, start_from, corpus, upload, text_column, hub_name, max_docs, max_len, batch, steps, lr,
             mask_rate, objective, bf16, dropout, pre_ln]
-    outs = [status, plot, probes, log, timer]
+    outs = [status, *plots, probes, log, timer]
     size_in = [*model_fields, max_len, batch, start_from]
     recipe.change(recipe_fields, recipe, [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
                                           mask_rate, objective, dropout], api_name=False)

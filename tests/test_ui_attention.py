@@ -193,7 +193,7 @@ def test_bertviz_big_input_keeps_one_layer():
     doc = bv.head_view_html(att[:, :, :2, :2] * 64, ["a", "b"], layer=3)  # small: every layer kept
     assert '"include_layers": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]' in doc
     big = bv.head_view_html(torch.full((12, 12, 120, 120), 1 / 120), [str(i) for i in range(120)], layer=3)
-    assert '"include_layers": [3]' in big and "Only layer 3" in big
+    assert '"include_layers": [3]' in big and "Only layer 4" in big  # said from 1
     with pytest.raises(ValueError, match="T = 2 tokens"):
         bv.head_view_html(att[:1, :1, :3, :3], ["a", "b"])
 
@@ -244,3 +244,70 @@ def test_other_model_shapes(other_model):
         at.analyse(TEXT, "", 4, 1, False, other_model)
     long = at.analyse("the film was good . " * 40, "", 1, 1, False, other_model)[-1]
     assert long["truncated"] and len(long["tokens"]) == 32
+
+
+def test_bertviz_opens_on_the_picked_layer_and_head_numbered_from_1():
+    doc = _doc(at.bertviz_views(TEXT, "", 3, 2, False, D)[0])
+    p = json.loads(re.search(r"const params = (\{.*?\}); //", doc).group(1))
+    assert p["layer"] == 2 and p["heads"] == [1]  # bertviz's own 0-based parameters for layer 3, head 2
+    assert ".text(layer + 1)" in doc and '"head " + (i + 1)' in doc  # ... and its labels say them from 1
+    model_doc = _doc(at.bertviz_views(TEXT, "", 3, 2, False, D)[1])
+    assert ".text(config.layers[i] + 1)" in model_doc and ".text(config.heads[i] + 1)" in model_doc
+
+
+def test_titles_fit_a_phone_and_rollout_says_what_its_axes_say(result):
+    head, grid, overview, roll, *_ = result
+    for fig in (head, grid, overview, roll):
+        first_line = re.sub(r"<[^>]+>", "", fig.layout.title.text.split("<br>")[0])
+        assert len(first_line) <= 40, first_line
+    assert "final token" in roll.layout.title.text and "input token" in roll.layout.title.text
+    assert "final token" in roll.layout.yaxis.title.text and "input token" in roll.layout.xaxis.title.text
+
+
+@pytest.mark.parametrize("layer,head,query", [(1, 1, 0), (2, 3, 6), (4, 4, 15)])
+def test_worked_qkv_equals_the_models_attention(layer, head, query):
+    from bertlab.analysis import qkv
+    model, tok = models.get(D)
+    enc = tok.encode(TEXT)
+    with torch.no_grad():  # the model's own probabilities, from a separate plain forward pass
+        own = model(torch.tensor([enc.ids]), output_attentions=True).attentions[layer - 1][0, head - 1, query]
+    m = qkv.head_math(model, enc.ids, enc.token_type_ids, layer, head, query)
+    d = model.config.hidden_size // model.config.num_attention_heads
+    assert m.d_head == d and m.q.shape == (d,) and m.k.shape == m.v.shape == (len(enc.ids), d)
+    assert (m.weights - own.double()).abs().max() <= 1e-5
+    assert torch.allclose(m.scores, m.k @ m.q / d ** 0.5) and torch.allclose(m.output, m.weights @ m.v)
+    with pytest.raises(ValueError, match="out of range"):
+        qkv.head_math(model, enc.ids, enc.token_type_ids, layer, head, len(enc.ids))
+
+
+def test_worked_qkv_view():
+    from bertlab.app.ui import attention_math as amath
+    steps, scores, values, data = amath.worked(TEXT, "", 2, 3, 6, D)
+    assert "Layer 2, head 3" in steps and "6 bank" in steps and "√d" in steps
+    assert list(scores["key token"])[6] == "6 bank" and len(values) == len(scores) + 1  # + the output row
+    assert (scores["softmax weight"] - scores["model's attention"]).abs().max() <= 1e-4
+    assert abs(scores["softmax weight"].sum() - 1) < 1e-3
+    json.dumps(data)
+    picked, *_ = amath.refresh("the film .", "", 2, 3, 6, D)  # position 6 is gone: the first word piece
+    assert picked.constructor_args["value"] == 1
+
+
+def test_click_to_mask():
+    from bertlab.app.ui import attention_mask as am
+    row, said, table, fig, data = am.mask_at(TEXT, "", 2, 1, 6, D)
+    assert data["masked_tokens"][6] == "[MASK]" and data["original"] == "bank"
+    assert row.constructor_args["value"] == 6 and ("[MASK]", 6) in row.constructor_args["choices"]
+    assert all(v not in (0, len(data["masked_tokens"]) - 1) for _, v in row.constructor_args["choices"])  # no [CLS]/[SEP]
+    assert "[MASK]" in said and "bank" in said and len(table) == 10
+    assert list(table["probability"]) == sorted(table["probability"], reverse=True)
+    assert len(fig.data) == 4 and fig.data[1].x[6].endswith("[MASK]")
+    # the masked run is the model's own forward pass on the masked ids
+    model, tok = models.get(D)
+    ids = tok.encode(TEXT).ids
+    ids[6] = tok.mask_token_id
+    with torch.no_grad():
+        own = model(torch.tensor([ids]), output_attentions=True).attentions[1][0, 0]
+    assert torch.allclose(torch.tensor(data["row_after"]), own[6], atol=1e-4)
+    for bad, msg in [(0, "start or a sentence end"), (999, "no token 999"), (None, "click a token")]:
+        with pytest.raises(gr.Error, match=msg):
+            am.mask_at(TEXT, "", 2, 1, bad, D)

@@ -58,12 +58,20 @@ def run_attention(model, tok, text: str, pair: str | None = None) -> AttentionRu
     enc = tok.encode(text, pair, max_length=max_len)
     if 0 not in enc.sequence_ids:
         raise ValueError("the text has no tokens the model can read (only spaces or control characters?)")
-    out = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids]), output_attentions=True)
-    att = torch.stack([a[0] for a in out.attentions]).float().cpu()  # (L, A, T, T)
+    att, _ = forward(model, enc.ids, enc.token_type_ids)
     cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
     return AttentionRun(tokens=list(enc.tokens), ids=list(enc.ids), token_type_ids=list(enc.token_type_ids),
                         attentions=att, special=[i in (cls_id, sep_id) for i in enc.ids],
                         truncated=enc.truncated or pre_cut, max_length=max_len, cls_id=cls_id, sep_id=sep_id)
+
+
+@torch.no_grad()
+def forward(model, ids: list[int], token_type_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Every head's map (L, A, T, T) and the masked-LM logits (T, V), or None for a model without them."""
+    out = model(torch.tensor([ids]), torch.tensor([token_type_ids]), output_attentions=True)
+    att = torch.stack([a[0] for a in out.attentions]).float().cpu()  # (L, A, T, T)
+    logits = getattr(out, "mlm_logits", None)
+    return att, None if logits is None else logits[0].float().cpu()  # (T, V)
 
 
 def unique_labels(tokens: list[str], positions: list[int] | None = None) -> list[str]:

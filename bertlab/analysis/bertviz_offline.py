@@ -28,6 +28,27 @@ window.require = window.requirejs = function (deps, cb) {
 };
 window.require.config = function () {};
 """
+# Display-only edits of bertviz's JS so its labels count layers and heads from 1, as the rest of the app
+# does (its data and parameters stay 0-based); each must match exactly once or the view is refused.
+_ONE_BASED = {
+    "head_view": [
+        ('layerEl.append($("<option />").val(layer).text(layer));',
+         'layerEl.append($("<option />").val(layer).text(layer + 1));'),
+        ('            .attr("height", CHECKBOX_SIZE);\n\n        function updateCheckboxes() {',
+         '            .attr("height", CHECKBOX_SIZE);\n'
+         '        checkbox.append("title").text((d, i) => "head " + (i + 1));\n'
+         '        checkboxContainer.selectAll("text").data(config.headVis).enter().append("text")\n'
+         '            .text((d, i) => i + 1).attr("x", (d, i) => (i + 0.5) * CHECKBOX_SIZE).attr("y", top + 14)\n'
+         '            .attr("text-anchor", "middle").attr("font-size", "11px").attr("fill", "white")\n'
+         '            .style("pointer-events", "none");\n\n        function updateCheckboxes() {'),
+    ],
+    "model_view": [
+        (".text(config.heads[i])", ".text(config.heads[i] + 1)"),
+        (".text(config.layers[i])", ".text(config.layers[i] + 1)"),
+        ("'Layer ' + config.layers[layerIndex] + \", Head \" + config.heads[headIndex]",
+         "'Layer ' + (config.layers[layerIndex] + 1) + \", Head \" + (config.heads[headIndex] + 1)"),
+    ],
+}
 
 
 class BertvizUnavailable(RuntimeError):
@@ -64,7 +85,11 @@ def _libraries() -> str:
 def _view_js(name: str) -> str:
     js = _package_file("bertviz", f"{name}.js")
     js, n = _REQUIRE_CONFIG.subn("", js, count=1)
-    if n != 1 or "PYTHON_PARAMS" not in js:
+    ok = n == 1 and "PYTHON_PARAMS" in js
+    for old, new in _ONE_BASED[name]:
+        ok = ok and js.count(old) == 1
+        js = js.replace(old, new)
+    if not ok:
         raise BertvizUnavailable(f"bertviz's {name}.js is not the one this code knows (use bertviz==1.4.1)")
     return js
 
@@ -114,15 +139,16 @@ def _check(att: torch.Tensor, tokens: list[str]) -> None:
 
 def head_view_html(att: torch.Tensor, tokens: list[str], sentence_b_start: int | None = None,
                    layer: int | None = None, heads: list[int] | None = None, note: str = "") -> str:
-    """A whole HTML page with bertviz's head view of `att` (L, A, T, T); layers/heads 0-based.
-    When all layers would be too much data for a browser, only `layer` is included."""
+    """A whole HTML page with bertviz's head view of `att` (L, A, T, T), opened on `layer` with only
+    `heads` drawn (0-based, as bertviz takes them; its labels say them from 1). When all layers would
+    be too much data for a browser, only `layer` is included."""
     _check(att, tokens)
     L = att.shape[0]
     layers = list(range(L))
     if not fits(att, whole_model=True):
         layer = layer or 0
         layers = [layer]
-        note = (note + " " if note else "") + f"Only layer {layer} is included: all {L} layers would be too much data."
+        note = (note + " " if note else "") + f"Only layer {layer + 1} is included: all {L} layers would be too much data."
     return _page("head_view", att[layers], tokens, sentence_b_start, note, layer=layer, heads=heads,
                  include_layers=layers)
 

@@ -13,8 +13,17 @@ import plotly.graph_objects as go
 
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
-from . import models
-from .common import check_pair, config_of, form, load_model, mistakes, notice_html, wire
+from . import attention_mask, attention_math, models
+from .common import (
+    check_pair,
+    config_of,
+    examples,
+    form,
+    load_model,
+    mistakes,
+    notice_html,
+    wire,
+)
 
 EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token
 (a row, the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*), and
@@ -38,9 +47,10 @@ at?*, who found heads for previous/next tokens, heads parked on `[SEP]`, and hea
 Click a column header to sort. Computed on all tokens, [CLS]/[SEP] included."""
 
 BERTVIZ_NOTE = """Interactive views from **bertviz** (Vig 2019), drawn in your browser with no internet.
-*Head view*: hover a token to see the lines to what it attends to; the colours are heads (double-click
-a colour to show only that head). *Model view*: every head of every layer as a thumbnail; click one to
-enlarge. bertviz counts layers and heads from 0, this page from 1."""
+*Head view*: it opens on the layer and head picked above; hover a token to see the lines to what it
+attends to. The numbered squares are the heads: click one to add or remove it, double-click to show only
+that one. *Model view*: every head of every layer as a thumbnail; click one to enlarge. Layers and heads
+are numbered from 1 here, as everywhere on this page."""
 
 EXAMPLES = [
     ["the cat sat on the mat because it was tired .", ""],
@@ -86,8 +96,10 @@ def _z(m):
     return m.float().numpy()
 
 
-def heatmap(m, labels: list[str], title: str) -> go.Figure:
-    """One (T, T) map: query tokens down, key tokens across, weight on hover; square cells."""
+def heatmap(m, labels: list[str], title: str, axes: tuple[str, str] = ("key (attended to)", "query (attending)"),
+            ) -> go.Figure:
+    """One (T, T) map: `axes` = (across, down), by default key tokens across and query tokens down,
+    weight on hover; square cells. Keep `title` short: a phone shows about 40 characters of it."""
     n = len(labels)
     size = min(950, max(500, 26 * n + 230))
     # The layout goes whole into the constructor: update_layout() afterwards costs several times more.
@@ -95,8 +107,8 @@ def heatmap(m, labels: list[str], title: str) -> go.Figure:
         z=_z(m), x=labels, y=labels, colorscale=HEATMAP_COLOURS, zmin=0, colorbar={"title": "weight"},
         hovertemplate="<b>%{y}</b> attends to <b>%{x}</b><br>weight %{z:.3f}<extra></extra>"), layout=dict(
         title={"text": title, "font": {"size": 15}}, height=size, margin=dict(l=10, r=10, t=50, b=10),
-        xaxis={"title": "key (attended to)", "tickangle": -60, "type": "category", "constrain": "domain"},
-        yaxis={"title": "query (attending)", "autorange": "reversed", "type": "category", "scaleanchor": "x",
+        xaxis={"title": axes[0], "tickangle": -60, "type": "category", "constrain": "domain"},
+        yaxis={"title": axes[1], "autorange": "reversed", "type": "category", "scaleanchor": "x",
                "constrain": "domain"},
         plot_bgcolor="white"))
 
@@ -136,8 +148,8 @@ def layer_grid(run, keep, labels, layer: int) -> tuple[go.Figure, str]:
         layout.setdefault("annotations", []).append(
             {"text": f"head {k + 1}", "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
              "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
-    layout.update(title={"text": f"Layer {layer}: all {A} heads (rows = query, columns = key; hover for tokens)",
-                         "font": {"size": 15}},
+    layout.update(title={"text": f"Layer {layer}: all {A} heads<br><sub>rows = query, columns = key; "
+                                 "hover for tokens</sub>", "font": {"size": 15}},
                   coloraxis={"colorscale": HEATMAP_COLOURS, "cmin": 0, "colorbar": {"title": "weight"}},
                   height=min(1000, 230 * rows + 90), margin=dict(l=90 if show_ticks else 10, r=10, t=70, b=10),
                   plot_bgcolor="white")
@@ -166,7 +178,8 @@ def overview(stats: list[dict], L: int, A: int) -> go.Figure:
         zmax=n - 0.5, colorscale=scale, text=text, texttemplate="%{text}", customdata=hover,
         hovertemplate="%{customdata}<extra></extra>", xgap=2, ygap=2,
         colorbar={"tickvals": list(range(n)), "ticktext": list(av.PATTERNS), "title": "mostly looks at"}),
-        layout=dict(title={"text": "Every head at a glance (layer 1 = closest to the input)", "font": {"size": 15}},
+        layout=dict(title={"text": "Every head at a glance<br><sub>layer 1 = closest to the input</sub>",
+                           "font": {"size": 15}},
                     height=min(900, max(320, 60 * L + 140)), margin=dict(l=10, r=10, t=60, b=10),
                     yaxis={"autorange": "reversed"}, xaxis={"side": "top"}, plot_bgcolor="white"))
 
@@ -190,7 +203,7 @@ def _caption(run, keep, layer, head, hide, extra: str = "") -> str:
 def head_figures(run, layer: int, head: int, hide: bool):
     keep, labels = _shown(run, hide)
     m = av.restrict(run.attentions[layer - 1, head - 1], keep)
-    fig = heatmap(m, labels, f"Layer {layer}, head {head}: each row shares out 1.0 of attention")
+    fig = heatmap(m, labels, f"Layer {layer}, head {head}<br><sub>each row shares out 1.0 of attention</sub>")
     grid, note = layer_grid(run, keep, labels, layer)
     return fig, grid, _caption(run, keep, layer, head, hide, note), keep, labels, m
 
@@ -202,7 +215,8 @@ def analyse(text: str, pair: str, layer, head, hide_specials: bool, choice: str 
     fig, grid, caption, keep, labels, m = head_figures(run, layer, head, hide)
     stats = av.stats_table(run)
     roll = av.restrict(av.rollout_map(run), keep)
-    roll_fig = heatmap(roll, labels, "Attention rollout across all layers (rows = final token, columns = input token)")
+    roll_fig = heatmap(roll, labels, "Rollout over all layers<br><sub>rows = final token, columns = input token"
+                       "</sub>", axes=("input token (drawn on)", "final token (drawing)"))
     data = {"tokens": [run.tokens[i] for i in keep], "positions": keep, "all_tokens": run.tokens,
             "truncated": run.truncated, "hide_specials": hide, "layer": layer, "head": head,
             "num_layers": run.num_layers, "num_heads": run.num_heads, "attention": _r(m),
@@ -228,7 +242,7 @@ def bertviz_views(text: str, pair: str, layer, head, hide_specials: bool, choice
     note = "[CLS]/[SEP] hidden, rows rescaled to sum to 1." if hide_specials else ""
     try:
         with mistakes(ValueError):
-            head_doc = bv.head_view_html(att, tokens, b, layer=layer - 1, note=note)
+            head_doc = bv.head_view_html(att, tokens, b, layer=layer - 1, heads=[head - 1], note=note)
             if bv.fits(att, whole_model=True):
                 model_html = bv.iframe(bv.model_view_html(att, tokens, b, note=note),
                                        bv.model_view_height(run.num_layers, run.num_heads, len(tokens)))
@@ -254,7 +268,7 @@ def on_model(choice: str | None, layer, head):
 def build(picker: gr.Dropdown) -> None:
     c = config_of(models.DEFAULT)
     L, A = (c.num_hidden_layers, c.num_attention_heads) if c else (12, 12)
-    with form(EXPLAIN):
+    with form(EXPLAIN) as side:
         text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
         pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=20_000)
         with gr.Row():
@@ -263,7 +277,7 @@ def build(picker: gr.Dropdown) -> None:
         hide = gr.Checkbox(label="Hide [CLS]/[SEP] (drop them and rescale each row to sum to 1)",
                            value=False)
         go_btn = gr.Button("Show attention", variant="primary")
-    ex = gr.Examples(EXAMPLES, inputs=[text, pair])
+    ex = examples(side, EXAMPLES, [text, pair])
     caption = gr.Markdown()
     with gr.Tabs():
         with gr.Tab("One head"):
@@ -286,6 +300,10 @@ def build(picker: gr.Dropdown) -> None:
                     head_view = gr.HTML()
                 with gr.Tab("Model view"):
                     model_view = gr.HTML()
+        with gr.Tab("Click to mask"):
+            follow = [attention_mask.build(text, pair, layer, head, picker)]
+        with gr.Tab("Q·K·V by hand"):
+            follow.append(attention_math.build(text, pair, layer, head, picker))
     with gr.Accordion("JSON (what the API returns)", open=False):
         raw = gr.JSON(label="tokens, attention of the selected head, head_stats, rollout")
 
@@ -295,7 +313,9 @@ def build(picker: gr.Dropdown) -> None:
                   [text.submit, pair.submit, hide.change], ex)
     events.append(picker.change(on_model, [picker, layer, head], [layer, head], api_name=False)
                   .success(analyse, inputs, outputs, api_name=False))
-    for event in events:  # the bertviz pages follow every full redraw, the page opening included
-        event.success(bertviz_views, inputs, [head_view, model_view], api_name=False,
-                      show_progress="hidden")
-    gr.on([layer.release, head.release], select_head, inputs, [head_plot, grid_plot, caption], api_name=False)
+    for event in events:  # the bertviz pages and new token rows follow every full redraw, the page opening too
+        event.success(bertviz_views, inputs, [head_view, model_view], api_name=False, show_progress="hidden")
+        for fn, ins, outs in follow:
+            event.success(fn, ins, outs, api_name=False, show_progress="hidden")
+    gr.on([layer.release, head.release], select_head, inputs, [head_plot, grid_plot, caption], api_name=False
+          ).success(bertviz_views, inputs, [head_view, model_view], api_name=False, show_progress="hidden")

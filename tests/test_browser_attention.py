@@ -1,0 +1,85 @@
+"""The Attention tab in Chromium, as a student uses it: bertviz opens on the layer and head the sliders
+pick (numbered from 1, as everywhere on the page), a clicked token becomes [MASK] with the model's
+guesses, the worked Q·K → softmax → ·V example agrees with the map, and plot titles fit on a phone."""
+import pytest
+from browser import DESKTOP, SHOTS, chromium_page
+
+# What bertviz draws for each head: the `fill` of its square; a head not shown gets a lightened rgb(...)
+SQUARES = """() => [...document.querySelectorAll('#vis svg > g > rect')]
+    .filter(r => r.getAttribute('width') === '20' && r.getAttribute('height') === '20')
+    .map(r => r.getAttribute('fill'))"""
+
+
+def _attention(page, server):
+    page.goto(server)
+    page.get_by_role("tab", name="Attention").click()
+    panel = page.locator("[role=tabpanel]:visible").first
+    panel.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the example is drawn on load
+    return panel
+
+
+def _set(panel, label: str, value: int):
+    box = panel.get_by_label(f"number input for {label}")
+    box.fill(str(value))
+    box.press("Tab")  # leaving the box is the slider's "release"
+
+
+@pytest.mark.slow
+def test_bertviz_opens_on_the_sliders_layer_and_head(server):
+    with chromium_page(DESKTOP) as (browser, page, outside, errors):
+        panel = _attention(page, server)
+        _set(panel, "Layer", 3)
+        _set(panel, "Head", 2)
+        panel.get_by_text("Layer 3, head 2").first.wait_for(timeout=30_000)  # the caption
+        page.wait_for_timeout(1500)  # the bertviz pages follow the redraw
+        page.get_by_role("tab", name="bertviz").click()
+        frame = page.frame_locator("iframe:visible").first
+        frame.locator("#vis svg").first.wait_for(timeout=30_000)
+        assert frame.locator("#layer option:checked").inner_text() == "3"  # the dropdown counts from 1 too
+        assert [o.inner_text() for o in frame.locator("#layer option").all()] == ["1", "2", "3", "4"]
+        fills = page.locator("iframe:visible").first.element_handle().content_frame().evaluate(SQUARES)
+        assert len(fills) == 4 and [i for i, f in enumerate(fills) if f.startswith("#")] == [1], fills
+        page.locator("iframe:visible").first.screenshot(path=str(SHOTS / "attention_bertviz_l3h2.png"))
+    assert not outside, outside[:5]
+    assert not errors, errors
+
+
+ONE_HEAD_ROW = """(row) => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => g.layout && g.layout.title && String(g.layout.title.text).includes('each row shares out'));
+    return gd ? Array.from(gd._fullData[0].z[row]) : null; }"""
+COLUMN = """([id, name]) => { const root = document.querySelector(`#${id}`);  // a Gradio 6 Dataframe's rows
+    const heads = [...root.querySelectorAll('[role=columnheader]')].map(th => th.innerText.trim());
+    const i = heads.findIndex(h => h.includes(name));
+    return [...root.querySelectorAll('div[role=row]')].map(r => r.querySelectorAll('[role=gridcell]')[i].innerText.trim()); }"""
+
+
+@pytest.mark.slow
+def test_click_to_mask_and_the_worked_qkv_example(server):
+    with chromium_page(DESKTOP) as (browser, page, outside, errors):
+        panel = _attention(page, server)  # the example "the cat sat on the mat ...", layer 2, head 1
+        page.wait_for_timeout(1000)
+        row = page.evaluate(ONE_HEAD_ROW, 1)  # the One head map's row of token 1 ("the"), as drawn
+        assert row and abs(sum(row) - 1) < 1e-3
+        page.get_by_role("tab", name="Q·K·V by hand").click()
+        scores = page.locator("#attn-math-scores")
+        scores.get_by_text("1 the").first.wait_for(timeout=30_000)
+        assert "query token 1 the" in page.locator("#attn-math-steps").inner_text()
+        weights = [float(x) for x in page.evaluate(COLUMN, ["attn-math-scores", "softmax weight"])]
+        assert len(weights) == len(row) and max(abs(a - b) for a, b in zip(weights, row)) <= 6e-5, (weights, row)
+        assert abs(sum(weights) - 1) < 1e-3
+        page.screenshot(path=str(SHOTS / "attention_qkv.png"), full_page=True)
+
+        page.get_by_role("tab", name="Click to mask").click()
+        tokens = page.locator("#attn-mask-tokens")
+        tokens.get_by_text("mat", exact=True).click()
+        said = page.locator("#attn-mask-said")
+        said.get_by_text("Masked").wait_for(timeout=30_000)
+        assert "[MASK]" in said.inner_text() and "mat" in said.inner_text()
+        assert tokens.get_by_text("[MASK]", exact=True).count() == 1  # the clicked token now reads [MASK]
+        assert tokens.get_by_text("mat", exact=True).count() == 0
+        guesses = page.evaluate(COLUMN, ["attn-mask-guesses", "guess"])
+        probs = [float(x) for x in page.evaluate(COLUMN, ["attn-mask-guesses", "probability"])]
+        assert len(guesses) == 10 and all(guesses) and probs == sorted(probs, reverse=True) and probs[0] > 0
+        page.screenshot(path=str(SHOTS / "attention_mask.png"), full_page=True)
+    assert not outside, outside[:5]
+    assert not errors, errors

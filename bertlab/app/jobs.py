@@ -1,7 +1,7 @@
 """Training runs as subprocesses, so the UI never owns a training loop: server threads, a reloaded page
 or a restarted server find a run again through its folder. A job is a spec: the manager writes it to
 the run's spec.json and launches `python -m bertlab run DIR`, which executes exactly that; job.json
-{pid, owner, started, cmd, kind, resume, returncode?, killed?} and log.txt are the manager's own.
+{pid, owner, started, cmd, kind, resume, group?, returncode?, killed?} and log.txt are the manager's own.
 Queued jobs live in memory only (running ones are adopted)."""
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..train import runs
 from ..train.specs import RUN_KINDS, Spec
-from .limits import hide_paths, limits
+from . import quota
+from .limits import hide_paths
 
 JOB, LOG, UPLOADS = "job.json", "log.txt", ".uploads"
 TEACHER = "\0teacher"  # the owner of a teacher's page: may act on every run, has no per-visitor caps
@@ -39,10 +40,6 @@ def check_name(name: str) -> str:
 
 def valid_name(name) -> bool:
     return isinstance(name, str) and bool(_NAME.match(name))
-
-
-def folder_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def _read_json(path: Path) -> dict:
@@ -86,6 +83,7 @@ class Job:
     error: str = ""  # why a queued job could not start after all
     stop_pending: bool = False
     notice: str = ""  # what the start did besides (e.g. removed old runs to free disk)
+    group: list[str] = field(default_factory=list)  # the runs started together with it (a comparison)
     created: float = field(default_factory=time.time)
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
@@ -155,46 +153,24 @@ class JobManager:
         return found + [n for n, j in self._jobs.items() if j.owner == owner and n not in found]
 
     def _check_quota(self, name: str, owner: str | None, resume: bool) -> None:
-        """Per-visitor caps: jobs queued or training, runs kept, bytes on disk."""
         if owner is None or owner == TEACHER:
             return
-        lim, live = limits(), ("queued", "running")
-        busy = [n for n, j in self._jobs.items() if j.owner == owner and j.state in live and n != name]
-        if len(busy) >= lim.max_jobs_per_visitor:
-            raise ValueError(f"you have {len(busy)} runs queued or training, the most this server allows one "
-                             f"visitor (BERTLAB_MAX_QUEUED): wait for one to end, or stop it")
+        busy = sum(j.owner == owner and j.state in ("queued", "running") and n != name for n, j in self._jobs.items())
         mine = self.owned(owner)
-        if not resume and name not in mine and len(mine) >= lim.max_runs_per_visitor:
-            raise ValueError(f"you keep {len(mine)} runs, the most this server allows one visitor "
-                             f"(BERTLAB_MAX_RUNS): delete one of yours first")
-        used = sum(folder_bytes(self.root / n) for n in mine if (self.root / n).is_dir())
-        if used > lim.max_visitor_mb * 1e6:
-            raise ValueError(f"your runs take {used / 1e6:,.0f} MB, over this server's {lim.max_visitor_mb:,.0f} MB "
-                             f"per visitor (BERTLAB_MAX_VISITOR_MB): delete one of yours first")
+        quota.check_visitor(busy, [self.root / n for n in mine], new=not resume and name not in mine)
 
     def _free_disk(self, keep: str) -> list[str]:
-        """Past BERTLAB_DISK_BUDGET_MB, remove the oldest ended web runs (never a live or queued one,
-        nor one the CLI made) and stale staged uploads, until the runs fit again."""
-        for f in (self.root / UPLOADS).glob("*"):  # a form that failed after staging its upload
-            with contextlib.suppress(OSError):  # another start may take or remove it meanwhile
-                if f.stat().st_mtime < time.time() - 3600:
-                    f.unlink()
-        budget, sizes = limits().disk_budget_mb * 1e6, {}
-        for d in self.root.iterdir() if self.root.is_dir() else []:
-            sizes[d] = folder_bytes(d) if d.is_dir() else d.stat().st_size
-        total, removed = sum(sizes.values()), []
-        if total <= budget:
-            return removed
+        """Past the disk budget, remove the oldest ended web runs (never a live or queued one, nor one
+        the CLI made) and stale staged uploads."""
+        quota.sweep(self.root / UPLOADS)
         live = {n for n, j in self._jobs.items() if j.state in ("queued", "running")} | {keep}
-        ended = [d for d in sizes if _NAME.match(d.name) and d.name not in live and (d / JOB).exists()
-                 and self._running_pid(d.name) is None]
-        for d in sorted(ended, key=lambda d: _read_json(d / JOB).get("started") or 0):
-            if total <= budget:
-                break
-            shutil.rmtree(d, ignore_errors=True)
-            total -= sizes[d]
-            removed.append(d.name)
-            self._jobs.pop(d.name, None)
+
+        def ended(d: Path) -> bool:
+            return bool(_NAME.match(d.name)) and d.name not in live and (d / JOB).exists() \
+                and self._running_pid(d.name) is None
+        removed = quota.free_disk(self.root, ended, lambda d: _read_json(d / JOB).get("started") or 0)
+        for n in removed:
+            self._jobs.pop(n, None)
         return removed
 
     def delete(self, name: str, owner: str | None = None) -> None:
@@ -243,15 +219,18 @@ class JobManager:
             job.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)  # its own group: kill reaches all
         job.pid, job.state, job.position, job.created = job.proc.pid, "running", None, time.time()
+        group = job.group or (_read_json(rd / JOB).get("group") if job.resume else None)  # a resume keeps it
         runs.write_json_atomic(rd / JOB, {"pid": job.pid, "owner": job.owner, "started": job.created, "cmd": cmd,
-                                          "kind": job.spec.KIND, "resume": job.resume})
+                                          "kind": job.spec.KIND, "resume": job.resume, "group": group or None})
 
     def _free_slot(self) -> bool:
         return sum(j.state == "running" for j in self._jobs.values()) < self.max_concurrent
 
-    def start(self, name: str, spec: Spec, owner: str | None = None, resume: bool = False) -> Job:
+    def start(self, name: str, spec: Spec, owner: str | None = None, resume: bool = False,
+              group: list[str] | None = None) -> Job:
         """Write `spec` into <root>/<name>/spec.json and launch `python -m bertlab run` on it, or queue it
-        when every slot is taken (the Job then says "queued", with its position)."""
+        when every slot is taken (the Job then says "queued", with its position). `group`: the names
+        of the runs started together with this one (e.g. a comparison), which its status repeats."""
         check_name(name)
         if not isinstance(spec, Spec) or spec.KIND not in RUN_KINDS:
             raise ValueError(f"a job is a {' or '.join(RUN_KINDS)} spec, got {type(spec).__name__}")
@@ -261,7 +240,7 @@ class JobManager:
                 raise ValueError(f"run {name} is already queued (position {old.position})")
             self._check_startable(name, owner, resume)
             self._check_quota(name, owner, resume)
-            job = self._jobs[name] = Job(name, spec, owner, resume)
+            job = self._jobs[name] = Job(name, spec, owner, resume, group=list(group or []))
             self._own_uploads(job)
             if removed := self._free_disk(keep=name):
                 job.notice = (f"To keep this server's disk budget, the oldest finished runs were removed: "
@@ -363,6 +342,7 @@ class JobManager:
                 return {"name": name, "kind": job.spec.KIND, "state": "queued", "queue_position": job.position,
                         "owner": job.owner, "alive": False, "pid": None, "step": 0, "total_steps": None,
                         "progress": 0.0, "eta_s": None, "log_tail": "", "queued_at": job.created,
+                        "group": job.group or None, "method": getattr(job.spec, "method", None),
                         "message": f"waiting for a free slot (number {job.position} in the queue)"}
             info, err, owner = _read_json(rd / JOB), getattr(job, "error", ""), getattr(job, "owner", None)
             # our child: Popen.poll (in _reap) knows; /proc shows a zombie while torch's threads still exit
@@ -387,6 +367,7 @@ class JobManager:
         return {**st, "name": name, "kind": info.get("kind") or runs.Run(rd).kind, "state": state,
                 "message": hide_paths(message.strip(), public),
                 "pid": pid, "alive": alive, "owner": info.get("owner", owner), "queue_position": None,
+                "group": info.get("group") or getattr(job, "group", None) or None,
                 "returncode": rc, "launched": info.get("started"), "cmd": info.get("cmd"), "eta_s": eta,
                 "progress": 1.0 if state == "finished" else min(1.0, step / total) if total else 0.0,
                 "log_tail": hide_paths("\n".join(_tail(rd / LOG, log_lines)), public)}

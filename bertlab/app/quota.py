@@ -1,0 +1,58 @@
+"""What one visitor may start and keep, and which old runs go when the runs folder is over the server's
+disk budget. The job manager asks; these functions only count and remove folders."""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .limits import limits
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def check_visitor(busy: int, kept: list[Path], new: bool) -> None:
+    """Per-visitor caps: `busy` jobs queued or training, the `kept` run folders (one more if `new`),
+    and their bytes on disk. A ValueError says which cap and which setting."""
+    lim = limits()
+    if busy >= lim.max_jobs_per_visitor:
+        raise ValueError(f"you have {busy} runs queued or training, the most this server allows one "
+                         f"visitor (BERTLAB_MAX_QUEUED): wait for one to end, or stop it")
+    if new and len(kept) >= lim.max_runs_per_visitor:
+        raise ValueError(f"you keep {len(kept)} runs, the most this server allows one visitor "
+                         f"(BERTLAB_MAX_RUNS): delete one of yours first")
+    used = sum(folder_bytes(d) for d in kept if d.is_dir())
+    if used > lim.max_visitor_mb * 1e6:
+        raise ValueError(f"your runs take {used / 1e6:,.0f} MB, over this server's {lim.max_visitor_mb:,.0f} MB "
+                         f"per visitor (BERTLAB_MAX_VISITOR_MB): delete one of yours first")
+
+
+def sweep(folder: Path, max_age_s: float = 3600) -> None:
+    """Remove files older than `max_age_s` (uploads staged by a form that failed afterwards)."""
+    for f in folder.glob("*"):
+        with contextlib.suppress(OSError):  # another start may take or remove it meanwhile
+            if f.stat().st_mtime < time.time() - max_age_s:
+                f.unlink()
+
+
+def free_disk(root: Path, removable: Callable[[Path], bool], age: Callable[[Path], float]) -> list[str]:
+    """Past BERTLAB_DISK_BUDGET_MB, remove the `removable` run folders under root, oldest `age` first,
+    until everything under root fits again. The names removed."""
+    budget, sizes = limits().disk_budget_mb * 1e6, {}
+    for d in root.iterdir() if root.is_dir() else []:
+        sizes[d] = folder_bytes(d) if d.is_dir() else d.stat().st_size
+    total, removed = sum(sizes.values()), []
+    if total <= budget:
+        return removed
+    candidates: Iterable[Path] = [d for d in sizes if removable(d)]
+    for d in sorted(candidates, key=age):
+        if total <= budget:
+            break
+        shutil.rmtree(d, ignore_errors=True)
+        total -= sizes[d]
+        removed.append(d.name)
+    return removed

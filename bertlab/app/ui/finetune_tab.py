@@ -15,9 +15,15 @@ from ...train.runs import Run
 from ...train.specs import FinetuneSpec
 from ..jobs import check_name
 from ..limits import check_upload, limits
-from . import jobs_ui, models
+from . import common, jobs_ui, models
 from .common import user_error
-from .train_charts import confusion_figure, finetune_figure, metrics, read_json
+from .train_charts import (
+    confusion_figure,
+    empty_figure,
+    finetune_figure,
+    metrics,
+    read_json,
+)
 
 EXPLAIN = """**Fine-tuning** puts a small new layer (the *head*) on top of a pre-trained BERT and trains
 on a labelled task: one label per text (sentiment) or per word (part of speech).
@@ -106,18 +112,20 @@ def form_spec(choice, task, upload, text_column, label_column, method, epochs, l
     return spec.replace(task=t)
 
 
-def summary_rows(names: list[str]) -> list[list]:
-    """One row per shown run: method, trained parameters, accuracy after each epoch, time."""
+def summary_rows(names: list[str], states: dict[str, dict | None] | None = None) -> list[list]:
+    """One row per shown run: method, trained parameters, accuracy after each epoch, time. A run
+    without a validation yet says where it is (queued, starting, running) instead."""
     rows = []
     for n in names:
-        d = jobs_ui.run_dir(n)
+        d, st = jobs_ui.run_dir(n), (states or {}).get(n) or {}
         spec, conf = {**(Run(d).spec_dict() or {}), **Run(d).facts()}, read_json(d / "confusion.json") or {}
         evals = [r for r in metrics(d) if r.get("split") == "eval"]
         per_epoch = " → ".join(f"{r['accuracy']:.1%}" for r in evals)
         trained = spec.get("trainable_params")
-        rows.append([n, METHOD_LABELS.get(spec.get("method"), "?"),
+        rows.append([n, METHOD_LABELS.get(spec.get("method") or st.get("method"), "?"),
                      f"{trained:,} ({trained / spec['total_params']:.1%})" if trained else "",
-                     per_epoch or "–", f"{conf['macro_f1']:.3f}" if "macro_f1" in conf else "",
+                     per_epoch or (f"{st['state']}…" if jobs_ui.is_live(st) else "–"),
+                     f"{conf['macro_f1']:.3f}" if "macro_f1" in conf else "",
                      f"{evals[-1]['time']:.0f} s" if evals else ""])
     return rows
 
@@ -126,18 +134,25 @@ SUMMARY_HEADERS = ["run", "method", "parameters trained", "validation accuracy b
 
 
 def view(name, overlay, owner):
+    """Status, curves, confusion matrix, summary, log, and the timer: it ticks while any shown run
+    is queued or training, so a comparison is followed until its last run ends."""
     name = name if jobs_ui.valid(name) else None
-    st = jobs_ui.status(name)
     shown = jobs_ui.shown_runs(name, overlay)
+    states = {n: jobs_ui.status(n) for n in shown}
     runs = {n: metrics(jobs_ui.run_dir(n)) for n in shown}
     conf = read_json(jobs_ui.run_dir(name) / "confusion.json") if name else None
-    table = gr.Dataframe(value=summary_rows(shown) or [["", "", "", "", "", ""]], headers=SUMMARY_HEADERS)
-    return (jobs_ui.status_html(st, owner), finetune_figure(runs), confusion_figure(conf), table,
-            (st or {}).get("log_tail", ""), gr.Timer(active=jobs_ui.is_live(st)))
+    table = gr.Dataframe(value=summary_rows(shown, states) or [["", "", "", "", "", ""]], headers=SUMMARY_HEADERS)
+    curves = finetune_figure(runs) if any(runs.values()) else empty_figure(
+        "No measurements yet:<br>" + ("the first points appear a few seconds after training starts." if shown
+                                      else "start a run, or pick one to watch."))
+    matrix = confusion_figure(conf) if conf and conf.get("confusion") else empty_figure(
+        "The confusion matrix appears<br>after the first validation.", height=160)
+    return (jobs_ui.runs_status_html(list(states.values()), owner), curves, matrix, table,
+            (states.get(name) or {}).get("log_tail", ""), gr.Timer(active=any(map(jobs_ui.is_live, states.values()))))
 
 
-def _start(owner, name, form):
-    jobs_ui.launch(owner, name, form_spec(*form))
+def _start(owner, name, form, group=None):
+    jobs_ui.launch(owner, name, form_spec(*form), group)
 
 
 def start(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
@@ -166,7 +181,7 @@ def compare(owner, name, choice, task, upload, text_column, label_column, method
             raise ValueError(f"run {taken[0]} exists: pick another name for the comparison")
         for n, m in zip(names, METHODS):
             _start(owner, n, [{**f, "method": METHOD_LABELS[m], "unfreeze": bool(unfreeze) and m == "full"}[k]
-                              for k in FORM])
+                              for k in FORM], group=names)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=names[0]),
@@ -208,68 +223,62 @@ def try_it(name, text):
     return gr.Label(visible=False), gr.HighlightedText(value=[(w, t) for w, t, _ in res["words"]], visible=True)
 
 
-def on_open(owner, current):
-    """A (re)loaded page shows this browser's live run again, if it has one."""
-    choices = jobs_ui.runs_of("finetune")
-    name = jobs_ui.my_live_run(owner, "finetune") or (current if current in choices else None)
-    # no value when there is nothing to show: a slow page-load must not clear a run picked meanwhile
-    watch = gr.Dropdown(choices=choices, value=name) if name else gr.Dropdown(choices=choices)
-    return watch, gr.Dropdown(choices=choices)
-
-
 def build(picker: gr.Dropdown) -> None:
     owner, opened = jobs_ui.session()
-    with gr.Row():
-        with gr.Column(scale=3):
-            gr.Markdown("Starts from the **model picked at the top** (the shipped one, a run trained here, a "
-                        "folder or a Hugging Face id).")
+    with common.form(EXPLAIN):
+        gr.Markdown("Starts from the **model picked at the top** (the shipped one, a run trained here, a "
+                    "folder or a Hugging Face id).")
+        with gr.Row():
+            task = gr.Dropdown(list(TASKS), value=next(iter(TASKS)), label="Task", scale=3, min_width=220)
+            name = gr.Textbox(label="Run name", placeholder="blank: finetune-<date>-<time>", max_length=56,
+                              scale=2, min_width=160)
+        with gr.Row():
+            method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["full"], label="Method", scale=4,
+                              min_width=260)
+            epochs = gr.Number(2, label="Epochs", precision=0, minimum=1, scale=1, min_width=90)
+        with gr.Accordion("Your own data", open=False):
             with gr.Row():
-                task = gr.Dropdown(list(TASKS), value=next(iter(TASKS)), label="Task", scale=2)
-                name = gr.Textbox(label="Run name", placeholder="blank: finetune-<date>-<time>", max_length=56)
-            with gr.Accordion("Your own data", open=False):
-                with gr.Row():
-                    upload = gr.File(label="Labelled file (.csv/.tsv/.json/.jsonl, or CoNLL .conll/.txt)",
-                                     file_types=[".csv", ".tsv", ".json", ".jsonl", ".conll", ".txt"],
-                                     elem_id="finetune-upload")
-                    with gr.Column():
-                        text_column = gr.Textbox("text", label="Text column", max_length=100)
-                        label_column = gr.Textbox("label", label="Label column", max_length=100)
+                upload = gr.File(label="Labelled file (.csv/.tsv/.json/.jsonl, or CoNLL .conll/.txt)",
+                                 file_types=[".csv", ".tsv", ".json", ".jsonl", ".conll", ".txt"],
+                                 elem_id="finetune-upload", min_width=220)
+                with gr.Column(min_width=160):
+                    text_column = gr.Textbox("text", label="Text column", max_length=100)
+                    label_column = gr.Textbox("label", label="Label column", max_length=100)
+        with gr.Accordion("More options", open=False):
             with gr.Row():
-                method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["full"], label="Method")
-                epochs = gr.Number(2, label="Epochs", precision=0, minimum=1)
-                lr = gr.Number(0, label="Learning rate (0 = method's default)", minimum=0)
-            with gr.Accordion("More options", open=False):
-                with gr.Row():
-                    lora_rank = gr.Number(8, label="LoRA rank r", precision=0, minimum=1, maximum=256)
-                    lora_alpha = gr.Number(16, label="LoRA alpha", minimum=0.1)
-                    layer_decay = gr.Slider(0.5, 1.0, 1.0, step=0.05, label="Layer-wise LR decay (1 = off)")
-                    unfreeze = gr.Checkbox(False, label="Gradual unfreezing (full only)")
-                with gr.Row():
-                    max_examples = gr.Number(0, label="Use N examples (0 = all)", precision=0, minimum=0)
-                    max_len = gr.Number(64, label="Tokens per text", precision=0, minimum=4, maximum=512)
-                    batch = gr.Number(32, label="Batch size", precision=0, minimum=1, maximum=512)
-            params = gr.Markdown(elem_id="finetune-params")
-        with gr.Column(scale=2):
-            gr.Markdown(EXPLAIN)
+                lr = gr.Number(0, label="Learning rate (0 = method's default)", minimum=0, min_width=200)
+                lora_rank = gr.Number(8, label="LoRA rank r", precision=0, minimum=1, maximum=256, min_width=110)
+                lora_alpha = gr.Number(16, label="LoRA alpha", minimum=0.1, min_width=110)
+            # the slider's label shares its line with its number box: a row of its own
+            layer_decay = gr.Slider(0.5, 1.0, 1.0, step=0.05, label="Layer-wise LR decay (1 = off)",
+                                    elem_id="finetune-decay")
+            unfreeze = gr.Checkbox(False, label="Gradual unfreezing (full only)")
+            with gr.Row():
+                max_examples = gr.Number(0, label="Use N examples (0 = all)", precision=0, minimum=0, min_width=150)
+                max_len = gr.Number(64, label="Tokens per text", precision=0, minimum=4, maximum=512, min_width=110)
+                batch = gr.Number(32, label="Batch size", precision=0, minimum=1, maximum=512, min_width=110)
+        params = gr.Markdown(elem_id="finetune-params")
+        with gr.Row():
+            start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start", min_width=80)
+            compare_btn = gr.Button("Compare frozen / full / LoRA", elem_id="finetune-compare", scale=2,
+                                    min_width=240)
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop", min_width=80)
+            delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
     with gr.Row():
-        start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start")
-        compare_btn = gr.Button("Compare frozen / full / LoRA", elem_id="finetune-compare")
-        stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop")
-        delete_btn = gr.Button("Delete", elem_id="finetune-delete")
-    with gr.Row():
-        watch = gr.Dropdown([], label="Run", allow_custom_value=True, scale=2, elem_id="finetune-run")
-        overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3)
+        watch = gr.Dropdown([], label="Run", allow_custom_value=True, scale=2, elem_id="finetune-run", min_width=160)
+        overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3,
+                              elem_id="finetune-overlay", min_width=200)
     status = gr.HTML(elem_id="finetune-status")
     plot = gr.Plot(elem_id="finetune-plot", label="Curves")
+    table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, wrap=False, elem_id="finetune-summary")
     with gr.Row():
-        confusion = gr.Plot(elem_id="finetune-confusion", label="Confusion matrix")
-        with gr.Column():
+        confusion = gr.Plot(elem_id="finetune-confusion", label="Confusion matrix", min_width=300)
+        with gr.Column(min_width=260):
             gr.Markdown("**Try it** on your own sentence with the run's saved model.")
             text = gr.Textbox(label="Text", value="a gripping , beautifully acted film .", max_length=2000)
             try_btn = gr.Button("Classify", elem_id="finetune-try")
             label = gr.Label(num_top_classes=5, label="Prediction", visible=True, elem_id="finetune-label")
             tags = gr.HighlightedText(label="Predicted tags", visible=False)
-    table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, wrap=True, elem_id="finetune-summary")
     with gr.Accordion("Log", open=False):
         log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
     timer = gr.Timer(jobs_ui.TICK_S, active=False)
@@ -288,6 +297,6 @@ def build(picker: gr.Dropdown) -> None:
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     try_btn.click(try_it, [watch, text], [label, tags], api_name="finetune_try")
     text.submit(try_it, [watch, text], [label, tags], api_name=False)
-    jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs, on_open)
+    jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs)
     gr.context.Context.root_block.load(params_md, p_in, params, api_name=False, show_progress="hidden")
 

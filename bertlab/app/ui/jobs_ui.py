@@ -21,6 +21,7 @@ from .. import jobs
 from .common import user_error
 
 LIVE = ("queued", "starting", "running", "stopping")
+ENDED = ("finished", "stopped", "failed")
 TICK_S = 1.5
 
 
@@ -67,9 +68,11 @@ def session():
     return root._bertlab_session
 
 
-def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, on_open) -> None:
-    """What both training tabs do with their run picker: redraw on a pick, on each tick while the
-    run is live, refresh the run lists when opened, and show this browser's live run on page load."""
+def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, on_open=None) -> None:
+    """What both training tabs do with their run picker: redraw on a pick, on each tick while a shown
+    run is live, refresh the run lists when opened, and on page load show this browser's last run
+    (with the runs started together with it overlaid): `on_open`, by default `reopen(kind)`."""
+    on_open = on_open or reopen(kind)
     gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
     timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
     for dd in (watch, overlay):
@@ -83,12 +86,38 @@ def runs_of(kind: str) -> list[str]:
     return [r.name for r in list_runs(manager().root) if valid(r.name) and r.kind == kind]
 
 
+def _mine(st: dict, owner) -> bool:
+    who = st.get("owner")
+    return who is not None and (who == owner or (who == jobs.TEACHER and is_teacher(owner)))
+
+
+def my_last_run(owner: str, kind: str) -> dict | None:
+    """The status of what a reloaded page shows again: this browser's newest queued or running job,
+    else its newest ended run."""
+    rows = [st for st in manager().list() if st.get("kind") == kind and _mine(st, owner)]
+    return next((st for st in rows if is_live(st)), rows[0] if rows else None)
+
+
 def my_live_run(owner: str, kind: str) -> str | None:
-    """The newest queued or running job of this browser: what a reloaded page shows again."""
-    for st in manager().list():
-        if st.get("owner") in (owner, jobs.TEACHER if is_teacher(owner) else owner) and st.get("kind") == kind and st.get("state") in LIVE:
-            return st["name"]
-    return None
+    """The newest queued or running job of this browser."""
+    st = my_last_run(owner, kind)
+    return st["name"] if is_live(st) else None
+
+
+def reopen(kind: str):
+    """A training tab's page-load handler (owner, current) -> (run picker, overlay picker): this
+    browser's last run, finished too, and for a comparison its other runs as the overlay. A run
+    picked while the page loaded stays, unless one of this browser's runs is live."""
+    def on_open(owner, current):
+        choices, st = runs_of(kind), my_last_run(owner, kind)
+        if st is None or (not is_live(st) and current in choices):
+            # no value: a slow page-load must not clear a run picked meanwhile
+            return gr.Dropdown(choices=choices), gr.Dropdown(choices=choices)
+        group = [n for n in st.get("group") or [] if valid(n) and (run_dir(n).exists() or is_live(status(n)))]
+        group = group if st["name"] in group else [st["name"]]
+        choices += [n for n in group if n not in choices]  # a queued run has no folder yet
+        return gr.Dropdown(choices=choices, value=group[0]), gr.Dropdown(choices=choices, value=group[1:])
+    return on_open
 
 
 def valid(name) -> bool:
@@ -139,10 +168,11 @@ def discard_staged(spec) -> None:
             Path(v).unlink(missing_ok=True)
 
 
-def launch(owner: str, name: str, spec) -> None:
-    """Start (or queue) a form's job; say it when the start removed old runs to free disk."""
+def launch(owner: str, name: str, spec, group: list[str] | None = None) -> None:
+    """Start (or queue) a form's job (one of `group`, the runs started together); say it when the
+    start removed old runs to free disk."""
     try:
-        job = manager().start(name, spec, owner=visitor(owner))
+        job = manager().start(name, spec, owner=visitor(owner), group=group)
     except BaseException:
         discard_staged(spec)
         raise
@@ -199,16 +229,27 @@ def status_html(st: dict | None, owner: str | None) -> str:
         parts.append(f"about {_duration(st['eta_s'])} left")
     if st.get("elapsed"):
         parts.append(f"ran {_duration(st['elapsed'])}")
-    who = st.get("owner")
-    if who is not None:
-        mine = who == owner or (who == jobs.TEACHER and is_teacher(owner))
-        parts.append("started in this browser" if mine else "a student's run: as the teacher you may stop "
-                     "or delete it" if is_teacher(owner) else "another visitor's run: you can watch, not stop it")
+    if st.get("owner") is not None:
+        parts.append("started in this browser" if _mine(st, owner) else "a student's run: as the teacher you may "
+                     "stop or delete it" if is_teacher(owner) else "another visitor's run: you can watch, not stop it")
     msg = f"<div style='color:#4b5563;margin-top:4px'>{html.escape(st['message'])}</div>" \
         if st.get("message") else ""
     bar = (f"<div style='background:#e5e7eb;border-radius:4px;height:8px;margin-top:6px'>"
            f"<div style='background:{color};width:{pct:.1f}%;height:8px;border-radius:4px'></div></div>")
     return f"<div class='bl-status'>{' · '.join(parts)}{bar}{msg}</div>"
+
+
+def runs_status_html(shown: list[dict | None], owner: str | None) -> str:
+    """The status of the shown runs: with several (a comparison, an overlay), first how many have
+    finished, then a line for each. They are done only when every one of them has ended."""
+    sts = [st for st in shown if st]
+    if len(sts) < 2:
+        return status_html(sts[0] if sts else None, owner)
+    done, live = sum(st.get("state") == "finished" for st in sts), sum(is_live(st) for st in sts)
+    other = len(sts) - done - live
+    head = [f"<b>{done} of {len(sts)} runs finished</b>"] + ([f"{other} stopped or failed"] if other else []) + (
+        [f"{live} still queued or training: this page follows them until they end"] if live else [])
+    return f"<div class='bl-status'>{' · '.join(head)}</div>" + "".join(status_html(st, owner) for st in sts)
 
 
 def owner_error(e: Exception) -> gr.Error:

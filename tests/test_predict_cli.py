@@ -105,3 +105,32 @@ def test_cli_export_fp16(model_dir, tmp_path):
     d = load_model(tmp_path / "d")
     assert d.config.hidden_dropout_prob == d.config.attention_probs_dropout_prob == 0.25
     assert all(torch.equal(v, d.state_dict()[k]) for k, v in m.state_dict().items())
+
+
+def test_logit_lens_last_row_is_fill_mask_exactly(model_dir, vocab_tokenizer):
+    """The lens applies the MLM head to every layer's [MASK] vector: its last row is fill_mask's answer."""
+    from bertlab.analysis.lens import logit_lens
+    (_, model), tok = model_dir, vocab_tokenizer
+    for text, which, causal in [("the film was [MASK] .", 0, False), ("the [MASK] was [MASK] !", 1, True)]:
+        lens = logit_lens(model, tok, text, top_k=6, mask_index=which, causal=causal)
+        assert len(lens["top"]) == model.config.num_hidden_layers + 1 == len(lens["layers"])
+        fm = fill_mask(model, tok, text, top_k=6, causal=causal)[which]
+        assert [(c["token"], c["score"]) for c in lens["top"][-1]] == [(c["token"], c["score"]) for c in fm]
+        assert lens["top"][0] != lens["top"][-1]  # the embeddings row is another guess
+    with pytest.raises(ValueError, match="pick one from 1 to 1"):
+        logit_lens(model, tok, "a [MASK] film", mask_index=1)
+
+
+def test_nsp_accuracy_counts(model_dir, vocab_tokenizer):
+    from bertlab.analysis.predict import nsp_accuracy, nsp_scores
+    from bertlab.data.nsp_pairs import draw_pairs
+    (_, model), tok = model_dir, vocab_tokenizer
+    docs = [f"the film was good and {w} . the acting was very {w} . i would not watch it again ."
+            for w in ("bad", "fun", "great")]
+    pairs = draw_pairs(docs, n=4, seed=1)
+    assert [y for _, _, y in pairs] == [1, 0, 1, 0]
+    acc = nsp_accuracy(model, tok, pairs, batch_size=3)
+    p = nsp_scores(model, tok, pairs[0][0], [pairs[0][1]])[0]
+    said = [nsp_scores(model, tok, a, [b])[0] > 0.5 for a, b, _ in pairs]
+    assert acc["accuracy"] == sum(s == bool(y) for s, (_, _, y) in zip(said, pairs)) / 4 and 0 <= p <= 1
+    assert acc["next_said_next"] == (said[0] + said[2]) / 2 and acc["random_said_next"] == (said[1] + said[3]) / 2

@@ -8,7 +8,14 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlab.app.ui import common, fill_mask_tab, masking_tab, models, nsp_tab, tokenize_tab  # noqa: E402
+from bertlab.app.ui import (  # noqa: E402
+    common,
+    fill_mask_tab,
+    masking_tab,
+    models,
+    nsp_tab,
+    tokenize_tab,
+)
 from bertlab.data import masking_lab  # noqa: E402
 
 C = models.DEFAULT
@@ -28,7 +35,7 @@ def test_tokenize_normal_and_pair(tok):
     view, table, data = tokenize_tab.tokenize("the film was unbelievably xqzv .", "it was fun .", C)
     json.dumps(data)
     n = len(data["tokens"])
-    assert list(table.columns) == ["position", "token", "id", "segment", "word id", "chars", "original text"]
+    assert list(table.columns) == ["pos", "token", "id", "seg", "word", "chars", "text"]
     assert len(table) == n == len(data["ids"]) == len(data["token_type_ids"]) == len(data["offsets"])
     assert data["tokens"][0] == "[CLS]" and data["tokens"].count("[SEP]") == 2
     assert data["ids"] == [tok.token_to_id(t) for t in data["tokens"]]
@@ -37,7 +44,7 @@ def test_tokenize_normal_and_pair(tok):
     assert "[UNK]" not in data["tokens"]
     assert "[CLS]" in view and "segment B" in view and "cut to" not in view
     a, b = data["offsets"][1]
-    assert table["original text"][1] == "the film was unbelievably xqzv ."[a:b]
+    assert table["text"][1] == "the film was unbelievably xqzv ."[a:b]
 
 
 def test_tokenize_empty_pair_is_single(tok):
@@ -155,6 +162,10 @@ def test_masking_bad_inputs(tok):
         masking_tab.mask_preview(SENT, 0.15, False, 0, 10 ** 6, C)
     with pytest.raises(gr.Error, match="seed"):
         masking_tab.mask_preview(SENT, 0.15, False, "abc", 50, C)
+    with pytest.raises(gr.Error, match=r"The seed \(draw number\) must be 0 or more, got -5"):
+        masking_tab.mask_preview(SENT, 0.15, False, -5, 50, C)
+    with pytest.raises(gr.Error, match=r"number of samples \(N\) must be 1 or more"):
+        masking_tab.mask_preview(SENT, 0.15, False, 0, 0, C)
     view, _, data = masking_tab.mask_preview(LONG, 0.15, True, 0, 50, C)
     assert data["truncated"] and "cut to" in view and len(data["tokens"]) == tok.model_max_length
     view, _, data = masking_tab.mask_preview(ODD, 0.5, False, 0, 50, C)
@@ -165,9 +176,12 @@ def test_masking_bad_inputs(tok):
 # ---- fill-mask -------------------------------------------------------------------------------
 
 def test_fill_mask_hf_widget_fields(tok):
-    fig, res, note = fill_mask_tab.predict("the acting was [MASK] .", 7, False, C)
+    fig, res, view = fill_mask_tab.predict("the acting was [MASK] .", 7, False, C)
     json.dumps(res)
-    assert note == "" and isinstance(res, list) and len(res) == 1 and len(res[0]) == 7
+    assert "⚠" not in view and isinstance(res, list) and len(res) == 1 and len(res[0]) == 7
+    for c in res[0][:fill_mask_tab.SHOWN]:  # the filled sentences, the guess highlighted
+        assert f"the acting was <mark style=\"{fill_mask_tab.MARK}\">{c['token_str']}</mark> ." in view
+    assert view.count("<mark") == fill_mask_tab.SHOWN
     for c in res[0]:
         assert set(c) == {"score", "token", "token_str", "sequence"}
         assert c["token_str"] == tok.id_to_token(c["token"]) and "[MASK]" not in c["sequence"]
@@ -181,6 +195,8 @@ def test_fill_mask_several_masks_case_insensitive():
     fig, res, _ = fill_mask_tab.predict("the [mask] was [MASK] and the [Mask] was slow .", 3, False, C)
     assert len(res) == 3 and all(len(r) == 3 for r in res) and len(fig.data) == 3
     assert all(c["sequence"].count("[MASK]") == 2 for c in res[0])  # the other gaps stay visible
+    view = fill_mask_tab.predict("the [mask] was [MASK] .", 3, False, C)[2]
+    assert "[MASK] #2" in view and view.count("<mark") == 6 and "the [mask] was <mark" in view
 
 
 def test_left_context_changes_results():
@@ -233,7 +249,7 @@ def test_fill_mask_long_and_odd_text():
 
 def test_nsp_ranking():
     first, seconds = nsp_tab.EXAMPLES[0]
-    fig, data, note = nsp_tab.nsp(first, seconds + "\n\n   \n", C)
+    fig, data, view, trust = nsp_tab.nsp(first, seconds + "\n\n   \n", C)
     json.dumps(data)
     r = data["ranking"]
     assert len(r) == 4 and [x["rank"] for x in r] == [1, 2, 3, 4]
@@ -241,18 +257,51 @@ def test_nsp_ranking():
     p = [x["p_is_next"] for x in r]
     assert p == sorted(p, reverse=True) and all(0 <= v <= 1 for v in p)
     assert list(fig.data[0].x) == p and len(set(fig.data[0].y)) == 4
+    assert [y.split(" ·")[0] for y in fig.data[0].y] == ["1st", "2nd", "3rd", "4th"]
+    assert view.index("1st") < view.index("2nd") < view.index("4th")
+    acc = data["heldout_accuracy"]  # measured on held-out pairs, once per model weights
+    assert acc["pairs"] == 200 and acc["true_next_pairs"] == acc["random_pairs"] == 100 and acc["default"]
+    assert f"right **{acc['accuracy']:.0%}**" in trust and "never trained on them" in trust
+    assert nsp_tab.nsp(first, seconds, C)[1]["heldout_accuracy"] is acc  # cached
+
+
+def test_nsp_river_bank_says_what_the_scores_mean():
+    """The issue's example: an unrelated sentence scored high; the page says why that means little."""
+    _, data, view, trust = nsp_tab.nsp("We sat on the river bank.", "My phone battery died yesterday.\n"
+                                       "The water was cold and brown.", C)
+    assert "held-out" in trust and "1st" in view and "2nd" in view
+    if min(x["p_is_next"] for x in data["ranking"]) > 0.5:
+        assert "to all of them (it does so for" in view
+
+
+def test_ordinals():
+    assert [nsp_tab.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == \
+        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
 
 
 def test_nsp_untrained_head_notice(monkeypatch):
     monkeypatch.setattr(nsp_tab, "nsp_scores", lambda m, t, a, bs: [0.5 + 0.01 * i for i in range(len(bs))])
-    _, data, note = nsp_tab.nsp("a film .", "it was fun .\nit rained .", C)
+    _, data, note, _ = nsp_tab.nsp("a film .", "it was fun .\nit rained .", C)
     assert data["nsp_head_untrained"] and "untrained" in note and "meaningless" in note
     monkeypatch.setattr(nsp_tab, "nsp_scores", lambda m, t, a, bs: [0.9, 0.1])
-    _, data, note = nsp_tab.nsp("a film .", "it was fun .\nit rained .", C)
-    assert not data["nsp_head_untrained"] and not data["scores_flat"] and note == ""
+    _, data, note, _ = nsp_tab.nsp("a film .", "it was fun .\nit rained .", C)
+    assert not data["nsp_head_untrained"] and not data["scores_flat"] and data["notice"] == ""
     monkeypatch.setattr(nsp_tab, "nsp_scores", lambda m, t, a, bs: [0.70, 0.72])
-    _, data, note = nsp_tab.nsp("a film .", "it was fun .\nit rained .", C)
-    assert data["scores_flat"] and "hardly" in note
+    _, data, note, _ = nsp_tab.nsp("a film .", "it was fun .\nit rained .", C)
+    assert data["scores_flat"] and "hardly" in note and "differ by 2.0 points" in note
+
+
+def test_nsp_flat_scores_never_say_zero_points():
+    acc = {"random_said_next": 0.55}
+    notes, _, flat = nsp_tab.notes_for([0.456, 0.456, 0.456], acc)  # emoji candidates: all [UNK]
+    assert flat and "exactly the same score" in notes[0] and "0.0 points" not in notes[0]
+    notes, _, _ = nsp_tab.notes_for([0.8, 0.80004], acc)
+    assert "less than 0.1 points" in notes[0]
+    notes, _, flat = nsp_tab.notes_for([0.96, 0.82, 0.9], acc)  # every candidate "next"
+    assert not flat and "all of them" in notes[0] and "55%" in notes[0]
+    assert nsp_tab.notes_for([0.9], acc)[0] == []
+    _, _, view, trust = nsp_tab.nsp("a film .", "😀\n🎉", C)
+    assert "exactly the same score" in view and "0.0 points" not in view
 
 
 def test_nsp_bad_and_odd_input(tok):
@@ -262,9 +311,37 @@ def test_nsp_bad_and_odd_input(tok):
         nsp_tab.nsp("a film .", " \n \n", C)
     with pytest.raises(gr.Error, match="at most"):
         nsp_tab.nsp("a film .", "\n".join(f"line {i}" for i in range(21)), C)
-    _, data, note = nsp_tab.nsp(ODD, ODD + "\n" + LONG, C)
+    _, data, note, _ = nsp_tab.nsp(ODD, ODD + "\n" + LONG, C)
     json.dumps(data)
     assert any(x["truncated"] for x in data["ranking"]) and f"{tok.model_max_length} tokens" in note
+
+
+# ---- a paste cut by the box, the logit lens ---------------------------------------------------
+
+def test_a_text_that_fills_its_box_says_it_was_cut():
+    full = ("the film was good . " * 10_001)[:common.MAX_INPUT_CHARS]
+    view, _, data = tokenize_tab.tokenize(full, "", C)
+    assert "your browser cut the rest off at character 200,000" in view and "200,000" in data["notice"]
+    assert "cut the rest off" not in tokenize_tab.tokenize(full[:-1], "", C)[0]
+    assert "cut the rest off" in masking_tab.mask_preview(full, 0.15, False, 0, 10, C)[0]
+    assert "cut the rest off" in fill_mask_tab.predict("the [MASK] " + full[11:], 3, False, C)[2]
+    a = "a film . " * 3000
+    assert "sentence A fills its box" in nsp_tab.nsp(a[:nsp_tab.BOX_A], "it was fun .", C)[2]
+
+
+def test_logit_lens_view():
+    from bertlab.app.ui import logit_lens
+    fig, lens = logit_lens.lens_view("the [MASK] was [MASK] .", 20, False, 2, C)
+    model = models.get(C)[0]
+    assert lens["layers"] == ["embeddings"] + [f"layer {i}" for i in range(1, model.config.num_hidden_layers + 1)]
+    assert all(len(row) == logit_lens.MAX_K for row in lens["top"])  # capped to what reads on a phone
+    last = fill_mask_tab.predict("the [MASK] was [MASK] .", logit_lens.MAX_K, False, C)[1][1]
+    assert [c["token"] for c in lens["top"][-1]] == [c["token"] for c in last]
+    assert list(fig.data[0].y) == lens["layers"] and "[MASK] #2" in fig.layout.title.text
+    with pytest.raises(gr.Error, match=r"\[MASK\] number"):
+        logit_lens.lens_view("the [MASK] was good .", 5, False, 2, C)
+    with pytest.raises(gr.Error, match="No \\[MASK\\]"):
+        logit_lens.lens_view("no gap", 5, False, 1, C)
 
 
 # ---- wiring ----------------------------------------------------------------------------------
@@ -277,4 +354,4 @@ def test_tabs_build_with_their_api_names():
             with gr.Tab(name):
                 mod.build(picker)
     public = {f.api_name for f in demo.fns.values() if f.api_visibility == "public"}
-    assert public == {"tokenize", "mask_preview", "fill_mask", "nsp"}
+    assert public == {"tokenize", "mask_preview", "fill_mask", "logit_lens", "nsp"}

@@ -72,6 +72,34 @@ def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
 
 
 @torch.no_grad()
+def nsp_accuracy(model, tok, pairs: list[tuple[str, str, int]], batch_size: int = 50) -> dict:
+    """How often the NSP head is right on labelled (A, B, is_next) pairs, taking P(IsNext) > 0.5 as
+    "next"; and how often it says "next" for true and for random pairs."""
+    if not pairs:
+        raise ValueError("give at least one labelled pair")
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))  # less padding
+    p = [0.0] * len(pairs)
+    for k in range(0, len(order), batch_size):
+        chunk = order[k:k + batch_size]
+        for i, s in zip(chunk, _nsp_pairs(model, tok, [pairs[i] for i in chunk])):
+            p[i] = s
+    said = [s > 0.5 for s in p]
+    truth = [bool(y) for _, _, y in pairs]
+    true_next = [s for s, y in zip(said, truth) if y]
+    random_b = [s for s, y in zip(said, truth) if not y]
+    return {"pairs": len(pairs), "accuracy": sum(s == y for s, y in zip(said, truth)) / len(pairs),
+            "next_said_next": sum(true_next) / max(1, len(true_next)),
+            "random_said_next": sum(random_b) / max(1, len(random_b)),
+            "true_next_pairs": len(true_next), "random_pairs": len(random_b)}
+
+
+def _nsp_pairs(model, tok, pairs) -> list[float]:
+    batch = tok.encode_batch([a for a, _, _ in pairs], pairs=[b for _, b, _ in pairs])
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    return out.nsp_logits.float().softmax(-1)[:, 0].tolist()
+
+
+@torch.no_grad()
 def classify(model, tok, text: str) -> dict:
     """A fine-tuned classifier on one text. Sequence heads: {"labels": {label: p}}; token heads:
     {"words": [(word, label, p)]}, each word labelled by its first piece (as it was trained)."""

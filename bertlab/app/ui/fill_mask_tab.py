@@ -1,6 +1,7 @@
 """Fill-mask: the pre-training task itself, and the first thing to try on any BERT."""
 from __future__ import annotations
 
+import html
 import math
 import re
 
@@ -8,7 +9,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
-from . import common
+from . import common, logit_lens, text_notes
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -32,6 +33,29 @@ EXAMPLES = [
 WORD_RE = re.compile(r"\[mask\]|[^\W_]+(?:['’][^\W_]+)*", re.IGNORECASE)
 PICK_RE = re.compile(r"^#(\d+) ")
 BAR = "#1f77b4"
+MARK = "background:#fde68a;color:#111;padding:0 3px;border-radius:3px;font-weight:600"
+SHOWN = 3  # filled sentences per [MASK]
+
+
+def filled_html(text: str, results: list[list[dict]]) -> str:
+    """The typed text with each [MASK] filled by its top guesses, the guessed word highlighted (as
+    Hugging Face's widget shows `sequence`); the other [MASK]s stay as they are."""
+    spans = [m.span() for m in MASK_RE.finditer(text)]
+    blocks = []
+    for i, ((a, b), cands) in enumerate(zip(spans, results)):
+        lines = []
+        for j, c in enumerate(cands[:SHOWN]):
+            word, before = c["token_str"], text[:a]
+            if word.startswith("##"):  # a word's continuation: glued to the piece before the gap
+                word, before = word[2:], before.rstrip()
+            lines.append(f'<li style="margin:2px 0">{html.escape(before)}<mark style="{MARK}">'
+                         f'{html.escape(word)}</mark>{html.escape(text[b:])} '
+                         f'<span style="color:#6b7280;white-space:nowrap">· {c["score"]:.1%}</span></li>')
+        head = f"<b>[MASK] #{i + 1}</b>: " if len(results) > 1 else ""
+        blocks.append(f'<div style="margin:2px 0 6px">{head}<ol style="margin:2px 0 0;padding-left:1.6em">'
+                      f'{"".join(lines)}</ol></div>')
+    return ('<div style="margin:4px 0 8px"><div style="color:#374151">The text filled with the model\'s '
+            f'top guess{"es" * (SHOWN > 1)} (highlighted):</div>{"".join(blocks)}</div>')
 
 
 def words_of(text) -> list[tuple[int, int, str]]:
@@ -100,7 +124,7 @@ def figure(results: list[list[dict]], causal: bool) -> go.Figure:
 
 def predict(text: str, top_k: int, causal: bool, choice: str | None):
     """(figure, Hugging Face fill-mask JSON: one list of {score, token, token_str, sequence} per
-    [MASK], and a notice (truncation, or '' when all is well)."""
+    [MASK], and HTML: any notice (truncation, a cut paste), then the filled sentences)."""
     text = common.check_text(text)
     k = common.whole_number(top_k, "number of guesses", 1, 100)
     model, tok = common.load_model(choice)
@@ -113,13 +137,14 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
     with common.mistakes():
         results = fill_mask(model, tok, text, top_k=k, causal=bool(causal))
         truncated = tok.encode(MASK_RE.sub("[MASK]", text)).truncated
-    note = (f"⚠ The text was cut to {tok.model_max_length} tokens (this model's limit); "
+    note = (f"The text was cut to {tok.model_max_length} tokens (this model's limit); "
             f"words after that were not seen.") if truncated else ""
-    return figure(results, bool(causal)), results, note
+    view = common.notice_html(text_notes.cut(text)) + common.notice_html(note) + filled_html(text, results)
+    return figure(results, bool(causal)), results, view
 
 
 def build(picker: gr.Dropdown) -> None:
-    with common.form(EXPLAIN):
+    with common.form(EXPLAIN) as side:
         text = gr.Textbox(label="Text with [MASK]", value=EXAMPLES[0][0], lines=2,
                           max_length=common.MAX_INPUT_CHARS)
         pick = gr.Dropdown(choices=pick_choices(EXAMPLES[0][0]), value=None,
@@ -130,12 +155,16 @@ def build(picker: gr.Dropdown) -> None:
             causal = gr.Checkbox(label="Left context only (hide the words to the right)",
                                  value=False)
         go_btn = gr.Button("Predict", variant="primary")
-    note = gr.Markdown()
-    plot, raw = common.plot_beside_json("Probabilities per [MASK]", "JSON: one list per [MASK] of "
-                                        "{score, token, token_str, sequence}")
-    ex = gr.Examples(EXAMPLES, inputs=[text, k, causal])
+        note = gr.HTML()  # results right under the controls; the explanation and examples beside them
+        plot = gr.Plot(label="Probabilities per [MASK]")
+        with gr.Accordion("JSON: one list per [MASK] of {score, token, token_str, sequence}", open=False):
+            raw = gr.JSON(label="fill-mask JSON")
+    ex = common.examples(side, EXAMPLES, [text, k, causal])
     args = dict(fn=predict, inputs=[text, k, causal, picker], outputs=[plot, raw, note])
-    common.wire(**args, button=go_btn, api_name="fill_mask",
-                triggers=[text.submit, causal.input, k.release, picker.change], examples=ex)
+    triggers = [text.submit, causal.input, k.release, picker.change]
+    common.wire(**args, button=go_btn, api_name="fill_mask", triggers=triggers, examples=ex)
+    lens = logit_lens.build(text, k, causal, picker, go_btn, triggers, ex)
     text.change(update_words, text, pick, api_name=False, show_progress="hidden")
-    pick.input(mask_word, [text, pick], text, api_name=False).success(api_name=False, **args)
+    masked = pick.input(mask_word, [text, pick], text, api_name=False)
+    masked.success(api_name=False, **args)
+    masked.success(api_name=False, **lens)

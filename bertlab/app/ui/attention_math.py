@@ -26,7 +26,7 @@ v = x W<sub>V</sub> + b<sub>V</sub> (what it passes on).
 3. **Mix**: the head's output for the query token is Σ w<sub>j</sub> v<sub>j</sub>, a weighted average of
    the value vectors. (The heads' outputs are then joined and projected back to the hidden size.)
 
-Pick the query token below; the layer and head are the ones picked above. Short sentences read best."""
+Pick the query token in its box; the layer and head are the ones picked above. Short sentences read best."""
 
 DIMS = 6  # vector entries shown (of d)
 

@@ -25,11 +25,10 @@ from .common import (
     wire,
 )
 
-EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token
-(a row, the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*), and
-takes in their information in that proportion. Different heads learn different habits: some look at
-the previous or next word, some at the token itself, many "park" their attention on `[CLS]` or
-`[SEP]` when they have nothing to do. Pick a layer and a head, or compare them all below."""
+EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token (a row,
+the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*) and takes in
+their information in that proportion. Heads learn habits: the previous or next word, the token itself,
+or "parking" on `[CLS]`/`[SEP]`. Layers and heads are numbered from 1."""
 
 OVERVIEW_NOTE = """Each square is one head, named after where more than half of its attention goes
 (`[CLS]`, `[SEP]`, the previous, next or same token); *broad* heads spread it nearly evenly, *mixed*
@@ -54,9 +53,8 @@ are numbered from 1 here, as everywhere on this page."""
 
 EXAMPLES = [
     ["the cat sat on the mat because it was tired .", ""],
-    ["we walked along the river bank and then went to the bank to get money .", ""],
-    ["the acting was great .", "the plot , however , was a mess ."],
-    ["i would not recommend this film to anyone , it was far too long .", ""],
+    ["i sat on the river bank .", ""],
+    ["the acting was great .", "the plot was a mess ."],
 ]
 
 PATTERN_COLOURS = {"[CLS]": "#1f77b4", "[SEP]": "#9467bd", "previous": "#17becf", "next": "#bcbd22",
@@ -272,14 +270,14 @@ def build(picker: gr.Dropdown) -> None:
         text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
         pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=20_000)
         with gr.Row():
-            layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer")
-            head = gr.Slider(1, A, value=1, step=1, label="Head")
-        hide = gr.Checkbox(label="Hide [CLS]/[SEP] (drop them and rescale each row to sum to 1)",
-                           value=False)
+            layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer", min_width=160)
+            head = gr.Slider(1, A, value=1, step=1, label="Head", min_width=160)
+            hide = gr.Checkbox(label="Hide [CLS]/[SEP]", info="drop them, rescale each row to sum to 1",
+                               value=False, min_width=160)
         go_btn = gr.Button("Show attention", variant="primary")
     ex = examples(side, EXAMPLES, [text, pair])
     caption = gr.Markdown()
-    with gr.Tabs():
+    with gr.Tabs(overflow_behavior="wrap"):  # on a phone: rows of tabs, none hidden behind "…"
         with gr.Tab("One head"):
             head_plot = gr.Plot(label="Attention of one head")
         with gr.Tab("All heads of the layer"):
@@ -295,7 +293,7 @@ def build(picker: gr.Dropdown) -> None:
             table = gr.Dataframe(label="Per-head statistics", interactive=False, max_height=460)
         with gr.Tab("bertviz"):
             gr.Markdown(BERTVIZ_NOTE)
-            with gr.Tabs():
+            with gr.Tabs(overflow_behavior="wrap"):
                 with gr.Tab("Head view"):
                     head_view = gr.HTML()
                 with gr.Tab("Model view"):

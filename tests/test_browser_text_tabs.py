@@ -17,75 +17,96 @@ def tab(page, name):
     return page.locator("[role=tabpanel]:visible").first
 
 
-def test_text_tabs_on_a_laptop(server):
+@pytest.fixture(scope="module")
+def laptop(server):
+    """One desktop page for the laptop checks, opened once; no JavaScript error, nothing fetched outside."""
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
-        panel = tab(page, "Tokenize")
-        rows = panel.locator("table tbody tr")
-        rows.first.wait_for(timeout=30_000)  # no click: the example's tokens are there on load
-        assert rows.count() >= 5
-        box = panel.get_by_label("Text", exact=True)
-        box.fill("")
-        box.focus()
-        page.keyboard.insert_text("word " * 40_001)  # 200,005 characters typed: the box keeps 200,000
-        assert len(box.input_value()) == 200_000
-        panel.get_by_role("button", name="Tokenize").click()
-        panel.get_by_text("your browser cut the rest off").first.wait_for(timeout=30_000)
-
-        panel = tab(page, "Masking lab")
-        panel.get_by_text("Draw #0").first.wait_for(timeout=30_000)
-        seed = panel.get_by_label("Seed (draw number)")
-        seed.fill("7")  # typing alone re-runs: no button
-        panel.get_by_text("Draw #7").first.wait_for(timeout=30_000)
-        seed.fill("-5")
-        page.get_by_text(re.compile(r"seed \(draw number\) must be 0 or more")).first.wait_for(timeout=30_000)
-
-        panel = tab(page, "Fill-mask")
-        panel.get_by_label("Text with [MASK]").fill("the acting was [MASK] .")
-        panel.get_by_role("button", name="Predict").click()
-        mark = panel.locator("mark").first
-        mark.wait_for(timeout=30_000)  # the filled sentence, the guessed word highlighted
-        assert mark.inner_text().strip() and "[MASK]" not in mark.inner_text()
-        assert "the acting was" in panel.locator("li:has(mark)").first.inner_text()
-        panel.get_by_text("after each layer").first.wait_for(timeout=30_000)  # the logit lens
-        for row in ("embeddings", "layer 1", "layer 4"):
-            assert panel.locator("svg text", has_text=re.compile(f"^{row}$")).count() == 1, row
-        page.screenshot(path=str(SHOTS / "text_fill_mask_desktop.png"), full_page=True)
-
-        panel = tab(page, "Next sentence")
-        panel.get_by_label("Sentence A").fill(RIVER[0])
-        panel.get_by_label("Candidate sentences B (one per line)").fill(RIVER[1])
-        panel.get_by_role("button", name="Rank the B's").click()
-        trust = panel.get_by_text(re.compile(r"held-out sentence pairs")).first
-        trust.wait_for(timeout=90_000)  # measured once per model: 200 pairs
-        assert re.search(r"right \d+% of the time", trust.inner_text())
-        ranked = panel.get_by_text("The model ranks the candidates").locator("..")
-        assert "1st" in ranked.inner_text() and "2nd" in ranked.inner_text() and "3rd" in ranked.inner_text()
-        assert "My phone battery died yesterday." in ranked.inner_text()
-        page.wait_for_timeout(300)
-        page.screenshot(path=str(SHOTS / "text_nsp_desktop.png"))
+        page.browser_errors = errors  # the phone page reports its errors here too
+        yield page
     assert not outside, outside[:5]
     assert not errors, errors
 
 
-def test_text_tabs_on_a_phone(server):
-    with chromium_page(PHONE) as (browser, page, outside, errors):
-        page.goto(server)
-        panel = tab(page, "Tokenize")
-        panel.locator("table tbody tr").first.wait_for(timeout=30_000)
-        heads = panel.locator("table thead th")
-        assert heads.count() >= 7
-        line = min(h.bounding_box()["height"] for h in heads.all())
-        for h in heads.all():  # a header on one line, never broken into 2-letter pieces
-            assert h.bounding_box()["height"] <= line * 1.3, h.inner_text()
-        page.screenshot(path=str(SHOTS / "text_tokenize_phone.png"), full_page=True)
-        for name in ("Masking lab", "Fill-mask", "Next sentence"):
-            panel = tab(page, name)
-            panel.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-            page.wait_for_timeout(500)
-            for title in panel.locator(".js-plotly-plot .gtitle").all():  # plot titles inside the plot
-                box, plot = title.bounding_box(), title.locator("xpath=ancestor::svg[1]").bounding_box()
-                assert box["x"] >= plot["x"] - 1 and box["x"] + box["width"] <= plot["x"] + plot["width"] + 1, name
-            page.screenshot(path=str(SHOTS / f"text_{name.lower().replace(' ', '_')}_phone.png"), full_page=True)
-    assert not outside, outside[:5]
-    assert not errors, errors
+def test_tokenize_shows_tokens_on_load_and_says_a_paste_was_cut(laptop):
+    page = laptop
+    panel = tab(page, "Tokenize")
+    rows = panel.locator("table tbody tr")
+    rows.first.wait_for(timeout=30_000)  # no click: the example's tokens are there on load
+    assert rows.count() >= 5
+    box = panel.get_by_label("Text", exact=True)
+    box.fill("")
+    box.focus()
+    page.keyboard.insert_text("word " * 40_001)  # 200,005 characters typed: the box keeps 200,000
+    assert len(box.input_value()) == 200_000
+    panel.get_by_role("button", name="Tokenize").click()
+    panel.get_by_text("your browser cut the rest off").first.wait_for(timeout=30_000)
+
+
+def test_masking_lab_reruns_on_a_typed_seed_and_names_the_field(laptop):
+    page = laptop
+    panel = tab(page, "Masking lab")
+    panel.get_by_text("Draw #0").first.wait_for(timeout=30_000)
+    seed = panel.get_by_label("Seed (draw number)")
+    seed.fill("7")  # typing alone re-runs: no button
+    panel.get_by_text("Draw #7").first.wait_for(timeout=30_000)
+    seed.fill("-5")
+    page.get_by_text(re.compile(r"seed \(draw number\) must be 0 or more")).first.wait_for(timeout=30_000)
+
+
+def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
+    page = laptop
+    panel = tab(page, "Fill-mask")
+    panel.get_by_label("Text with [MASK]").fill("the acting was [MASK] .")
+    panel.get_by_role("button", name="Predict").click()
+    mark = panel.locator("mark").first
+    mark.wait_for(timeout=30_000)  # the filled sentence, the guessed word highlighted
+    assert mark.inner_text().strip() and "[MASK]" not in mark.inner_text()
+    assert "the acting was" in panel.locator("li:has(mark)").first.inner_text()
+    panel.get_by_text("after each layer").first.wait_for(timeout=30_000)  # the logit lens
+    for row in ("embeddings", "layer 1", "layer 4"):
+        assert panel.locator("svg text", has_text=re.compile(f"^{row}$")).count() == 1, row
+    page.screenshot(path=str(SHOTS / "text_fill_mask_desktop.png"), full_page=True)
+
+
+def test_next_sentence_river_bank_shows_accuracy_and_ranking(laptop):
+    page = laptop
+    panel = tab(page, "Next sentence")
+    panel.get_by_label("Sentence A").fill(RIVER[0])
+    panel.get_by_label("Candidate sentences B (one per line)").fill(RIVER[1])
+    panel.get_by_role("button", name="Rank the B's").click()
+    trust = panel.get_by_text(re.compile(r"held-out sentence pairs")).first
+    trust.wait_for(timeout=90_000)  # measured once per model: 200 pairs
+    assert re.search(r"right \d+% of the time", trust.inner_text())
+    ranked = panel.get_by_text("The model ranks the candidates").locator("..")
+    assert "1st" in ranked.inner_text() and "2nd" in ranked.inner_text() and "3rd" in ranked.inner_text()
+    assert "My phone battery died yesterday." in ranked.inner_text()
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(SHOTS / "text_nsp_desktop.png"))
+
+
+def test_text_tabs_on_a_phone(server, laptop):
+    """At 390 px: token-table headers on one line, plot titles inside their plots (same browser, a phone's page)."""
+    page = laptop.context.browser.new_page(viewport={"width": PHONE[0], "height": PHONE[1]}, is_mobile=True,
+                                           has_touch=True)
+    page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
+    page.goto(server)
+    panel = tab(page, "Tokenize")
+    panel.locator("table tbody tr").first.wait_for(timeout=30_000)
+    heads = panel.locator("table thead th")
+    assert heads.count() >= 7
+    line = min(h.bounding_box()["height"] for h in heads.all())
+    for h in heads.all():  # a header on one line, never broken into 2-letter pieces
+        assert h.bounding_box()["height"] <= line * 1.3, h.inner_text()
+    page.screenshot(path=str(SHOTS / "text_tokenize_phone.png"), full_page=True)
+    for name in ("Masking lab", "Fill-mask", "Next sentence"):
+        panel = tab(page, name)
+        panel.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(500)
+        for plot in panel.locator(".js-plotly-plot").all():  # plot titles inside their plot
+            frame = plot.bounding_box()
+            for title in plot.locator(".gtitle").all():
+                box = title.bounding_box()
+                assert frame["x"] - 1 <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1, name
+        page.screenshot(path=str(SHOTS / f"text_{name.lower().replace(' ', '_')}_phone.png"), full_page=True)
+    page.close()

@@ -86,6 +86,9 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
                 if a is not b:
                     assert (a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or
                             a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"]), (a, b)
+        start_from = ptab.get_by_label("Start from").bounding_box()
+        bf16 = ptab.get_by_text("bfloat16 where the CPU").bounding_box()
+        assert start_from["width"] >= 250 and bf16["width"] >= 250, ("squeezed on a phone", start_from, bf16)
         ticks = _boxes(phone, "#pretrain-plot .xtick text")
         assert ticks and all(t["h"] >= 9 for t in ticks), "tick labels too small to read"
         phone.screenshot(path=str(SHOTS / "pretrain_phone.png"), full_page=True)

@@ -202,9 +202,11 @@ def build(picker: gr.Dropdown) -> None:
             recipe = gr.Dropdown(list(RECIPES), value=first, label="Recipe",
                                  info="fills in the settings below; change any of them afterwards")
             with gr.Row():
-                name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64)
+                name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64,
+                                  min_width=280)  # 280: side by side on a laptop, one above the other on a phone
                 start_from = gr.Dropdown([SCRATCH] + models.choices(), value=SCRATCH, label="Start from",
-                                         info="continue a model (e.g. at 128 tokens after a 32-token run)")
+                                         info="continue a model (e.g. at 128 tokens after a 32-token run)",
+                                         min_width=280)
             with gr.Accordion("Model", open=False, elem_id="pretrain-model"):
                 with gr.Row():
                     size_preset = gr.Dropdown(list(PRESETS), value=r0[0], label="Size preset")
@@ -236,8 +238,10 @@ def build(picker: gr.Dropdown) -> None:
                 lr = gr.Number(r0[8], label="Learning rate", minimum=0)
                 mask_rate = gr.Slider(0.05, 0.5, r0[9], step=0.01, label="Mask rate")
             with gr.Row():
-                objective = gr.Radio(list(OBJECTIVES), value=r0[10], label="Objective")
-                bf16 = gr.Checkbox(True, label="bfloat16 where the CPU computes it natively (~1.5x faster); fp32 elsewhere")
+                objective = gr.Radio(list(OBJECTIVES), value=r0[10], label="Objective", min_width=280)
+                with gr.Column(min_width=280):  # a checkbox alone keeps no min_width: squeezed on a phone
+                    bf16 = gr.Checkbox(True, label="bfloat16 where the CPU computes it natively (~1.5x faster); "
+                                                   "fp32 elsewhere")
             size = gr.Markdown(elem_id="pretrain-size")
         with gr.Column(scale=2):
             gr.Markdown(EXPLAIN)

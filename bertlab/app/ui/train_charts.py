@@ -123,9 +123,11 @@ def runs_figure(runs: dict[str, list[dict]], panels, cols: int, height: int, tit
             cell = fig.get_subplot(row, col)
             fig.add_annotation(text="appears at the first evaluation" if held_out else "not measured in this run",
                                x=sum(cell.xaxis.domain) / 2, y=sum(cell.yaxis.domain) / 2, **NOTE)
-    fig.update_xaxes(title_text="step", title_standoff=2)
-    # the top margin keeps the first title clear of plotly's toolbar (always shown on a phone)
-    fig.update_layout(height=height, margin=dict(l=45, r=10, t=60 if title else 50, b=40),
+    # every panel counts steps from 0 on one scale: what happens at step 100 lines up (and zooms) across panels
+    fig.update_xaxes(title_text="step", title_standoff=2, rangemode="tozero", matches="x")
+    # The top margin keeps the first title clear of plotly's toolbar (always shown on a phone); a narrow
+    # figure's bottom margin holds a legend of five series, so figures side by side keep equal panels.
+    fig.update_layout(height=height, margin=dict(l=45, r=10, t=60 if title else 50, b=150 if cols == 1 else 40),
                       legend=dict(orientation="h", yanchor="top", y=-0.14 if rows_n == 1 else -0.08, x=0,
                                   font_size=12),
                       title=dict(text=title, font_size=15), uirevision="keep")  # keep the zoom across updates
@@ -139,7 +141,7 @@ def pretrain_figure(runs: dict[str, list[dict]], panels=PRETRAIN_PANELS, cols: i
 
 def pretrain_figures(runs: dict[str, list[dict]]) -> list[go.Figure]:
     """The Pre-train tab's three figures (PRETRAIN_GROUPS), each two panels high and narrow enough for a phone."""
-    return [pretrain_figure(runs, [PRETRAIN_PANELS[k] for k in idx], cols=1, height=560, title="")
+    return [pretrain_figure(runs, [PRETRAIN_PANELS[k] for k in idx], cols=1, height=620, title="")
             for _, idx in PRETRAIN_GROUPS]
 
 

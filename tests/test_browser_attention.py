@@ -106,3 +106,16 @@ def test_phone_sees_every_view_and_whole_plot_titles(server):
         page.screenshot(path=str(SHOTS / "attention_phone_rollout.png"), full_page=True)
     assert not outside, outside[:5]
     assert not errors, errors
+
+
+def test_mask_and_qkv_apis(client):
+    from gradio_client.exceptions import AppError
+    text = "the river bank was muddy ."
+    data = client.predict(text=text, pair="", layer=2, head=1, position=3, api_name="/attention_mask")
+    assert data["original"] == "bank" and data["masked_tokens"][3] == "[MASK]" and len(data["top"]) == 10
+    steps, scores, values, qkv = client.predict(text=text, pair="", layer=2, head=1, query=3,
+                                                api_name="/attention_qkv")
+    assert qkv["query"] == 3 and abs(sum(qkv["weights"]) - 1) < 1e-6
+    assert max(abs(a - b) for a, b in zip(qkv["weights"], qkv["model_attention"])) <= 1e-5
+    with pytest.raises(AppError, match="start or a sentence end"):
+        client.predict(text=text, pair="", layer=2, head=1, position=0, api_name="/attention_mask")

@@ -98,6 +98,13 @@ def av_round(v) -> list[float]:
     return [round(float(x), 4) for x in v]
 
 
+def mask_api(text: str, pair: str = "", layer: int = 1, head: int = 1, position: int = 1,
+             choice: str | None = None) -> dict:
+    """The API: token `position` (from 0) masked: the model's guesses there, and the attention row and
+    column of that position in `head` of `layer` (both from 1), before and after."""
+    return mask_at(text, pair, layer, head, position, choice)[-1]
+
+
 def again(text, pair, layer, head, position, choice):
     """Slider moves: redraw the masked view for the new head, if a token is masked."""
     if position is None:
@@ -119,6 +126,7 @@ def build(text, pair, layer, head, picker):
     with gr.Accordion("JSON (what the API returns)", open=False):
         raw = gr.JSON()
     outputs = [row, said, guesses, fig, raw]
-    row.input(mask_at, [text, pair, layer, head, row, picker], outputs, api_name="attention_mask")
+    row.input(mask_at, [text, pair, layer, head, row, picker], outputs, api_name=False)
+    gr.api(mask_api, api_name="attention_mask")  # the radio checks a value against its first (empty) choices
     gr.on([layer.release, head.release], again, [text, pair, layer, head, row, picker], outputs, api_name=False)
     return tokens_row, [text, pair, picker], outputs

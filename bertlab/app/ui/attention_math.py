@@ -97,7 +97,8 @@ def build(text, pair, layer, head, picker):
     """The sub-tab's parts; returns (redraw fn, its inputs, its outputs) for the tab to run after each redraw."""
     with gr.Row():
         with gr.Column(scale=2):
-            query = gr.Dropdown(label="Query token (the row worked out)", choices=[], elem_id="attn-math-query")
+            query = gr.Dropdown(label="Query token (the row worked out)", choices=[], elem_id="attn-math-query",
+                                allow_custom_value=True)  # API callers give a position the page never offered
             steps = gr.Markdown(elem_id="attn-math-steps")
         with gr.Column(scale=3):
             gr.Markdown(NOTE)

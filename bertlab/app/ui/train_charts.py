@@ -66,7 +66,7 @@ def _panel(fig, runs, row, col, lines) -> bool:
             held_out = split == "eval"  # a point at each evaluation; a train line's first points show too
             fig.add_trace(go.Scatter(
                 x=x, y=y, mode="lines+markers" if held_out or len(x) < 3 else "lines",
-                name=f"{name}: {label}" if len(runs) > 1 else label, legendgroup=name,
+                name=f"{name}: {label}" if len(runs) > 1 else label,
                 line=dict(color=color, dash="dot" if key == "unigram_acc" else dash, width=2.5 if held_out else 2),
                 marker=dict(symbol=symbol, size=8, color=color, line=dict(width=1, color="white")),
                 hovertemplate=f"{name} · {label}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"), row=row, col=col)

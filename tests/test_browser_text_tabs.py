@@ -31,7 +31,7 @@ def laptop(server):
 def test_tokenize_shows_tokens_on_load_and_says_a_paste_was_cut(laptop):
     page = laptop
     panel = tab(page, "Tokenize")
-    rows = panel.locator("table tbody tr")
+    rows = panel.locator("#bl-token-table [role=row]:has([role=gridcell]):visible")
     rows.first.wait_for(timeout=30_000)  # no click: the example's tokens are there on load
     assert rows.count() >= 5
     box = panel.get_by_label("Text", exact=True)
@@ -92,8 +92,8 @@ def test_text_tabs_on_a_phone(server, laptop):
     page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
     page.goto(server)
     panel = tab(page, "Tokenize")
-    panel.locator("table tbody tr").first.wait_for(timeout=30_000)
-    heads = panel.locator("table thead th")
+    panel.locator("#bl-token-table [role=row]:has([role=gridcell]):visible").first.wait_for(timeout=30_000)
+    heads = panel.locator("#bl-token-table [role=columnheader]:visible")
     assert heads.count() >= 7
     line = min(h.bounding_box()["height"] for h in heads.all())
     for h in heads.all():  # a header on one line, never broken into 2-letter pieces

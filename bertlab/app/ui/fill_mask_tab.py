@@ -151,7 +151,7 @@ def build(picker: gr.Dropdown) -> None:
                            label="…or pick a word to mask",
                            info="Choosing a word replaces it by [MASK] in the text above.")
         with gr.Row():
-            k = gr.Slider(1, 20, value=5, step=1, label="How many guesses (top-k)")
+            k = gr.Slider(1, 20, value=5, step=1, label="How many guesses (top-k)", min_width=220)  # stacked on a phone
             causal = gr.Checkbox(label="Left context only (hide the words to the right)",
                                  value=False)
         go_btn = gr.Button("Predict", variant="primary")

@@ -113,12 +113,12 @@ def stats_figure(stats: dict) -> go.Figure:
                 text=[f"{v:.1%}" for v in exp], textposition="outside",
                 hovertemplate="%{x}: %{y:.1%} expected<extra></extra>")
     fig.update_layout(
-        barmode="group", height=340, margin=dict(l=50, r=20, t=60, b=70), yaxis_tickformat=".0%",
+        barmode="group", height=340, margin=dict(l=50, r=20, t=60, b=85), yaxis_tickformat=".0%",
         yaxis_range=[0, 1.0], legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
         title=dict(text=f"Over {stats['samples']} draws: {stats['selected_tokens']:,} tokens selected "
                         f"(rate {stats['rate']:.0%})", font_size=15))
-    fig.add_annotation(x=0, y=-0.22, xref="paper", yref="paper", showarrow=False, font_size=11,
-                       text="'selected' = share of maskable tokens · the other bars = share of the selected ones")
+    fig.add_annotation(x=0, y=-0.3, xref="paper", yref="paper", showarrow=False, font_size=11,
+                       text="'selected' = share of maskable tokens<br>the other bars = share of the selected ones")
     return fig
 
 
@@ -164,11 +164,11 @@ def build(picker: gr.Dropdown) -> None:
                           max_length=common.MAX_INPUT_CHARS)
         with gr.Row():
             rate = gr.Slider(0.01, 1.0, value=0.15, step=0.01,
-                             label="Masking rate (share of tokens selected)")
+                             label="Masking rate (share of tokens selected)", min_width=220)
             whole = gr.Checkbox(label="Whole-word masking", value=False)
         with gr.Row():
-            seed = gr.Number(label="Seed (draw number)", value=0, precision=0)  # checked here, naming the field
-            n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)")
+            seed = gr.Number(label="Seed (draw number)", value=0, precision=0, min_width=220)  # checked here, naming the field
+            n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)", min_width=220)
         with gr.Row():
             go_btn = gr.Button("Mask", variant="primary")
             again = gr.Button("Re-sample (new draw)")

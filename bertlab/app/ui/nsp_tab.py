@@ -103,7 +103,7 @@ def _short(s: str, n: int = 60) -> str:
 
 def figure(ranking: list[dict]) -> go.Figure:
     """Horizontal bars, most likely continuation on top; labels numbered so they stay unique."""
-    labels = [f"{ordinal(r['rank'])} · {_short(r['second'], 40)}" for r in ranking]
+    labels = [f"{ordinal(r['rank'])} · {_short(r['second'], 24)}" for r in ranking]  # in full above and on hover
     p = [r["p_is_next"] for r in ranking]
     colors = ["#1f4e9c" if r["rank"] == 1 else "#93a8cf" for r in ranking]  # the model's pick, then the rest
     fig = go.Figure(go.Bar(x=p, y=labels, orientation="h", marker_color=colors,

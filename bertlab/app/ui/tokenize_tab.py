@@ -107,14 +107,11 @@ def build(picker: gr.Dropdown) -> None:
         except gr.Error:
             first, rows = "", None
         view = gr.HTML(first, label="Pieces")  # right under the controls; explanation and examples beside
-    with gr.Row():
-        with gr.Column(scale=3, min_width=340):  # beside the JSON on a laptop, above it on a phone
-            table = gr.Dataframe(rows, label="Token table",
-                                 interactive=False, wrap=True, max_height=420, elem_id="bl-token-table",
-                                 column_widths=COLUMN_WIDTHS)
-            gr.Markdown(TABLE_KEY, elem_classes="bl-table-key")
-        with gr.Column(scale=2, min_width=300):
-            raw = gr.JSON(label="JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False)
+        table = gr.Dataframe(rows, label="Token table", interactive=False, wrap=True, max_height=420,
+                             column_widths=COLUMN_WIDTHS, elem_id="bl-token-table")
+        gr.Markdown(TABLE_KEY, elem_classes="bl-table-key")
+    with gr.Accordion("JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False):
+        raw = gr.JSON(label="tokenize JSON")
     ex = common.examples(side, EXAMPLES, [text, pair])
     common.wire(tokenize, [text, pair, picker], [view, table, raw], go, "tokenize",
                 [text.submit, pair.submit, picker.change], ex)

@@ -51,6 +51,12 @@ def test_fill_mask_bad_input_messages(client, text, words):
     assert words.lower() in str(e.value).lower()
 
 
+def test_a_number_out_of_range_names_its_field(client):
+    from gradio_client.exceptions import AppError
+    with pytest.raises(AppError, match=r"How many guesses \(top-k\): Value 50 is greater than maximum value 20"):
+        client.predict(text="the acting was [MASK] .", top_k=50, api_name="/fill_mask")
+
+
 def test_long_and_odd_text_is_served(client):
     long = ("the acting was [MASK] . " + "the film was long and slow . " * 400)[:10_000]
     assert client.predict(text=long, api_name="/fill_mask")

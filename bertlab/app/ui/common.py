@@ -70,7 +70,7 @@ def quiet_gradio_checks(demo: gr.Blocks) -> gr.Blocks:
         try:
             return await preprocess(block_fn, inputs, *args, **kwargs)
         except gr.Error as e:
-            raise user_error(e.message) from None
+            raise user_error(_name_the_field(e.message, block_fn.inputs, inputs)) from None
         except (ValidationError, ComponentProcessingError) as e:  # text in a number box, a path for an upload
             if isinstance(e, ComponentProcessingError) and not isinstance(e.__cause__, (TypeError, ValueError)):
                 raise
@@ -79,6 +79,16 @@ def quiet_gradio_checks(demo: gr.Blocks) -> gr.Blocks:
             raise user_error(f"{what}: not a value this field takes (files go through handle_file).") from None
     demo.preprocess_data = preprocess_data
     return demo
+
+
+def _name_the_field(message: str, components: list, values: list) -> str:
+    """Gradio's range check says "Value -5 is less than minimum value 0." without saying of which
+    box: put the label of the number box or slider whose value is out of its range in front."""
+    for comp, value in zip(components, values):
+        lo, hi = getattr(comp, "minimum", None), getattr(comp, "maximum", None)
+        if isinstance(value, (int, float)) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
+            return f"{getattr(comp, 'label', None) or 'A number'}: {message}"
+    return message
 
 
 def check_text(text, what: str = "text") -> str:

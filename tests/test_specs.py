@@ -10,7 +10,14 @@ from bertlab import load_pretrained
 from bertlab.app.cli import main
 from bertlab.train import read_metrics, runs
 from bertlab.train.pretrain import pretrain
-from bertlab.train.specs import KINDS, FinetuneSpec, PretrainSpec, ProbeSpec, TrainArgs, spec_from_dict
+from bertlab.train.specs import (
+    KINDS,
+    FinetuneSpec,
+    PretrainSpec,
+    ProbeSpec,
+    TrainArgs,
+    spec_from_dict,
+)
 
 TINY = dict(preset="tiny", vocab_size=300, max_len=32, batch_size=8, eval_batches=2, layers=1, hidden=32, heads=2,
             intermediate=64, max_position=32, dropout=0.1, lr=2e-3, warmup=0.1, log_every=5, eval_every=10,

@@ -239,3 +239,9 @@ def test_charts_overlay_runs_and_read_partial_files(tmp_path):
                                            '{"step": 10, "top3": {"the acting was [MASK] .": ["good", "great"')
     header, body = train_charts.probe_rows(tmp_path)  # the second line is still being written
     assert header == ["sentence", "step 5"] and body == [["the acting was [MASK] .", "the / . / ,"]]
+
+
+def test_short_recipes_read_fewer_documents_so_they_start_sooner():
+    docs = {name.split(":")[0]: pretrain_tab.recipe_fields(name)[-1] for name in pretrain_tab.RECIPES}
+    assert docs["Quick demo"] == docs["Tiny and fast"] == 12_000  # one shared cache for both
+    assert docs["Class model"] == docs["Textbook BERT"] == 0  # all 25,000 reviews

@@ -35,15 +35,19 @@ the start (steps 10, 25, 50, ...), where the curves move most, and regularly aft
 
 SCRATCH = "scratch (random weights)"
 RECIPES = {
+    # The two short recipes read the first 12,000 of the 25,000 reviews (~95,000 examples): preparing
+    # them from scratch takes 16 s instead of 33 s (2-core EPYC), and both share that one cache.
     "Quick demo: mini BERT, 32-token examples, ~6 min": dict(
-        preset="mini", max_len=32, batch_size=128, steps=800, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0),
+        preset="mini", max_len=32, batch_size=128, steps=800, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0,
+        max_docs=12_000),
     "Class model: 4,000 short steps, as the shipped model began, ~30 min": dict(
         preset="mini", max_len=32, batch_size=128, steps=4000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0),
     "Textbook BERT: 128-token examples (slow to leave the plateau on a CPU)": dict(
         preset="mini", max_len=128, batch_size=32, steps=1500, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.1),
     # bench/RECIPE.md: tiny runs ~4x more tokens/s than mini and leads it for the first ~10 minutes.
     "Tiny and fast: a 2-layer model, ~5 min (~25 % of masks right)": dict(
-        preset="tiny", max_len=32, batch_size=128, steps=2000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0),
+        preset="tiny", max_len=32, batch_size=128, steps=2000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0,
+        max_docs=12_000),
 }
 CORPORA = ["IMDB movie reviews (shipped)", "Upload a file", "Hugging Face dataset"]
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
@@ -58,7 +62,8 @@ def preset_fields(name: str):
 def recipe_fields(recipe: str):
     r = RECIPES[recipe]
     return (r["preset"], *preset_fields(r["preset"]), r["max_len"], r["batch_size"], r["steps"], r["lr"],
-            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]), r["dropout"])
+            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]), r["dropout"],
+            r.get("max_docs", 0))
 
 
 def _int(v, what: str) -> int:
@@ -234,7 +239,7 @@ def build(picker: gr.Dropdown) -> None:
                         text_column = gr.Textbox("text", label="Text column (.csv/.jsonl)", max_length=100)
                         hub_name = gr.Textbox(label="Hugging Face dataset (when online)", placeholder="stanfordnlp/imdb",
                                               max_length=200)
-                        max_docs = gr.Number(0, label="Use the first N documents (0 = all)", precision=0, minimum=0)
+                        max_docs = gr.Number(r0[12], label="Use the first N documents (0 = all)", precision=0, minimum=0)
             with gr.Row():
                 max_len = gr.Number(r0[5], label="Tokens per example", precision=0, minimum=8, maximum=512)
                 batch = gr.Number(r0[6], label="Batch size", precision=0, minimum=1, maximum=1024)
@@ -274,7 +279,7 @@ def build(picker: gr.Dropdown) -> None:
     outs = [status, *plots, probes, log, timer]
     size_in = [*model_fields, max_len, batch, start_from]
     recipe.change(recipe_fields, recipe, [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
-                                          mask_rate, objective, dropout], api_name=False)
+                                          mask_rate, objective, dropout, max_docs], api_name=False)
     size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
     gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)

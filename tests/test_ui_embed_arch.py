@@ -244,7 +244,7 @@ def test_picked_model_card_counts_its_weights():
     assert picked["parameters_counted"] == picked["parameters_formula"]
     model = models.get(D)[0]
     assert picked["config"] == model.config.to_dict()
-    assert at.fill_picked(D) == [model.config.num_hidden_layers, model.config.hidden_size,
+    assert at.fill_picked(D) == ["custom", model.config.num_hidden_layers, model.config.hidden_size,
                                  model.config.num_attention_heads, model.config.intermediate_size,
                                  model.config.vocab_size, model.config.max_position_embeddings]
     bad = at.compute(*BASE, 1, 64, "/no/such/model")
@@ -290,3 +290,42 @@ def test_tabs_build_with_their_api_names():
             at.build(picker)
     names = {f.api_name for f in demo.fns.values()}
     assert {"embeddings", "architecture"} <= names
+
+
+def test_preset_box_names_the_fields_and_huge_numbers_read_well():
+    assert at.preset_of(*at.fill_preset("large")) == "large"
+    assert at.preset_of(4, 256, 4, 1024, 8192, 128) == at.CUSTOM
+    assert at.fill_preset(at.CUSTOM) == [gr.skip()] * len(at.FIELDS)
+    msg = error_of(at.compute, 12, 1e30, 12, 3072, 30522, 512, 32, 128, D)
+    assert "Hidden size" in msg and "1e+30" in msg and "000000" not in msg
+
+
+def test_heatmap_has_one_fixed_scale_and_few_map_labels():
+    _, fig, pca, notes, res = run(*et.EXAMPLES[1], 0, "cls")
+    h = fig.data[0]
+    assert (h.zmin, h.zmax) == (-1.0, 1.0) and list(h.colorbar.tickvals) == et.COS_TICKS
+    labels = [t for tr in pca.data for t in tr.text if t]
+    assert labels and len(labels) == sum(p["target"] for p in res["pca"]["points"])
+    assert "senses here: river (S1, S3), money (S2, S4)" in notes
+
+
+def test_contexts_and_positions(model_tok):
+    from bertlab.analysis import contexts as C
+    from bertlab.app.ui import positions_view as pv
+    model, tok = model_tok
+    sents = ["the bank was closed .", "we sat on the river bank .", "a good film ."]
+    ix = C.build_index(model, tok, sents)
+    assert ix.vectors.shape[:2] == (model.config.num_hidden_layers + 1, sum(len(tok.encode(x)) - 2 for x in sents))
+    assert ix.vectors.dtype == torch.float16
+    vec, tid, piece = C.query_vector(model, tok, "the bank was closed .", "bank", 0)
+    rows = C.nearest(ix, vec, 0, 5, tid)
+    assert piece == "bank" and len(rows) == 2 and rows[0]["sentence"] == sents[0]
+    assert rows[0]["similarity"] == pytest.approx(1.0, abs=1e-2)  # the same sentence: the same vector
+    assert sents[0][slice(*rows[0]["span"])] == "bank"
+    small = C.build_index(model, tok, sents, max_bytes=(2 * model.config.hidden_size * 5 + 11) * 6)
+    assert len(small.sentences) == 1  # the byte bound keeps the first sentence only
+    with pytest.raises(ValueError, match="not in the sentence"):
+        C.find_token(tok, "a good film .", "bank")
+    fig, summary, data = pv.show(D)
+    assert fig.data[0].zmin == -1 and data["positions"] == model.config.max_position_embeddings
+    assert data["mean_by_distance"][0] == pytest.approx(1.0, abs=1e-5)

@@ -19,7 +19,7 @@ from . import tasks as fd
 from .corpus import _check_text_file
 
 TASKS = ("pos", "sentiment", "position")
-DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~10 s a model here
+DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~35 s a model on 2 CPU cores (probe_tab.TIME_NOTE)
 DEFAULT_FILE_SAMPLE = 2000
 MIN_SENTENCES = fd.MIN_ROWS
 MAX_POSITION = 16  # position task: tokens 1..16 (after [CLS]); later ones are left out

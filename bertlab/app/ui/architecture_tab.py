@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset
-from . import models
+from . import common, models
 from .common import MODEL_ERRORS, load_model, mistakes, wire
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
@@ -45,6 +45,14 @@ FLOP_PARTS = [(("qkv", "attention_output"), "Q, K, V and output projections", "#
               (("pooler", "mlm_head", "nsp_head"), "pooler + MLM/NSP heads", "#7f7f7f")]
 
 
+CUSTOM = "custom"  # the preset box's value when the fields match no preset
+
+
+def readable(x: float) -> str:
+    """A number as a person reads it: 1,048,576 up to a trillion, then 1e+30 (not 31 digits)."""
+    return f"{int(x):,}" if abs(x) < 1e12 else f"{x:.3g}"
+
+
 def make_config(layers, hidden, heads, intermediate, vocab, max_positions) -> BertConfig:
     """A validated BertConfig from the form; ValueError names the field at fault."""
     kw = {}
@@ -58,20 +66,31 @@ def make_config(layers, hidden, heads, intermediate, vocab, max_positions) -> Be
         if not math.isfinite(x) or x != int(x):
             raise ValueError(f"{field} ({label}) must be a whole number, got {v!r}")
         if x > cap:
-            raise ValueError(f"{field} ({label}) must be at most {cap:,}, got {int(x):,}")
+            raise ValueError(f"{label} ({field}) must be at most {cap:,}, got {readable(x)}")
         kw[field] = int(x)
     return BertConfig(**kw)  # raises ValueError naming the field (e.g. hidden_size % heads)
 
 
 def fill_preset(name: str):
     """The form values for a preset (intermediate = 4 × hidden; BERT's WordPiece vocabulary)."""
+    if name == CUSTOM:  # chosen by hand: the fields stay as they are
+        return [gr.skip()] * len(FIELDS)
     with mistakes(ValueError):
         return [getattr(preset(name), field) for _, field, _ in FIELDS]
 
 
+def preset_of(*values) -> str:
+    """The preset whose fields are `values`, else "custom": the preset box never names other numbers."""
+    for name in PRESETS:
+        if [getattr(preset(name), f) for _, f, _ in FIELDS] == list(values):
+            return name
+    return CUSTOM
+
+
 def fill_picked(choice):
-    """The form values of the picked model's own config."""
-    return [getattr(load_model(choice)[0].config, field) for _, field, _ in FIELDS]
+    """(preset box, form values) from the picked model's own config."""
+    values = [getattr(load_model(choice)[0].config, field) for _, field, _ in FIELDS]
+    return [preset_of(*values)] + values
 
 
 def params_figure(p: dict) -> go.Figure:
@@ -101,9 +120,9 @@ def memory_figure(mem: dict, batch: int, seq_len: int) -> go.Figure:
     for b, d in bars:
         fig.add_annotation(x=b, y=d["total"] / 1e9, text=sizing.humanize(d["total"], "B"), showarrow=False,
                            yshift=10, font=dict(size=12))
-    fig.update_layout(barmode="stack", height=380, yaxis=dict(title="GB (10⁹ bytes)"),
+    fig.update_layout(barmode="stack", height=440, yaxis=dict(title="GB (10⁹ bytes)"),
                       title=f"Memory for a batch of {batch} × {seq_len} tokens",
-                      legend=dict(font=dict(size=11)), margin=dict(l=60, r=20, t=50, b=40))
+                      legend=dict(font=dict(size=11), orientation="h", y=-0.2), margin=dict(l=60, r=20, t=50, b=40))
     return fig
 
 
@@ -122,15 +141,16 @@ def lengths_for(max_positions: int, seq_len: int) -> list[int]:
 def flops_figure(c: BertConfig, seq_len: int) -> tuple[go.Figure, list[dict]]:
     Ts = lengths_for(c.max_position_embeddings, seq_len)
     rows = [sizing.flops(c, T) for T in Ts]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=(  # stacked: readable on a phone
         "forward FLOPs for one sequence", "share of the work (attention grows with length²)"))
     fig.add_trace(go.Scatter(x=Ts, y=[r["total"] for r in rows], mode="lines+markers", name="total",
                              line=dict(color="black", width=3),
                              hovertemplate="length %{x}: %{y:.3s}FLOPs<extra></extra>"), 1, 1)
+    share = 2, 1
     for keys, label, color in FLOP_PARTS:
         fig.add_trace(go.Scatter(x=Ts, y=[sum(r[k] for k in keys) for r in rows], name=label, mode="lines",
                                  stackgroup="share", groupnorm="percent", line=dict(color=color, width=0.5),
-                                 hovertemplate=f"{label}<br>length %{{x}}: %{{y:.1f}} %<extra></extra>"), 1, 2)
+                                 hovertemplate=f"{label}<br>length %{{x}}: %{{y:.1f}} %<extra></extra>"), *share)
     fig.add_vline(x=seq_len, line_dash="dot", line_color="gray", row="all", col="all")
     if Ts[-1] > c.max_position_embeddings:
         fig.add_vrect(x0=c.max_position_embeddings, x1=Ts[-1], fillcolor="gray", opacity=0.18,
@@ -140,8 +160,8 @@ def flops_figure(c: BertConfig, seq_len: int) -> tuple[go.Figure, list[dict]]:
                            text=" longer than this<br> model can read")
     fig.update_xaxes(type="log", title="sequence length (tokens)", exponentformat="SI")
     fig.update_yaxes(type="log", title="FLOPs", exponentformat="SI", row=1, col=1)
-    fig.update_yaxes(title="% of forward FLOPs", range=[0, 100], row=1, col=2)
-    fig.update_layout(height=420, legend=dict(orientation="h", y=-0.22, font=dict(size=11)),
+    fig.update_yaxes(title="% of forward FLOPs", range=[0, 100], row=2, col=1)
+    fig.update_layout(height=680, legend=dict(orientation="h", y=-0.12, font=dict(size=11)),
                       margin=dict(l=60, r=20, t=50, b=40))
     series = [{"length": T, "total": r["total"], "within_max_positions": T <= c.max_position_embeddings,
                "attention_share": (r["attention_scores"] + r["attention_values"]) / r["total"]}
@@ -213,30 +233,27 @@ def compute(layers, hidden, heads, intermediate, vocab, max_positions, batch, se
     return (summary, params_figure(p), memory_figure(mem, batch, seq_len), flops_fig, known_rows(c), card, data)
 
 
-def build(picker: gr.Dropdown) -> None:
-    gr.Markdown(EXPLAIN)
+def build(picker: gr.Textbox) -> None:
     start = fill_preset("base")
-    with gr.Row():
-        with gr.Column(scale=2):
-            with gr.Row():
-                name = gr.Dropdown(list(PRESETS), value="base", label="Preset", scale=2)
-                use_picked = gr.Button("Use the picked model", scale=1)
-            with gr.Row():
-                boxes = [gr.Number(v, label=label, min_width=90) for (label, _, _), v in zip(FIELDS, start)]
-            with gr.Row():
-                batch = gr.Slider(1, 256, value=32, step=1, label="Batch size")
-                seq_len = gr.Slider(8, 4096, value=128, step=8, label="Sequence length (tokens)")
-            go_btn = gr.Button("Size it", variant="primary")
-            summary = gr.Markdown()
-            gr.Markdown("*Training* = AdamW; *bf16* training is mixed precision (fp32 master weights).")
-            picked = gr.Markdown()
-        with gr.Column(scale=3):
-            params_plot = gr.Plot(label="Where the parameters are")
+    with common.form(EXPLAIN):
+        with gr.Row():
+            name = gr.Dropdown(list(PRESETS) + [CUSTOM], value="base", label="Preset", scale=2, min_width=140)
+            use_picked = gr.Button("Use the picked model", scale=1, min_width=140)
+        with gr.Row():
+            boxes = [gr.Number(v, label=label, min_width=110) for (label, _, _), v in zip(FIELDS, start)]
+        with gr.Row():
+            batch = gr.Slider(1, 256, value=32, step=1, label="Batch size", min_width=160)
+            seq_len = gr.Slider(8, 4096, value=128, step=8, label="Sequence length (tokens)", min_width=160)
+        go_btn = gr.Button("Size it", variant="primary")
+        summary = gr.Markdown()
+        params_plot = gr.Plot(label="Where the parameters are")
+        picked = gr.Markdown()
     flops_plot = gr.Plot(label="Compute")
     with gr.Row():
-        with gr.Column(scale=4):
+        with gr.Column(scale=4, min_width=320):
             mem_plot = gr.Plot(label="Memory")
-        with gr.Column(scale=5):
+            gr.Markdown("*Training* = AdamW; *bf16* training is mixed precision (fp32 master weights).")
+        with gr.Column(scale=5, min_width=320):
             table = gr.Dataframe(known_rows(preset("base")), headers=KNOWN_HEADERS, label="Well-known models",
                                  interactive=False, wrap=False)
             gr.Markdown("*computed*: encoder parameters from each model's config (no pre-training heads).\n\n"
@@ -248,4 +265,5 @@ def build(picker: gr.Dropdown) -> None:
     triggers = [b.submit for b in boxes] + [batch.release, seq_len.release, picker.change]
     wire(compute, inputs, outputs, go_btn, "architecture", triggers, show_progress="minimal")
     name.input(fill_preset, name, boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
-    use_picked.click(fill_picked, picker, boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
+    use_picked.click(fill_picked, picker, [name] + boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
+    gr.on([b.input for b in boxes], preset_of, boxes, name, api_name=False, show_progress="hidden")

@@ -5,6 +5,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis import embeddings as E
+from . import common, contexts_view, positions_view
 from .common import config_of, load_model, mistakes, user_error, whole_number, wire
 
 EXPLAIN = """**One word, many meanings.** BERT's first vector for a word (layer 0) is a table lookup:
@@ -12,7 +13,12 @@ the word's row plus a vector for its *position* and one for its segment, so the 
 position starts out identical (1.0), and at another position only slightly different. Every layer
 then mixes in the neighbouring words, so higher up *score* in "the film's score" (music) drifts away
 from *score* in "a score of 8/10" (a rating). Below: whole sentences as single vectors, and a 2-D map
-of every token's vector."""
+of every token's vector.
+
+**What a small model can tell apart.** The shipped model has 4 layers and read only movie reviews:
+a sense it rarely saw (a *bank* of a river, or one that lends money) it may not separate at all, and
+the most similar pair need not share a sense. For the examples, the notes under the chart measure it:
+do pairs with the same sense end up more similar than pairs with different senses?"""
 
 MAX_CHARS = 20_000
 SENTENCES_INFO = f"one per line, 2 to {E.MAX_SENTENCES}; each must contain the word"
@@ -29,9 +35,13 @@ EXAMPLES = [
     ["", "this movie was wonderful .\ni loved this film .\nthe plot was boring and slow .\n"
          "the weather is cold today ."],
 ]
+# the sense of the word in each example sentence, to measure whether the model separates them
+SENSES = {"score": ["music", "music", "rating", "rating"], "bank": ["river", "money", "river", "money"],
+          "play": ["drama", "to play music", "to play", "drama"], "star": ["actor", "rating", "sky", "actor"]}
 EXAMPLE_LABELS = ["score: film music or a rating?", "bank: river or money?", "play: theatre or to play?",
                   "star: actor, rating or sky?", "no word: just compare sentences"]
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+COS_TICKS = [-1.0, -0.5, 0.0, 0.5, 1.0]
 POOLING_CHOICES = [("[CLS] vector", "cls"), ("mean of the tokens", "mean"), ("max over the tokens", "max")]
 
 
@@ -86,40 +96,82 @@ def word_figure(res: dict) -> go.Figure:
 
 
 def matrix_figure(res: dict) -> go.Figure:
+    """The sentence × sentence cosine matrix on one fixed -1..1 scale: equal numbers, equal colours."""
     m = res["matrix"]
-    labels = [_label(i, s, 22) for i, s in enumerate(res["sentences"], 1)]
+    sents = res["sentences"]
+    short = [f"S{i}" for i in range(1, len(sents) + 1)]  # the full sentences are in the hover text
     z = m["values"]
     fig = go.Figure(go.Heatmap(
-        z=z, x=labels, y=labels, colorscale="Blues", zmax=1.0, colorbar=dict(title="cos"),
+        z=z, x=short, y=short, colorscale="RdBu", zmin=-1.0, zmax=1.0, zmid=0.0,
+        colorbar=dict(title="cosine", tickvals=COS_TICKS, ticktext=[f"{t:g}" for t in COS_TICKS],
+                      len=0.9, thickness=14),
         text=[[f"{v:.2f}" for v in row] for row in z], texttemplate="%{text}",
-        hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>"))
+        customdata=[[[E.short(a, 50), E.short(b, 50)] for b in sents] for a in sents],
+        hovertemplate="%{y}: %{customdata[0]}<br>%{x}: %{customdata[1]}<br>cosine %{z:.3f}<extra></extra>"))
     name = dict((v, k) for k, v in POOLING_CHOICES)[m["pooling"]]
-    fig.update_layout(title=f"Sentence similarity ({name}, layer {m['layer']})", height=420,
-                      yaxis=dict(autorange="reversed"), xaxis=dict(tickangle=30),
-                      margin=dict(l=20, r=20, t=50, b=20))
+    fig.update_layout(title=f"Sentence similarity<br><sup>{name}, layer {m['layer']}</sup>", height=400,
+                      yaxis=dict(autorange="reversed"), margin=dict(l=40, r=10, t=60, b=30))
     return fig
 
 
+POSITIONS = ["top center", "bottom center", "middle right", "middle left"]  # labels of one sentence alternate
+MAX_LABELS = 12
+
+
 def pca_figure(res: dict) -> go.Figure:
+    """Every token as a point; the followed word as stars with its label, the other tokens on hover."""
     p = res["pca"]
     fig = go.Figure()
+    targets = any(q["target"] for q in p["points"])
+    few = {id(q) for q in sorted(p["points"], key=lambda q: -(q["x"] ** 2 + q["y"] ** 2))[:MAX_LABELS]}
+
+    def shown(q) -> bool:  # the target word, or (no word) the points farthest out, where labels have room
+        return q["target"] if targets else id(q) in few
+
     for i, s in enumerate(res["sentences"], 1):
         pts = [q for q in p["points"] if q["sentence"] == i]
         color = COLORS[(i - 1) % len(COLORS)]
         fig.add_trace(go.Scatter(
             x=[q["x"] for q in pts], y=[q["y"] for q in pts], mode="markers+text", name=_label(i, s, 24),
-            text=[q["token"] for q in pts], textposition="top center", textfont=dict(size=10, color=color),
+            # words on the map only for the followed word (or, without one, a few tokens): hover for the rest
+            text=[q["token"] if shown(q) else "" for q in pts], hovertext=[q["token"] for q in pts],
+            textposition=[POSITIONS[(i - 1 if q["target"] else k) % len(POSITIONS)] for k, q in enumerate(pts)],
+            textfont=dict(size=11, color=color),
             marker=dict(color=color, size=[15 if q["target"] else 8 for q in pts],
                         symbol=["star" if q["target"] else "circle" for q in pts],
                         line=dict(width=[1.5 if q["target"] else 0 for q in pts], color="black")),
             customdata=[[q["position"]] for q in pts],
-            hovertemplate=f"S{i} · %{{customdata[0]}} %{{text}}<extra></extra>"))
+            hovertemplate=f"S{i} · position %{{customdata[0]}}: %{{hovertext}}<extra></extra>"))
     v1, v2 = (100 * r for r in p["explained_variance"])
-    fig.update_layout(title=f"Token vectors at layer {p['layer']}, flattened to 2-D (PCA)", height=460,
+    which = "the followed word" if targets else f"the {MAX_LABELS} tokens farthest out"
+    fig.update_layout(title=f"Token vectors at layer {p['layer']}, flattened to 2-D (PCA)<br>"
+                            f"<sup>labelled: {which}; hover a point for its token</sup>", height=460,
                       xaxis=dict(title=f"PC1 ({v1:.0f} % of variance)", zeroline=False),
                       yaxis=dict(title=f"PC2 ({v2:.0f} % of variance)", zeroline=False),
-                      legend=dict(font=dict(size=11)), margin=dict(l=60, r=20, t=50, b=50))
+                      legend=dict(font=dict(size=11), orientation="h", y=-0.2, x=0),
+                      margin=dict(l=50, r=10, t=60, b=40))
     return fig
+
+
+def sense_notes(word, sentences: str, res: dict) -> list[str]:
+    """For an example whose senses are known: do same-sense pairs end up more similar than the rest?"""
+    w = res.get("word")
+    ex = next((e for e in EXAMPLES if e[0] == (word or "").strip() and e[1].strip() == sentences.strip()), None)
+    if w is None or ex is None or ex[0] not in SENSES:
+        return [f"a small model ({res['num_layers']} layers; the shipped one read only movie reviews) may not "
+                "separate the senses of a word it rarely saw: the most similar pair need not share a sense"] \
+            if w is not None else []
+    sense, top = SENSES[ex[0]], w["layers"][-1]
+    same = [p["similarity"][top] for p in w["pairs"] if sense[p["a"] - 1] == sense[p["b"] - 1]]
+    diff = [p["similarity"][top] for p in w["pairs"] if sense[p["a"] - 1] != sense[p["b"] - 1]]
+    s, d = sum(same) / len(same), sum(diff) / len(diff)
+    groups = ", ".join(f"{x} (S{', S'.join(str(i + 1) for i, y in enumerate(sense) if y == x)})"
+                       for x in dict.fromkeys(sense))
+    verdict = (f"this model separates the senses a little ({s - d:+.2f})" if s - d >= 0.05 else
+               f"this model does **not** separate the senses ({s - d:+.2f}): it has {res['num_layers']} layers, "
+               f"and the shipped one learnt from movie reviews, where “{ex[0]}” in these senses is rare")
+    return [f"senses here: {groups}. At layer {top}, same-sense pairs average {s:.2f} and different-sense "
+            f"pairs {d:.2f}: {verdict}"]
 
 
 def compare(word: str, sentences: str, layer, pooling: str, include_special: bool, choice):
@@ -139,38 +191,47 @@ def compare(word: str, sentences: str, layer, pooling: str, include_special: boo
         layer = n
     with mistakes():
         res = E.analyze(model, tok, sentences.splitlines(), word, layer, pooling or "mean", bool(include_special))
-    res["notes"] = notes + res["notes"]
+    res["notes"] = notes + res["notes"] + sense_notes(word, sentences, res)
     md = "\n".join(f"- {x}" for x in res["notes"]) if res["notes"] else ""
     return word_figure(res), matrix_figure(res), pca_figure(res), md, res
 
 
-def build(picker: gr.Dropdown) -> None:
-    gr.Markdown(EXPLAIN)
+def build(picker: gr.Textbox) -> None:
     n = num_layers(picker.value)
-    with gr.Row():
-        with gr.Column(scale=2):
-            word = gr.Textbox(label="Word to follow (leave empty to compare sentences only)",
-                              value=EXAMPLES[0][0], max_length=100)
-            sentences = gr.Textbox(label="Sentences", info=SENTENCES_INFO, value=EXAMPLES[0][1], lines=6,
-                                   max_length=MAX_CHARS)
-            with gr.Row():
-                layer = gr.Slider(0, n, value=n, step=1, label="Layer for the matrix and the map",
-                                  info="0 = embedding output")
-                pooling = gr.Radio(POOLING_CHOICES, value="mean", label="Sentence vector")
-            special = gr.Checkbox(False, label="Show [CLS] and [SEP] in the map")
-            go_btn = gr.Button("Compare", variant="primary")
-            examples = gr.Examples(EXAMPLES, inputs=[word, sentences], label="Examples (click one to run it)",
-                                   example_labels=EXAMPLE_LABELS)
-        with gr.Column(scale=3):
-            word_plot = gr.Plot(label="Same word, different sentences")
-            notes = gr.Markdown()
-    with gr.Row():
-        matrix_plot = gr.Plot(label="Sentence similarity")
-        pca_plot = gr.Plot(label="Token map")
-    with gr.Accordion("Numbers (JSON)", open=False):
-        raw = gr.JSON(label="per-layer similarities, matrix, PCA coordinates")
+    with gr.Tabs(overflow_behavior="wrap"):  # on a phone: the sub-tabs wrap, none hidden behind '…'
+        with gr.Tab("Same word, different sentences"):
+            layer = build_compare(picker, n)
+        with gr.Tab("Other contexts of a token"):
+            ctx_layer = contexts_view.build(picker, n)
+        with gr.Tab("Position embeddings"):
+            positions_view.build(picker)
+    picker.change(layer_slider, picker, ctx_layer, api_name=False)
+    return layer
+
+
+def build_compare(picker: gr.Textbox, n: int) -> gr.Slider:
+    with common.form(EXPLAIN) as side:
+        word = gr.Textbox(label="Word to follow (leave empty to compare sentences only)",
+                          value=EXAMPLES[0][0], max_length=100)
+        sentences = gr.Textbox(label="Sentences", info=SENTENCES_INFO, value=EXAMPLES[0][1], lines=4,
+                               max_length=MAX_CHARS)
+        with gr.Row(equal_height=True):
+            layer = gr.Slider(0, n, value=n, step=1, label="Layer for the matrix and the map",
+                              info="0 = embedding output", min_width=200)
+            pooling = gr.Dropdown(POOLING_CHOICES, value="mean", label="Sentence vector", min_width=140)
+            special = gr.Checkbox(False, label="[CLS], [SEP] in the map", min_width=120)
+        go_btn = gr.Button("Compare", variant="primary")
+        word_plot = gr.Plot(label="Same word, different sentences")
+        notes = gr.Markdown()
+        with gr.Row():
+            matrix_plot = gr.Plot(label="Sentence similarity", min_width=320)
+            pca_plot = gr.Plot(label="Token map", min_width=320)
+        with gr.Accordion("Numbers (JSON)", open=False):
+            raw = gr.JSON(label="per-layer similarities, matrix, PCA coordinates")
+        examples = common.examples(side, EXAMPLES, [word, sentences], example_labels=EXAMPLE_LABELS)
     inputs = [word, sentences, layer, pooling, special, picker]
     outputs = [word_plot, matrix_plot, pca_plot, notes, raw]
     wire(compare, inputs, outputs, go_btn, "embeddings", [word.submit, layer.release, pooling.input, special.input],
          examples, show_progress="minimal")
     picker.change(layer_slider, picker, layer, api_name=False).then(compare, inputs, outputs, api_name=False)
+    return layer

@@ -1,5 +1,6 @@
 """The job manager: runs train in subprocesses that queue, report, stop, resume, fail and die cleanly."""
 import json
+import shutil
 import time
 
 import pytest
@@ -241,3 +242,34 @@ def test_teacher_page_ids(monkeypatch):
     assert not jobs_ui.browser_id(teacher, page({})).startswith("teacher:")  # an old token is dropped
     with pytest.raises(ValueError, match="reload"):
         jobs_ui.visitor(teacher)
+
+
+def test_a_reloaded_page_finds_its_last_run_and_its_comparison(tmp_path, monkeypatch):
+    """jobs_ui.reopen: the newest live run of this browser, else its newest ended one (finished too),
+    with the runs started together with it overlaid; a run picked while the page loaded stays."""
+    from bertlab.app.ui import jobs_ui
+    from bertlab.train.specs import FinetuneSpec
+    mgr = JobManager(tmp_path / "runs")
+    monkeypatch.setattr(jobs, "_default", mgr)
+    cmp = ["cmp-full", "cmp-frozen", "cmp-lora"]
+    for i, (name, spec, owner) in enumerate([("pre", PretrainSpec(), "ann"), ("other", PretrainSpec(), "bob"),
+                                             *[(n, FinetuneSpec(method=n[4:]), "ann") for n in cmp]]):
+        _ended_run(mgr.root, name, owner, started=i)
+        runs.Run(mgr.root / name).write_spec(spec)
+        runs.write_json_atomic(mgr.root / name / jobs.JOB, {**json.loads((mgr.root / name / jobs.JOB).read_text()),
+                                                            "kind": spec.KIND, "group": cmp if name in cmp else None})
+    value = lambda update: update.get("value")  # noqa: E731 -- what the page receives
+    watch, overlay = jobs_ui.reopen("finetune")("ann", None)
+    assert value(watch) == "cmp-full" and value(overlay) == cmp[1:]  # a finished comparison, all of it
+    watch, overlay = jobs_ui.reopen("pretrain")("ann", None)
+    assert value(watch) == "pre" and value(overlay) == []  # ended, yet shown: it is the last one
+    assert jobs_ui.my_live_run("ann", "pretrain") is None
+    assert value(jobs_ui.reopen("pretrain")("ann", "other")[0]) is None  # a pick made meanwhile stays
+    assert value(jobs_ui.reopen("pretrain")("cat", None)[0]) is None  # nothing of a new browser's
+    shutil.rmtree(mgr.root / "cmp-lora")  # a deleted run of the comparison is left out
+    assert value(jobs_ui.reopen("finetune")("ann", None)[1]) == ["cmp-frozen"]
+
+    sts = [mgr.status(n) for n in cmp[:2]] + [{**mgr.status("cmp-frozen"), "name": "cmp-lora", "state": "queued"}]
+    html = jobs_ui.runs_status_html(sts, "ann")
+    assert "2 of 3 runs finished" in html and "1 still queued or training" in html and html.count("bl-status") == 4
+    assert "runs finished" not in jobs_ui.runs_status_html(sts[:1], "ann")  # one run: its own line only

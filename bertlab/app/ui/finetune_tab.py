@@ -185,7 +185,7 @@ def compare(owner, name, choice, task, upload, text_column, label_column, method
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=names[0]),
-            gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=names[1:]), *view(names[0], names[1:], owner))
+            gr.update(choices=jobs_ui.runs_of("finetune"), value=names[1:]), *view(names[0], names[1:], owner))
 
 
 def stop(owner, name, overlay):

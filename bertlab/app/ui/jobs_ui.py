@@ -112,11 +112,12 @@ def reopen(kind: str):
         choices, st = runs_of(kind), my_last_run(owner, kind)
         if st is None or (not is_live(st) and current in choices):
             # no value: a slow page-load must not clear a run picked meanwhile
-            return gr.Dropdown(choices=choices), gr.Dropdown(choices=choices)
+            return gr.update(choices=choices), gr.update(choices=choices)
         group = [n for n in st.get("group") or [] if valid(n) and (run_dir(n).exists() or is_live(status(n)))]
         group = group if st["name"] in group else [st["name"]]
         choices += [n for n in group if n not in choices]  # a queued run has no folder yet
-        return gr.Dropdown(choices=choices, value=group[0]), gr.Dropdown(choices=choices, value=group[1:])
+        # updates, not Dropdowns: a list value for the overlay is checked only against a multiselect one
+        return gr.update(choices=choices, value=group[0]), gr.update(choices=choices, value=group[1:])
     return on_open
 
 

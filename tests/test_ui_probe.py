@@ -50,6 +50,9 @@ def test_default_probe_in_chromium(server):
         traces = panel.locator(".js-plotly-plot .scatterlayer .trace").count()
         assert traces >= 6  # accuracy, control, selectivity for each of two models
         assert panel.locator("table td").filter(has_text="NN").count() >= 1  # the per-label table
+        fit = panel.locator("#probe-table table").first.evaluate(  # the whole table in its box: nothing cut on the right
+            "t => t.getBoundingClientRect().right <= t.closest('#probe-table').getBoundingClientRect().right + 1")
+        assert fit
         assert panel.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(SHOTS / "7_probing.png"), full_page=True)
     assert not outside, f"requests left the machine: {outside[:5]}"

@@ -1,0 +1,95 @@
+"""Embeddings, Architecture and Probing in Chromium (issue 15, items 8 and 10, the probing slider, the
+phone width): the numbers the student sees, read from the plotly figures in the page."""
+import re
+
+import pytest
+from browser import DESKTOP, PHONE, SHOTS, chromium_page
+
+FIGURES = """els => els.map(e => ({data: e.data.map(t => ({type: t.type, zmin: t.zmin, zmax: t.zmax,
+    ticks: t.colorbar && t.colorbar.tickvals, text: t.text})), width: e._fullLayout.xaxis._length}))"""
+
+
+def figures(panel):
+    return panel.locator(".js-plotly-plot").evaluate_all(FIGURES)
+
+
+def heatmaps(panel):
+    return [t for f in figures(panel) for t in f["data"] if t["type"] == "heatmap"]
+
+
+@pytest.mark.slow
+def test_embeddings_architecture_probing_desktop(server):
+    with chromium_page(DESKTOP) as (browser, page, outside, errors):
+        page.goto(server)
+        page.get_by_role("tab", name="Embeddings", exact=True).click()
+        panel = page.locator("[role=tabpanel]:visible").first
+        # item 8: equal numbers get equal colours (layer 0 with [CLS] read 1.00 in every cell, in two colours)
+        panel.locator("input[type=number]").first.fill("0")
+        panel.get_by_role("button", name="Compare", exact=True).click()
+        page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(e => e.layout && "
+                               "/Sentence similarity.*layer 0/.test(e.layout.title.text || ''))", timeout=30_000)
+        (h,) = heatmaps(panel)
+        assert (h["zmin"], h["zmax"]) == (-1, 1) and h["ticks"] == [-1, -0.5, 0, 0.5, 1]
+        panel.get_by_role("button", name="bank: river or money?").click()
+        panel.get_by_text("separate the senses").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(1000)
+        pca = figures(panel)[-1]["data"]  # labels only for the followed word: one per sentence
+        assert sum(1 for t in pca for x in t["text"] if x) == len(pca) == 4
+        page.screenshot(path=str(SHOTS / "embeddings_desktop.png"), full_page=True)
+        # new views: other contexts of a token, position embeddings
+        panel.get_by_role("tab", name="Other contexts of a token").click()
+        sub = page.locator("[role=tabpanel]:visible").last
+        sub.get_by_role("button", name="Find other contexts").click()
+        sub.locator("mark").first.wait_for(timeout=90_000)
+        assert sub.locator("mark").first.inner_text().lower() == "bank"
+        assert re.search(r"\*?\d+\*? ?occurrences|occurrences", sub.inner_text())
+        page.screenshot(path=str(SHOTS / "embeddings_contexts.png"), full_page=True)
+        panel.get_by_role("tab", name="Position embeddings").click()
+        sub = page.locator("[role=tabpanel]:visible").last
+        sub.get_by_text("position vectors of").wait_for(timeout=30_000)
+        assert [(x["zmin"], x["zmax"]) for x in heatmaps(sub)] == [(-1, 1)]
+        # item 10: after "Use the picked model" the preset box names no other model
+        page.get_by_role("tab", name="Architecture", exact=True).click()
+        panel = page.locator("[role=tabpanel]:visible").first
+        panel.get_by_label("Preset").click()
+        page.get_by_role("option", name="large", exact=True).click()
+        panel.get_by_role("button", name="Use the picked model").click()
+        page.wait_for_function("() => [...document.querySelectorAll('[role=tabpanel] input')].some("
+                               "i => i.value === 'custom')", timeout=30_000)
+        assert panel.get_by_label("Layers").input_value() == "4"
+        box = panel.get_by_label("Hidden size")
+        box.fill("1e30")
+        box.press("Enter")
+        toast = page.locator(".toast-body").filter(has_text="Hidden size")
+        toast.first.wait_for(timeout=30_000)
+        text = toast.first.inner_text()
+        assert "1e+30" in text and not re.search(r"\d{13}", text.replace(",", ""))
+        # probing: the per-label layer slider goes to the picked model's 4 layers, not 24
+        page.get_by_role("tab", name="Probing", exact=True).click()
+        panel = page.locator("[role=tabpanel]:visible").first
+        assert panel.locator("input[type=range]").last.get_attribute("max") == "4"
+    assert not outside, outside[:5]
+    assert not errors, errors
+
+
+@pytest.mark.slow
+def test_phone_width(server):
+    """At 390 px: nothing wider than the screen, sub-tabs wrap, the compute chart is not squeezed."""
+    with chromium_page(PHONE) as (browser, page, outside, errors):
+        page.goto(server)
+        for tab in ("Embeddings", "Architecture", "Probing"):
+            page.get_by_role("tab", name=tab, exact=True).click()
+            panel = page.locator("[role=tabpanel]:visible").first
+            panel.locator(".js-plotly-plot, button.primary").first.wait_for(timeout=30_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(SHOTS / f"{tab.lower()}_phone.png"), full_page=True)
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE[0] + 1, tab
+            if tab == "Embeddings":
+                for sub in ("Other contexts of a token", "Position embeddings"):
+                    assert page.get_by_role("tab", name=sub).is_visible()
+            if tab == "Architecture":  # each of the two FLOPs charts gets the phone's width
+                compute = panel.locator(".js-plotly-plot").nth(1)
+                compute.wait_for(timeout=30_000)
+                assert compute.evaluate("e => e._fullLayout.xaxis._length") >= 250
+    assert not outside, outside[:5]
+    assert not errors, errors

@@ -87,7 +87,7 @@ def word_figure(res: dict) -> go.Figure:
                              hovertemplate="mean, layer %{x}: %{y:.3f}<extra></extra>"))
     low = min(min(p["similarity"]) for p in w["pairs"])
     fig.update_layout(
-        title=f"How similar is “{w['word']}” in each pair of sentences?", height=400,
+        title=f"“{w['word']}” in each pair of sentences", height=400,
         xaxis=dict(title="layer (0 = embedding output)", tickmode="array", tickvals=layers,
                    ticktext=["0 emb"] + [str(x) for x in layers[1:]]),
         yaxis=dict(title="cosine similarity", range=[max(-1.0, low - 0.05), 1.02]),
@@ -144,7 +144,7 @@ def pca_figure(res: dict) -> go.Figure:
             hovertemplate=f"S{i} · position %{{customdata[0]}}: %{{hovertext}}<extra></extra>"))
     v1, v2 = (100 * r for r in p["explained_variance"])
     which = "the followed word" if targets else f"the {MAX_LABELS} tokens farthest out"
-    fig.update_layout(title=f"Token vectors at layer {p['layer']}, flattened to 2-D (PCA)<br>"
+    fig.update_layout(title=f"Tokens at layer {p['layer']}, in 2-D (PCA)<br>"
                             f"<sup>labelled: {which}; hover a point for its token</sup>", height=460,
                       xaxis=dict(title=f"PC1 ({v1:.0f} % of variance)", zeroline=False),
                       yaxis=dict(title=f"PC2 ({v2:.0f} % of variance)", zeroline=False),
@@ -217,9 +217,9 @@ def build_compare(picker: gr.Textbox, n: int) -> gr.Slider:
                                max_length=MAX_CHARS)
         with gr.Row(equal_height=True):
             layer = gr.Slider(0, n, value=n, step=1, label="Layer for the matrix and the map",
-                              info="0 = embedding output", min_width=200)
-            pooling = gr.Dropdown(POOLING_CHOICES, value="mean", label="Sentence vector", min_width=140)
-            special = gr.Checkbox(False, label="[CLS], [SEP] in the map", min_width=120)
+                              info="0 = embedding output", min_width=260)
+            pooling = gr.Dropdown(POOLING_CHOICES, value="mean", label="Sentence vector", min_width=170)
+            special = gr.Checkbox(False, label="[CLS], [SEP] in the map", min_width=170)
         go_btn = gr.Button("Compare", variant="primary")
         word_plot = gr.Plot(label="Same word, different sentences")
         notes = gr.Markdown()

@@ -270,10 +270,10 @@ def build(picker: gr.Dropdown) -> None:
         text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
         pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=20_000)
         with gr.Row():
-            layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer", min_width=160)
-            head = gr.Slider(1, A, value=1, step=1, label="Head", min_width=160)
+            layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer", min_width=220)
+            head = gr.Slider(1, A, value=1, step=1, label="Head", min_width=220)
             hide = gr.Checkbox(label="Hide [CLS]/[SEP]", info="drop them, rescale each row to sum to 1",
-                               value=False, min_width=160)
+                               value=False, min_width=220)
         go_btn = gr.Button("Show attention", variant="primary")
     ex = examples(side, EXAMPLES, [text, pair])
     caption = gr.Markdown()

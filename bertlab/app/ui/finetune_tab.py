@@ -264,12 +264,12 @@ def build(picker: gr.Dropdown) -> None:
                                     min_width=240)
             stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
-    with gr.Row():
+    status = gr.HTML(elem_id="finetune-status")
+    plot = gr.Plot(elem_id="finetune-plot", label="Curves")
+    with gr.Row():  # under the curves: at 1280×900 a click on Start shows its status and curves unscrolled
         watch = gr.Dropdown([], label="Run", allow_custom_value=True, scale=2, elem_id="finetune-run", min_width=160)
         overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3,
                               elem_id="finetune-overlay", min_width=200)
-    status = gr.HTML(elem_id="finetune-status")
-    plot = gr.Plot(elem_id="finetune-plot", label="Curves")
     table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, wrap=False, elem_id="finetune-summary")
     with gr.Row():
         confusion = gr.Plot(elem_id="finetune-confusion", label="Confusion matrix", min_width=300)

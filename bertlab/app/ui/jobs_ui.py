@@ -68,16 +68,15 @@ def session():
     return root._bertlab_session
 
 
-def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, on_open=None) -> None:
+def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs) -> None:
     """What both training tabs do with their run picker: redraw on a pick, on each tick while a shown
     run is live, refresh the run lists when opened, and on page load show this browser's last run
-    (with the runs started together with it overlaid): `on_open`, by default `reopen(kind)`."""
-    on_open = on_open or reopen(kind)
+    (with the runs started together with it overlaid)."""
     gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
     timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
     for dd in (watch, overlay):
         dd.focus(lambda: gr.Dropdown(choices=runs_of(kind)), None, dd, api_name=False)
-    opened.then(on_open, [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
+    opened.then(reopen(kind), [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
         view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
 
 

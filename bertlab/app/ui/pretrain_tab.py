@@ -192,16 +192,6 @@ def resume(owner, name, steps, overlay):
     return view(name, overlay, owner)
 
 
-def on_open(owner, current):
-    """A (re)loaded page shows this browser's live run again, if it has one."""
-    mine = jobs_ui.my_live_run(owner, "pretrain")
-    choices = jobs_ui.runs_of("pretrain")
-    name = mine or (current if current in choices else None)
-    # no value when there is nothing to show: a slow page-load must not clear a run picked meanwhile
-    watch = gr.Dropdown(choices=choices, value=name) if name else gr.Dropdown(choices=choices)
-    return watch, gr.Dropdown(choices=choices)
-
-
 def build(picker: gr.Dropdown) -> None:
     owner, opened = jobs_ui.session()
     first = next(iter(RECIPES))
@@ -289,5 +279,5 @@ def build(picker: gr.Dropdown) -> None:
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("pretrain")], [watch, overlay], api_name="pretrain_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
-    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, on_open)
+    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs)
     gr.context.Context.root_block.load(size_md, size_in, size, api_name=False, show_progress="hidden")

@@ -50,3 +50,37 @@ def test_head_stats_and_rollout():
     assert r.shape == (1, T, T) and torch.allclose(r.sum(-1), torch.ones(1, T), atol=1e-5)
     d = A.layer_diagnostics(maps)
     assert set(d) == {"attn_entropy", "attn_prev", "attn_next"} and len(d["attn_prev"]) == 3
+
+
+def _tiny(pre_ln: bool):
+    from bertlab.config import BertConfig
+    from bertlab.model import BertForPreTraining
+    torch.manual_seed(0)
+    c = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                   intermediate_size=64, max_position_embeddings=64, pre_ln=pre_ln)
+    return BertForPreTraining(c).eval()
+
+
+def test_head_math_equals_the_models_attention_post_and_pre_ln():
+    from bertlab.analysis import qkv
+    for pre_ln in (False, True):
+        model = _tiny(pre_ln)
+        ids, types = [2, 7, 9, 11, 3, 5, 3], [0, 0, 0, 0, 0, 1, 1]
+        for layer in (1, 3):
+            m = qkv.head_math(model, ids, types, layer, 2, 3)
+            assert m.weights.shape == (7,) and abs(float(m.weights.sum()) - 1) < 1e-9
+            assert float((m.weights - m.model_weights).abs().max()) < 1e-6, (pre_ln, layer)
+
+
+def test_head_math_is_safe_when_requests_share_the_model():
+    """The app serves one model object to concurrent requests of different lengths."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bertlab.analysis import qkv
+    model = _tiny(True)
+    jobs = [([2] + list(range(5, 5 + n)) + [3], n) for n in (3, 20, 7, 40) * 8]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda j: qkv.head_math(model, j[0], [0] * len(j[0]), 2, 1, 1), jobs))
+    for m, (ids, _) in zip(got, jobs):
+        assert m.weights.shape == (len(ids),)
+        assert float((m.weights - m.model_weights).abs().max()) < 1e-6

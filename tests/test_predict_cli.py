@@ -107,15 +107,18 @@ def test_cli_export_fp16(model_dir, tmp_path):
     assert all(torch.equal(v, d.state_dict()[k]) for k, v in m.state_dict().items())
 
 
-def test_logit_lens_last_row_is_fill_mask_exactly(model_dir, vocab_tokenizer):
-    """The lens applies the MLM head to every layer's [MASK] vector: its last row is fill_mask's answer."""
+def test_logit_lens_last_row_is_fill_mask(model_dir, vocab_tokenizer):
+    """The lens applies the MLM head to every layer's [MASK] vector: its last row is fill_mask's answer
+    (to float rounding: the head runs on L+1 rows here and on the masked rows there, and some CPUs'
+    matmul kernels round differently by shape)."""
     from bertlab.analysis.lens import logit_lens
     (_, model), tok = model_dir, vocab_tokenizer
     for text, which, causal in [("the film was [MASK] .", 0, False), ("the [MASK] was [MASK] !", 1, True)]:
         lens = logit_lens(model, tok, text, top_k=6, mask_index=which, causal=causal)
         assert len(lens["top"]) == model.config.num_hidden_layers + 1 == len(lens["layers"])
         fm = fill_mask(model, tok, text, top_k=6, causal=causal)[which]
-        assert [(c["token"], c["score"]) for c in lens["top"][-1]] == [(c["token"], c["score"]) for c in fm]
+        assert [c["token"] for c in lens["top"][-1]] == [c["token"] for c in fm]
+        assert [c["score"] for c in lens["top"][-1]] == pytest.approx([c["score"] for c in fm], rel=1e-5, abs=1e-8)
         assert lens["top"][0] != lens["top"][-1]  # the embeddings row is another guess
     with pytest.raises(ValueError, match="pick one from 1 to 1"):
         logit_lens(model, tok, "a [MASK] film", mask_index=1)

@@ -1,8 +1,9 @@
 """One head's attention worked out by hand, for teaching: the query and key vectors of real tokens,
 their dot products scaled by 1/√d, the softmax, and the weighted sum of the value vectors.
 
-The vectors are the model's own: a hook catches what the chosen layer's attention receives, and its
-query/key/value projections are applied to it. The arithmetic is redone in float64, so the weights can
+The vectors are the model's own: the chosen layer's input (a hidden state the model returns, through
+the layer's pre-LN where it has one) goes through its query/key/value projections. No hook: the
+model is shared by concurrent requests, so nothing may be caught on the module. The arithmetic is redone in float64, so the weights can
 be checked against the probabilities the model itself returns (`output_attentions`)."""
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ class HeadMath:
     model_weights: torch.Tensor  # (T,) the model's own attention row, to compare
 
 
-def _self_attention(model, layer: int):
+def _attention(model, layer: int):
     bert = getattr(model, "bert", model)
-    return bert.encoder.layer[layer - 1].attention.self
+    return bert.encoder.layer[layer - 1].attention
 
 
 @torch.no_grad()
@@ -41,17 +42,11 @@ def head_math(model, ids: list[int], token_type_ids: list[int], layer: int, head
     if not (1 <= layer <= L and 1 <= head <= A and 0 <= query < len(ids)):
         raise ValueError(f"layer {layer}, head {head}, token {query}: out of range "
                          f"({L} layers, {A} heads, {len(ids)} tokens)")
-    sa = _self_attention(model, layer)
-    seen = {}
-
-    def catch(mod, args):  # returns None: the layer runs on unchanged
-        seen["x"] = args[0].clone()
-    hook = sa.register_forward_pre_hook(catch)
-    try:
-        out = model(torch.tensor([ids]), torch.tensor([token_type_ids]), output_attentions=True)
-    finally:
-        hook.remove()
-    x = seen["x"][0]  # (T, H): what this layer's attention reads (after the pre-LN in pre-LN models)
+    att = _attention(model, layer)
+    sa = att.self
+    out = model(torch.tensor([ids]), torch.tensor([token_type_ids]), output_attentions=True,
+                output_hidden_states=True)
+    x = att.ln(out.hidden_states[layer - 1][0])  # (T, H): what this layer's attention reads
     d = sa.head_dim
     cols = slice((head - 1) * d, head * d)  # this head's slice of the projections
     q, k, v = (proj(x)[:, cols].double() for proj in (sa.query, sa.key, sa.value))  # (T, d) each

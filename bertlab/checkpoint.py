@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from .config import BertConfig
+from . import family
+from .config import BertConfig, read_json_config
 from .model import BertForPreTraining
 from .tokenizer import WordPieceTokenizer
 
@@ -22,8 +23,8 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "assets" / "default
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 HUB_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
              "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
-TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
-HEADS = {"bert.pooler.": "pooler", "cls.predictions.": "masked-LM head", "cls.seq_relationship.": "next-sentence head"}
+TIED = BertForPreTraining.tied_keys
+HEADS = BertForPreTraining.head_names
 
 
 def resolve_folder(path_or_hub_id: str | os.PathLike | None) -> Path:
@@ -129,14 +130,16 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     return sd
 
 
-def to_pretraining_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Rename BertModel / BertForMaskedLM / TF-era keys into BertForPreTraining's."""
+def to_pretraining_keys(sd: dict[str, torch.Tensor], prefix: str = "bert") -> dict[str, torch.Tensor]:
+    """Rename a bare encoder's keys (BertModel, AlbertModel, ...) and TF-era names into those of our
+    full model, whose encoder sits under `prefix`."""
     out = {}
-    encoder_only = not any(k.startswith("bert.") for k in sd)
+    encoder_only = not any(k.startswith(prefix + ".") for k in sd)
     for k, v in sd.items():
         k = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", k))
-        if encoder_only and k.split(".")[0] in ("embeddings", "encoder", "pooler"):
-            k = "bert." + k
+        if encoder_only and k.split(".")[0] in ("embeddings", "encoder", "pooler", "embeddings_project",
+                                                "transformer"):
+            k = prefix + "." + k
         out[k] = v
     return out
 
@@ -144,28 +147,34 @@ def to_pretraining_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def count_params(config: BertConfig) -> int:
     """Exact, without allocating: the model built on the meta device."""
     with torch.device("meta"):
-        return sum(p.numel() for p in BertForPreTraining(config).parameters())
+        return sum(p.numel() for p in family.build(config).parameters())
 
 
 def load_model(folder: str | os.PathLike, config: BertConfig | None = None,
-               max_params: int | None = None) -> BertForPreTraining:
-    """Weights of any BERT key layout into our BertForPreTraining; missing heads are initialised."""
+               max_params: int | None = None):
+    """Weights of any family member's key layout (full model or bare encoder) into our class for it
+    (family.model_class); missing heads are initialised."""
     folder = Path(folder)
+    architectures = ()
     if config is None:
         if not (folder / "config.json").exists():
             raise ValueError(f"{folder}: no config.json, so this is not a model folder")
         config = BertConfig.from_json_file(folder / "config.json")
-    floor = config.num_hidden_layers * 4 * config.hidden_size ** 2  # attention alone: no meta build of a huge one
+        architectures = read_json_config(folder / "config.json").get("architectures") or ()
+    shared = config.num_hidden_layers // config.num_hidden_groups  # ALBERT stores one weight set per group
+    floor = config.num_hidden_layers // shared * 4 * config.hidden_size ** 2  # attention alone: no meta build of a huge one
     if max_params is not None and (n := floor if floor > max_params else count_params(config)) > max_params:
         raise ValueError(f"{folder.name}: its config.json describes at least {n:,} parameters; this server "
                          f"loads at most {max_params:,}")
-    model = BertForPreTraining(config)
-    sd = to_pretraining_keys(read_weights(folder))
+    cls = family.model_class(config, architectures if isinstance(architectures, list) else ())
+    model = cls(config)
+    sd = to_pretraining_keys(read_weights(folder), cls.base_model_prefix)
     own = model.state_dict()
-    expected = {k for k in own if k not in TIED}
+    tied, heads = cls.tied_keys, cls.head_names
+    expected = {k for k in own if k not in tied}
     state, unexpected = {}, []
     for k, v in sd.items():
-        if k in TIED or k.endswith("position_ids"):
+        if k in tied or k.endswith(("position_ids", "embeddings.token_type_ids")):
             continue
         if k not in expected:
             unexpected.append(k)
@@ -176,13 +185,13 @@ def load_model(folder: str | os.PathLike, config: BertConfig | None = None,
                              f"{tuple(own[k].shape)}: the weights do not match the config")
         state[k] = v.float()
     missing = sorted(expected - state.keys())
-    if any(not k.startswith(tuple(HEADS)) for k in missing):
-        enc = [k for k in missing if not k.startswith(tuple(HEADS))]
+    if any(not k.startswith(tuple(heads)) for k in missing):
+        enc = [k for k in missing if not k.startswith(tuple(heads))]
         raise ValueError(f"{folder}: weights lack {len(enc)} encoder tensors (e.g. {enc[0]}): "
-                         f"not a BERT checkpoint, or a truncated one")
+                         f"not a {family.family_name(config)} checkpoint, or a truncated one")
     model.load_state_dict(state, strict=False)
     model.tie_weights()
-    notes = sorted({name for k in missing for p, name in HEADS.items() if k.startswith(p)})
+    notes = sorted({name for k in missing for p, name in heads.items() if k.startswith(p)})
     if notes:
         warnings.warn(f"{folder}: no weights for the {', '.join(notes)}; initialised at random "
                       f"(predictions from them mean nothing until trained)", stacklevel=2)
@@ -284,7 +293,7 @@ def load_weights(model: torch.nn.Module, folder: str | os.PathLike) -> None:
 
 def write_model_files(tmp: Path, model, tokenizer, dtype=torch.float32, extra_files: dict[str, str] | None = None) -> None:
     """config.json + model.safetensors (+ tokenizer files) into an existing folder."""
-    model.config.to_json_file(tmp / "config.json")
+    model.config.to_json_file(tmp / "config.json", type(model).__name__)
     save_weights(model, tmp, dtype)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)

@@ -1,4 +1,6 @@
-"""One dataclass describes every BERT we build; field names are Hugging Face's so config.json round-trips."""
+"""One dataclass describes every model of the BERT family we build (BERT, ALBERT, ELECTRA, DistilBERT,
+RoBERTa); field names are Hugging Face's so config.json round-trips. `model_type` says which family
+member; the few fields only one member reads say so in their comment."""
 from __future__ import annotations
 
 import json
@@ -8,6 +10,15 @@ from dataclasses import asdict, dataclass, fields, replace
 # [PAD] [UNK] [CLS] [SEP] [MASK]: a vocabulary smaller than this cannot even hold its own markers.
 NUM_SPECIAL_TOKENS = 5
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+MODEL_TYPES = ("bert", "albert", "electra", "distilbert", "roberta")
+# DistilBERT's config.json names the same numbers differently: ours -> theirs.
+DISTILBERT_NAMES = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
+                    "intermediate_size": "hidden_dim", "hidden_act": "activation", "hidden_dropout_prob": "dropout",
+                    "attention_probs_dropout_prob": "attention_dropout"}
+# What each family member's config.json carries beyond the fields every member has.
+ONLY = {"albert": ("embedding_size", "num_hidden_groups", "inner_group_num"), "electra": ("embedding_size",)}
+SPECIFIC = {"embedding_size", "num_hidden_groups", "inner_group_num", "pre_ln", "model_type",
+            "bos_token_id", "eos_token_id"}
 
 
 def read_json_config(path: str | os.PathLike) -> dict:
@@ -40,10 +51,26 @@ class BertConfig:
     # Pre-LN (LayerNorm before attention and feed-forward, one after the last layer): trains stably at
     # higher learning rates. Not BERT's layout: saved as Hugging Face's MegatronBert, which computes it.
     pre_ln: bool = False
+    model_type: str = "bert"  # which family member: one of MODEL_TYPES
+    embedding_size: int | None = None  # ALBERT, ELECTRA: token vectors of this size, projected to hidden_size
+    num_hidden_groups: int = 1  # ALBERT: distinct layer weights; the L layers share them in turn
+    inner_group_num: int = 1  # ALBERT: layers per group, run one after another at every step
+    bos_token_id: int | None = None  # RoBERTa's <s>, ALBERT's [CLS]: written for transformers, unused here
+    eos_token_id: int | None = None
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_dim(self) -> int:
+        """The width of the token vectors: E where the model factorises its embeddings, else H."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def position_offset(self) -> int:
+        """RoBERTa numbers positions from pad_token_id + 1 (rows below are never used); others from 0."""
+        return self.pad_token_id + 1 if self.model_type == "roberta" else 0
 
     def __post_init__(self):
         """Raise one ValueError naming the first impossible field, so a UI can show it as is."""
@@ -72,28 +99,74 @@ class BertConfig:
             raise ValueError(f"pre_ln must be true or false, got {self.pre_ln!r}")
         if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id must be in [0, vocab_size), got {self.pad_token_id!r}")
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}, got {self.model_type!r}")
+        if self.pre_ln and self.model_type != "bert":
+            raise ValueError("pre_ln is a BERT option (saved as MegatronBert); other model types are post-LN")
+        for name in ("embedding_size",):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if self.embedding_size not in (None, self.hidden_size) and self.model_type not in ("albert", "electra"):
+            raise ValueError(f"embedding_size differs from hidden_size only in ALBERT and ELECTRA, "
+                             f"not in {self.model_type}")
+        for name in ("num_hidden_groups", "inner_group_num"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            if v != 1 and self.model_type != "albert":
+                raise ValueError(f"{name} is an ALBERT option; {self.model_type} has one weight set per layer")
+        if self.num_hidden_layers % self.num_hidden_groups:
+            raise ValueError(f"num_hidden_layers ({self.num_hidden_layers}) must be a multiple of "
+                             f"num_hidden_groups ({self.num_hidden_groups})")
+        if self.model_type == "roberta" and self.max_position_embeddings <= self.position_offset:
+            raise ValueError(f"max_position_embeddings must exceed pad_token_id + 1 ({self.position_offset}): "
+                             f"RoBERTa's positions start there")
+        if self.model_type == "distilbert" and self.type_vocab_size != 2:
+            raise ValueError("DistilBERT has no token-type embeddings: leave type_vocab_size alone")
 
     # ---- Hugging Face config.json -------------------------------------------------------------
     def to_dict(self) -> dict:
         return asdict(self)
 
     def to_hf_dict(self, architecture: str = "BertForPreTraining") -> dict:
-        """A pre-LN model is written as MegatronBert (same keys, LayerNorms moved), so transformers
+        """The config.json transformers reads for `architecture`: each family member's own fields and
+        names. A pre-LN BERT is written as MegatronBert (same keys, LayerNorms moved), so transformers
         computes it correctly instead of loading it into a post-LN BERT."""
-        d = self.to_dict()
-        if d.pop("pre_ln"):
+        d = {k: v for k, v in self.to_dict().items() if k not in SPECIFIC}
+        kind = self.model_type
+        d |= {k: getattr(self, k) for k in ONLY.get(kind, ())}
+        if kind == "albert" or kind == "electra":
+            d["embedding_size"] = self.embedding_dim
+        d |= {k: v for k in ("bos_token_id", "eos_token_id") if (v := getattr(self, k)) is not None}
+        if kind == "distilbert":
+            d = {DISTILBERT_NAMES.get(k, k): v for k, v in d.items() if k != "type_vocab_size"}
+            d |= {"sinusoidal_pos_embds": False, "tie_weights_": True}
+        if self.pre_ln:
             return {"architectures": ["Megatron" + architecture], "model_type": "megatron-bert", **d}
-        return {"architectures": [architecture], "model_type": "bert", **d}
+        return {"architectures": [architecture], "model_type": kind, **d}
 
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
         """Keep the fields we know and ignore the rest (HF configs carry many we do not use)."""
         kind = d.get("model_type", "bert")
-        if kind not in ("bert", "megatron-bert"):
-            raise ValueError(f"model_type must be 'bert' (or 'megatron-bert', pre-LN), got {kind!r}")
-        known = {f.name for f in fields(cls)} - {"pre_ln"}  # a config.json says pre-LN by its model_type
+        if kind not in MODEL_TYPES + ("megatron-bert",):
+            raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)} (or 'megatron-bert', "
+                             f"a pre-LN BERT), got {kind!r}")
+        if kind == "distilbert":
+            if d.get("sinusoidal_pos_embds"):
+                raise ValueError("DistilBERT with sinusoidal position embeddings is not supported")
+            d = {**d, **{ours: d[theirs] for ours, theirs in DISTILBERT_NAMES.items() if theirs in d}}
+            d.pop("type_vocab_size", None)
+        known = {f.name for f in fields(cls)} - {"pre_ln", "model_type"}  # both said by model_type
         pre_ln = kind == "megatron-bert" or d.get("pre_ln") is True  # ... and our own to_dict() by the field
-        return cls(**{k: v for k, v in d.items() if k in known and v is not None}, pre_ln=pre_ln)
+        kind = "bert" if kind == "megatron-bert" else kind
+        kw = {k: v for k, v in d.items() if k in known and v is not None}
+        if kind not in ("albert", "electra"):
+            kw.pop("embedding_size", None)
+        if kind != "albert":
+            kw.pop("num_hidden_groups", None), kw.pop("inner_group_num", None)
+        return cls(**kw, pre_ln=pre_ln, model_type=kind)
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":

@@ -29,7 +29,8 @@ class BertOutput:
     mlm_loss: torch.Tensor | None = None
     nsp_loss: torch.Tensor | None = None
     mlm_logits: torch.Tensor | None = None  # (B, T, V), or (N, V) at the N labelled positions when sparse
-    nsp_logits: torch.Tensor | None = None  # (B, 2)
+    nsp_logits: torch.Tensor | None = None  # (B, 2): next sentence (BERT) or sentence order (ALBERT)
+    rtd_logits: torch.Tensor | None = None  # (B, T): ELECTRA's discriminator, > 0 means "replaced"
     last_hidden_state: torch.Tensor | None = None  # (B, T, H)
     pooler_output: torch.Tensor | None = None  # (B, H)
     hidden_states: tuple[torch.Tensor, ...] | None = None  # L+1 of (B, T, H): embeddings, then each layer
@@ -141,10 +142,27 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
+    """The layer stack; RoBERTa and ELECTRA use it as is (their checkpoint keys are BERT's)."""
+
     def __init__(self, c: BertConfig):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
         self.ln = _pre_ln(c)  # pre-LN: the residual stream is normalised once, at the end
+
+    def forward(self, x, bias, output_attentions: bool):
+        """(last hidden state, L+1 hidden states, L attention maps or Nones) from x (B, T, H)."""
+        hidden, attns = [x], []
+        for layer in self.layer:
+            x, probs = layer(x, bias, output_attentions)
+            hidden.append(x)
+            attns.append(probs)
+        x = hidden[-1] = self.ln(x)  # pre-LN, as MegatronBert: the last hidden state is normalised
+        return x, hidden, attns
+
+    def attention(self, layer: int):
+        """(pre-norm, self-attention) of layer `layer` (from 1)."""
+        att = self.layer[layer - 1].attention
+        return att.ln, att.self
 
 
 class BertPooler(nn.Module):
@@ -165,6 +183,20 @@ def attention_bias(attention_mask, T: int, dtype, causal: bool = False):
     return bias.masked_fill(~allowed, torch.finfo(dtype).min)
 
 
+def mask_bias(attention_mask, dtype, causal: bool = False):
+    """None when nothing is masked (lets SDPA pick its fastest kernel), else attention_bias."""
+    if not causal and bool(attention_mask.all()):
+        return None
+    return attention_bias(attention_mask, attention_mask.size(1), dtype, causal)  # (B, 1, T, T)
+
+
+def check_length(input_ids, c: BertConfig):
+    T = input_ids.size(1) + c.position_offset
+    if T > c.max_position_embeddings:
+        raise ValueError(f"sequence length {input_ids.size(1)} exceeds max_position_embeddings "
+                         f"({c.max_position_embeddings}{f' less {c.position_offset} unused' if c.position_offset else ''})")
+
+
 class BertModel(nn.Module):
     """The encoder alone; its state-dict keys are those of Hugging Face's BertModel."""
 
@@ -178,30 +210,24 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
-        T = input_ids.size(1)
-        if T > self.config.max_position_embeddings:
-            raise ValueError(f"sequence length {T} exceeds max_position_embeddings "
-                             f"({self.config.max_position_embeddings})")
+        check_length(input_ids, self.config)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        # No padding and no causal mask: no bias at all, which lets SDPA pick its fastest kernel.
-        bias = None if (not causal and bool(attention_mask.all())) else \
-            attention_bias(attention_mask, T, x.dtype, causal)  # (B, 1, T, T)
-        hidden, attns = [x], []
-        for layer in self.encoder.layer:
-            x, probs = layer(x, bias, output_attentions)
-            hidden.append(x)
-            attns.append(probs)
-        x = hidden[-1] = self.encoder.ln(x)  # pre-LN, as MegatronBert: the last hidden state is normalised
+        x, hidden, attns = self.encoder(x, mask_bias(attention_mask, x.dtype, causal), output_attentions)
         return BertOutput(
             last_hidden_state=x,
             pooler_output=self.pooler(x) if self.pooler is not None else None,
             hidden_states=tuple(hidden) if output_hidden_states else None,
             attentions=tuple(attns) if output_attentions else None,
         )
+
+    def attention_projections(self, layer: int):
+        """(pre-norm, query, key, value) of the layer from 1: each family member's encoder has this."""
+        ln, sa = self.encoder.attention(layer)
+        return ln, sa.query, sa.key, sa.value
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -234,7 +260,16 @@ class BertPreTrainingHeads(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """Encoder + masked-LM head + next-sentence head; keys match HF's BertForPreTraining."""
+    """Encoder + masked-LM head + next-sentence head; keys match HF's BertForPreTraining.
+
+    Every family member's model class has the same surface, which loading, saving and the views use:
+    `base_model_prefix` (the encoder's attribute), `tied_keys` (state-dict aliases of other tensors),
+    `head_names` (key prefixes of parts a checkpoint may lack, by their name), `tie_weights()`,
+    `token_logits(h)` and this forward's signature and output."""
+    base_model_prefix = "bert"
+    tied_keys = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+    head_names = {"bert.pooler.": "pooler", "cls.predictions.": "masked-LM head",
+                  "cls.seq_relationship.": "next-sentence head"}
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -246,6 +281,10 @@ class BertForPreTraining(nn.Module):
 
     def tie_weights(self):
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def token_logits(self, h):
+        """Vocabulary logits (..., V) from final hidden states (..., H): the masked-LM head."""
+        return self.cls.predictions(h)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_attentions=False,
                 output_hidden_states=False, labels=None, next_sentence_label=None,

@@ -212,7 +212,7 @@ def load_pretrained(path_or_hub_id: str | os.PathLike | None = None, max_params:
     if tok.vocab_size > model.config.vocab_size:
         raise ValueError(f"{folder}: the tokenizer has {tok.vocab_size} tokens but the model only "
                          f"{model.config.vocab_size}: they do not belong together")
-    tok.model_max_length = min(tok.model_max_length, model.config.max_position_embeddings)
+    tok.model_max_length = min(tok.model_max_length, model.config.max_tokens)
     return model, tok
 
 

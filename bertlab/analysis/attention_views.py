@@ -51,7 +51,7 @@ def run_attention(model, tok, text: str, pair: str | None = None) -> AttentionRu
     """Encode `text` (and `pair`), cut to what the model can read, and collect every head's map."""
     text = check_text(text)
     pair = check_text(pair, "second sentence", required=False)
-    max_len = min(tok.model_max_length, model.config.max_position_embeddings)
+    max_len = min(tok.model_max_length, model.config.max_tokens)
     cut = CHARS_PER_TOKEN * max_len
     pre_cut = len(text) > cut or (pair is not None and len(pair) > cut)
     text, pair = text[:cut], None if pair is None else pair[:cut]

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import family
+
 INDEX_BYTES = 48_000_000  # 18,000 tokens × 5 layers of a 256-wide model
 MAX_LEN = 40  # sentences are cut to this many pieces (with [CLS]/[SEP])
 
@@ -33,14 +35,14 @@ class Index:
 
 
 def _encoder(model):
-    return getattr(model, "bert", model)
+    return family.encoder_of(model)
 
 
 @torch.no_grad()
 def hidden(model, tok, sentences: list[str], max_len: int = MAX_LEN):
     """(encodings, hidden (L+1, B, T, H) float32) for a batch of sentences, each alone."""
     enc = _encoder(model)
-    limit = min(max_len, tok.model_max_length, enc.config.max_position_embeddings)
+    limit = min(max_len, tok.model_max_length, enc.config.max_tokens)
     encs = [tok.encode(s, max_length=limit) for s in sentences]
     batch = tok.encode_batch(sentences, max_length=limit)
     device = next(enc.parameters()).device

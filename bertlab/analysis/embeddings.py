@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import family
+
 MAX_SENTENCES = 8
 POOLINGS = ("cls", "mean", "max")
 
@@ -52,8 +54,8 @@ def short(text: str, n: int = 40) -> str:
 def hidden_states(model, tok, sentences) -> States:
     """Encode each sentence alone, cut to the model's length; one encoder pass (BertForPreTraining or BertModel)."""
     sentences = check_sentences(sentences)
-    encoder = getattr(model, "bert", model)
-    limit = min(tok.model_max_length, encoder.config.max_position_embeddings)
+    encoder = family.encoder_of(model)
+    limit = min(tok.model_max_length, encoder.config.max_tokens)
     encs = [tok.encode(s, max_length=limit) for s in sentences]
     for i, e in enumerate(encs, 1):
         if all(e.special_tokens_mask):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .predict import MASK_RE, check_text
+from .. import family
+from .predict import check_text, need_mlm_head, with_masks
 
 
 @torch.no_grad()
@@ -13,10 +14,11 @@ def logit_lens(model, tok, text: str, top_k: int = 5, mask_index: int = 0, causa
     """{"position", "layers": ["embeddings", "layer 1", ...], "top": per layer a list of
     {token, token_str, score}}: the top-k pieces for the `mask_index`-th [MASK] (0-based) after each
     layer. The last row is exactly fill_mask's answer (same head, same hidden state)."""
-    text = MASK_RE.sub("[MASK]", check_text(text))
+    need_mlm_head(model, "read its layers")
+    text, mask = with_masks(tok, check_text(text))
     if not isinstance(top_k, int) or not 1 <= top_k <= 100:
         raise ValueError(f"top_k must be an integer from 1 to 100, got {top_k!r}")
-    n = text.count("[MASK]")
+    n = text.count(mask)
     if n == 0:
         raise ValueError("no [MASK] in the text: write [MASK] where the model should guess a word")
     if not isinstance(mask_index, int) or not 0 <= mask_index < n:
@@ -28,11 +30,13 @@ def logit_lens(model, tok, text: str, top_k: int = 5, mask_index: int = 0, causa
         raise ValueError(f"the text is longer than the model's {tok.model_max_length} tokens and "
                          f"that [MASK] was cut off: shorten it")
     pos = where[mask_index]
-    out = model.bert(ids, torch.tensor([enc.token_type_ids]), output_hidden_states=True, causal=causal)
+    enc_model = family.encoder_of(model)
+    out = enc_model(ids, torch.tensor([enc.token_type_ids]), output_hidden_states=True, causal=causal)
     hs = out.hidden_states  # L+1 of (1, T, H); the last is already through the encoder's final norm
-    ln = model.bert.encoder.ln  # pre-LN models normalise the residual stream once, at the end; else Identity
+    # Pre-LN models normalise the residual stream once, at the end: do the same to earlier layers.
+    ln = getattr(getattr(enc_model, "encoder", None), "ln", torch.nn.Identity())
     h = torch.stack([ln(x[0, pos]) for x in hs[:-1]] + [hs[-1][0, pos]])  # (L+1, H)
-    probs = model.cls.predictions(h).float().softmax(-1)  # (L+1, V)
+    probs = model.token_logits(h).float().softmax(-1)  # (L+1, V)
     probs[:, sorted(tok.special_ids)] = 0.0  # as fill_mask: a [SEP] or [PAD] is never a useful answer
     top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
     layers = ["embeddings"] + [f"layer {i}" for i in range(1, len(hs))]

@@ -6,10 +6,31 @@ import re
 
 import torch
 
+from .. import family
 from ..tokenizer import ptb_words
 
-MASK_RE = re.compile(r"\[mask\]", re.IGNORECASE)
+MASK_RE = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)  # users type BERT's [MASK] or RoBERTa's <mask>
 MAX_MASKS = 20
+
+
+def with_masks(tok, text: str) -> tuple[str, str]:
+    """(text with every [MASK]/<mask> written as this tokenizer's mask token, that token)."""
+    mask = tok.id_to_token(tok.mask_token_id)
+    return MASK_RE.sub(lambda _: mask, text), mask
+
+
+def need_mlm_head(model, what: str = "guess masked words") -> None:
+    if not family.has_mlm_head(model):
+        extra = (" It is an ELECTRA discriminator: it tells which tokens were replaced instead"
+                 if model.config.model_type == "electra" else "")
+        raise ValueError(f"this {family.family_name(model.config)} model has no masked-LM head, so it "
+                         f"cannot {what}.{extra}")
+
+
+def need_pair_head(model) -> None:
+    if model.config.model_type not in ("bert", "albert"):
+        raise ValueError(f"{family.family_name(model.config)} was pre-trained without a sentence-pair task "
+                         f"(no next-sentence or sentence-order head): pick a BERT or ALBERT model")
 
 
 def check_text(text, what: str = "text", required: bool = True) -> str | None:
@@ -27,10 +48,11 @@ def check_text(text, what: str = "text", required: bool = True) -> str | None:
 def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> list[list[dict]]:
     """Top-k candidates for each [MASK], as Hugging Face's fill-mask widget reports them
     (score, token, token_str, sequence). `causal` hides the right-hand context from every token."""
-    text = MASK_RE.sub("[MASK]", check_text(text))
+    need_mlm_head(model)
+    text, mask = with_masks(tok, check_text(text))
     if not isinstance(top_k, int) or not 1 <= top_k <= 100:
         raise ValueError(f"top_k must be an integer from 1 to 100, got {top_k!r}")
-    n = text.count("[MASK]")
+    n = text.count(mask)
     if n == 0:
         raise ValueError("no [MASK] in the text: write [MASK] where the model should guess a word")
     if n > MAX_MASKS:
@@ -55,13 +77,29 @@ def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> li
 def _decode_keep_masks(tok, ids: list[int]) -> str:
     """Decode, showing the other [MASK]s instead of dropping them as special tokens."""
     runs = itertools.groupby(ids, key=lambda i: i == tok.mask_token_id)
-    parts = [" ".join("[MASK]" for _ in run) if masked else tok.decode(list(run)) for masked, run in runs]
-    return " ".join(p for p in parts if p)
+    mask = tok.id_to_token(tok.mask_token_id)
+    parts = [" ".join(mask for _ in run) if masked else tok.decode(list(run)) for masked, run in runs]
+    return " ".join(p.strip() for p in parts if p.strip())
+
+
+@torch.no_grad()
+def replaced_tokens(model, tok, text: str) -> list[dict]:
+    """ELECTRA's discriminator on a text: for each token, the probability that it was replaced (it
+    was trained on sentences in which a small generator swapped some tokens for plausible others)."""
+    if getattr(model, "token_logits", 0) is not None or model.config.model_type != "electra":
+        raise ValueError("only an ELECTRA discriminator tells replaced tokens apart; this model guesses "
+                         "masked words instead")
+    enc = tok.encode(check_text(text))
+    out = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids]))
+    p = out.rtd_logits[0].float().sigmoid().tolist()
+    return [{"token": t, "replaced": q, "special": bool(s)}
+            for t, q, s in zip(enc.tokens, p, enc.special_tokens_mask)]
 
 
 @torch.no_grad()
 def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
     """P(IsNext) for each candidate second sentence (label 0 = IsNext, as in Hugging Face)."""
+    need_pair_head(model)
     check_text(first, "first sentence")
     seconds = [check_text(s, "second sentence") for s in seconds]
     if not seconds:
@@ -75,6 +113,7 @@ def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
 def nsp_accuracy(model, tok, pairs: list[tuple[str, str, int]], batch_size: int = 50) -> dict:
     """How often the NSP head is right on labelled (A, B, is_next) pairs, taking P(IsNext) > 0.5 as
     "next"; and how often it says "next" for true and for random pairs."""
+    need_pair_head(model)
     if not pairs:
         raise ValueError("give at least one labelled pair")
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))  # less padding

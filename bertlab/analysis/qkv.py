@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import family
+
 
 @dataclass(frozen=True)
 class HeadMath:
@@ -30,26 +32,23 @@ class HeadMath:
     model_weights: torch.Tensor  # (T,) the model's own attention row, to compare
 
 
-def _attention(model, layer: int):
-    bert = getattr(model, "bert", model)
-    return bert.encoder.layer[layer - 1].attention
-
-
 @torch.no_grad()
 def head_math(model, ids: list[int], token_type_ids: list[int], layer: int, head: int, query: int) -> HeadMath:
     """Q·K → softmax → ·V for token `query` in `head` of `layer` (both from 1) of one sequence."""
-    L, A = model.config.num_hidden_layers, model.config.num_attention_heads
+    L, A = model.config.num_hidden_layers * model.config.inner_group_num, model.config.num_attention_heads
     if not (1 <= layer <= L and 1 <= head <= A and 0 <= query < len(ids)):
         raise ValueError(f"layer {layer}, head {head}, token {query}: out of range "
                          f"({L} layers, {A} heads, {len(ids)} tokens)")
-    att = _attention(model, layer)
-    sa = att.self
+    if model.config.inner_group_num > 1:
+        raise ValueError("this ALBERT runs several layers per step, whose inputs the model does not return: "
+                         "the worked example needs a model with inner_group_num = 1")
+    ln, *projections = family.attention_projections(model, layer)
     out = model(torch.tensor([ids]), torch.tensor([token_type_ids]), output_attentions=True,
                 output_hidden_states=True)
-    x = att.ln(out.hidden_states[layer - 1][0])  # (T, H): what this layer's attention reads
-    d = sa.head_dim
+    x = ln(out.hidden_states[layer - 1][0])  # (T, H): what this layer's attention reads
+    d = model.config.head_dim
     cols = slice((head - 1) * d, head * d)  # this head's slice of the projections
-    q, k, v = (proj(x)[:, cols].double() for proj in (sa.query, sa.key, sa.value))  # (T, d) each
+    q, k, v = (proj(x)[:, cols].double() for proj in projections)  # (T, d) each
     qi = q[query]  # (d,)
     dots = k @ qi  # (T,)
     scores = dots / math.sqrt(d)

@@ -33,7 +33,7 @@ def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None
         train_docs, held_docs = split_heldout(docs, 0.02, seed)
         if len(held_docs) < 2:
             raise ValueError(f"{corpus}: too few documents ({len(docs)}) to hold out at least two")
-        max_len = min(128, model.config.max_position_embeddings)
+        max_len = min(128, model.config.max_tokens)
         held = make_pretraining_examples(tokenize_documents(held_docs, tok), max_len=max_len, seed=seed + 1,
                                          cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
         ids = [i for d in tokenize_documents(train_docs[:2000], tok) for s in d for i in s]

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .. import family
 from ..cache import LRU
 from ..data import probe as probe_data
 from ..data.probe import ProbeData
@@ -73,10 +74,10 @@ def _items(kind, n_pieces, word_ids, feature):
 def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_size: int = 64,
                      progress=None) -> Features:
     """One forward pass per batch (eval mode, no autograd); each item's vector at every layer."""
-    encoder = getattr(model, "bert", model)
+    encoder = family.encoder_of(model)
     was_training = encoder.training
     encoder.eval()
-    limit = min(tok.model_max_length, encoder.config.max_position_embeddings) - 2
+    limit = min(tok.model_max_length, encoder.config.max_tokens) - 2
     pretok = data.kind == "word"
     encs = tok.backend.encode_batch([list(s) for s in data.sentences] if pretok else list(data.sentences),
                                     is_pretokenized=pretok, add_special_tokens=False)

@@ -8,8 +8,8 @@ import re
 import gradio as gr
 import plotly.graph_objects as go
 
-from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask
-from . import common, logit_lens, text_notes
+from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask, with_masks
+from . import common, logit_lens, replaced_view, text_notes
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -128,6 +128,8 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
     text = common.check_text(text)
     k = common.whole_number(top_k, "number of guesses", 1, 100)
     model, tok = common.load_model(choice)
+    if model.config.model_type == "electra" and model.token_logits is None:  # a discriminator: no guesses
+        return replaced_view.predict(model, tok, MASK_RE.sub(" ", text))
     n = len(MASK_RE.findall(text))
     if n == 0:
         raise common.user_error("No [MASK] in the text: write [MASK] where the model should "
@@ -136,7 +138,7 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
         raise common.user_error(f"The text has {n} [MASK]s: use at most {MAX_MASKS} at once.")
     with common.mistakes():
         results = fill_mask(model, tok, text, top_k=k, causal=bool(causal))
-        truncated = tok.encode(MASK_RE.sub("[MASK]", text)).truncated
+        truncated = tok.encode(with_masks(tok, text)[0]).truncated
     note = (f"The text was cut to {tok.model_max_length} tokens (this model's limit); "
             f"words after that were not seen.") if truncated else ""
     view = common.notice_html(text_notes.cut(text)) + common.notice_html(note) + filled_html(text, results)

@@ -4,9 +4,11 @@ from __future__ import annotations
 import gradio as gr
 import plotly.graph_objects as go
 
+from ... import family
 from ...analysis.lens import logit_lens
 from ...analysis.predict import MASK_RE
 from . import common
+from .train_charts import empty_figure
 
 EXPLAIN = """**Predictions at every layer (the logit lens).** Pre-training reads the guess for a
 `[MASK]` off the *last* layer only: its masked-word head (a small transform, then a score for every
@@ -52,11 +54,14 @@ def lens_view(text, top_k, causal, which, choice):
     """(figure, JSON) of the logit lens for the `which`-th [MASK] (1-based) of the text."""
     text = common.check_text(text)
     k = min(MAX_K, common.whole_number(top_k, "number of guesses", 1, 100))
+    model, tok = common.load_model(choice)
+    if not family.has_mlm_head(model):  # an ELECTRA discriminator: the tab shows replaced tokens instead
+        return empty_figure("No masked-LM head in this model, so there is nothing to read at each "
+                                   "layer"), {}
     n = len(MASK_RE.findall(text))
     if n == 0:
         raise common.user_error("No [MASK] in the text: write [MASK] where the model should guess a word.")
     w = common.whole_number(which, "[MASK] number (which [MASK] to follow)", 1, max(1, n))
-    model, tok = common.load_model(choice)
     with common.mistakes():
         lens = logit_lens(model, tok, text, top_k=k, mask_index=w - 1, causal=bool(causal))
     return figure(lens, w, n), lens

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ... import fast
+from ... import family, fast
 from ...analysis import sizing
 from ...cache import LRU
 from ...checkpoint import (
@@ -92,6 +92,8 @@ def describe(choice: str | None) -> str:
     model, tok = get(choice)
     c = model.config
     n = sizing.param_counts(c)
-    return (f"**{choice or DEFAULT}** · {c.num_hidden_layers} layers · hidden {c.hidden_size} · "
+    kind = family.family_name(c) + (" discriminator" if c.model_type == "electra" and model.token_logits is None
+                                    else " generator" if c.model_type == "electra" else "")
+    return (f"**{choice or DEFAULT}** · {kind} · {c.num_hidden_layers} layers · hidden {c.hidden_size} · "
             f"{c.num_attention_heads} heads · vocabulary {tok.vocab_size:,} · up to "
-            f"{c.max_position_embeddings} tokens · {sizing.humanize(n['total'])} parameters")
+            f"{c.max_tokens} tokens · {sizing.humanize(n['total'])} parameters")

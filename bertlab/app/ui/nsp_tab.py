@@ -6,11 +6,13 @@ import html
 import gradio as gr
 import plotly.graph_objects as go
 
+from ... import family
 from ...analysis.predict import nsp_accuracy, nsp_scores
 from ...cache import LRU
 from ...checkpoint import DEFAULT_MODEL_DIR, weights_stamp
 from ...data import nsp_pairs
 from . import common, models, text_notes
+from .train_charts import empty_figure
 
 EXPLAIN = """**Does sentence B follow sentence A?** Besides filling in blanks, original BERT was
 trained on pairs `[CLS] A [SEP] B [SEP]`: half the time B really came next in the document, half
@@ -22,7 +24,9 @@ the tab measures how often this model is right on held-out pairs and shows it wi
 
 RoBERTa (2019) found that dropping this task does not hurt (it even helps), and many models are
 trained with masked-word prediction only. Such a model still *has* an NSP head, but an untrained
-one: its scores hover around 50 % and mean nothing."""
+one: its scores hover around 50 % and mean nothing. RoBERTa, ELECTRA and DistilBERT have no such
+head at all. **ALBERT** replaced it by *sentence order*: B is A's real next sentence, and the head
+says whether the two come in their original order or swapped; its score is P(in order)."""
 
 EXAMPLES = [
     ["i went to see the new batman film last night .",
@@ -64,7 +68,10 @@ def measured_accuracy(choice, model, tok) -> dict | None:
             pairs = nsp_pairs.heldout_pairs()
         except ValueError:
             return None
-        hit = _accuracy.put(key, {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR})
+        if model.config.model_type == "albert":  # sentence order: the true pairs, as they are and swapped
+            pairs = [p for a, b, y in pairs if y for p in ((a, b, 1), (b, a, 0))]
+        hit = _accuracy.put(key, {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR,
+                                  "sentence_order": model.config.model_type == "albert"})
     return hit
 
 
@@ -77,6 +84,12 @@ def trust_note(acc: dict | None) -> str:
             "held out from the shipped model's training; another model may have read them")
     verdict = ("no better than a coin" if acc["accuracy"] < 0.6 else
                "better than chance, far from reliable" if acc["accuracy"] < 0.85 else "fairly reliable")
+    if acc.get("sentence_order"):
+        return (f"**How far to trust these scores.** On {acc['pairs']} held-out pairs from IMDB reviews (true "
+                f"next sentences, half of them swapped), this model's sentence-order head is right "
+                f"**{acc['accuracy']:.0%}** of the time (chance: 50 %): {verdict}. It says \"in order\" for "
+                f"{acc['next_said_next']:.0%} of the pairs in order and for {acc['random_said_next']:.0%} of "
+                "the swapped ones.")
     return (f"**How far to trust these scores.** On {acc['pairs']} held-out sentence pairs from IMDB "
             f"reviews ({seen}; {acc['true_next_pairs']} true next sentences, {acc['random_pairs']} "
             f"sentences from another review), this model's next-sentence head is right "
@@ -153,6 +166,11 @@ def nsp(first: str, candidates: str, choice: str | None):
         raise common.user_error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} "
                                 "(one per line).")
     model, tok = common.load_model(choice)
+    if model.config.model_type not in ("bert", "albert"):
+        note = (f"This {family.family_name(model.config)} model was pre-trained without a sentence-pair task, so "
+                f"it has no head that scores whether B follows A. Pick a BERT (next sentence) or ALBERT "
+                f"(sentence order) model, or try the Fill-mask tab.")
+        return empty_figure(note), {"first": first, "ranking": [], "notice": note}, common.notice_html(note), ""
     with common.mistakes():
         scores = nsp_scores(model, tok, first, seconds)
         truncated = [tok.encode(first, pair=s).truncated for s in seconds]

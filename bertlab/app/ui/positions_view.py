@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from plotly.subplots import make_subplots
 
+from ... import family
+
 from . import common
 from .common import load_model
 
@@ -24,7 +26,7 @@ TICKS = [-1.0, -0.5, 0.0, 0.5, 1.0]
 @torch.no_grad()
 def similarity(model) -> torch.Tensor:
     """(P, P) cosine similarities of the position embedding rows (P = max positions)."""
-    w = getattr(model, "bert", model).embeddings.position_embeddings.weight.float()  # (P, H)
+    w = family.encoder_of(model).embeddings.position_embeddings.weight.float()  # (P, H)
     v = F.normalize(w, dim=-1)
     return (v @ v.T).clamp(-1, 1)
 

@@ -126,3 +126,16 @@ def test_family_members_in_the_browser(family_server, folders):
             assert page.locator(".toast-body").count() == 0, [t.inner_text() for t in page.locator(".toast-body").all()]
     assert not outside, outside[:5]
     assert not errors, errors
+
+
+def test_training_says_it_takes_bert_models_for_now(folders, tmp_path):
+    """Training the other members is the next step: until then both trainers refuse them clearly."""
+    from bertlab.train.finetune import finetune
+    from bertlab.train.pretrain import build_model
+    from bertlab.train.specs import FinetuneSpec, PretrainSpec
+    from bertlab.tokenizer import WordPieceTokenizer
+    with pytest.raises(ValueError, match="fine-tuning takes BERT models for now"):
+        finetune(tmp_path / "ft", FinetuneSpec(model=folders["albert"], task="sentiment"), log=lambda *_: None)
+    tok = WordPieceTokenizer.from_pretrained(folders["distilbert"])
+    with pytest.raises(ValueError, match="pre-training continues BERT models for now"):
+        build_model(PretrainSpec(init_from=folders["distilbert"]), tok)

@@ -196,9 +196,53 @@ PRESETS: dict[str, tuple[int, int, int]] = {  # name: (layers, hidden, heads)
 }
 
 
-def preset(name: str, **overrides) -> BertConfig:
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    L, H, A = PRESETS[name]
-    kw = dict(num_hidden_layers=L, hidden_size=H, num_attention_heads=A, intermediate_size=4 * H)
+def _shape(layers: int, hidden: int, heads: int, **kw) -> dict:
+    return dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                intermediate_size=4 * hidden, **kw)
+
+
+# What each member's published configs share (Hugging Face's config.json of the released models).
+_ALBERT = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu_new", hidden_dropout_prob=0.0,
+               attention_probs_dropout_prob=0.0, bos_token_id=2, eos_token_id=3)  # v2: no dropout
+_ROBERTA = dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5)  # 512 tokens after 2 unused rows
+# The other members, by model_type: tiny/mini train on a CPU, the rest are the published sizes.
+# ALBERT shares one layer's weights across all layers (num_hidden_groups = 1); ELECTRA's presets are
+# discriminators, and its *-generator entries the released generators: the paper's 1/4 width for
+# small (Clark et al. 2020), but the released small generator is as wide as its discriminator.
+FAMILY_PRESETS: dict[str, dict[str, dict]] = {
+    "albert": {"tiny": _shape(2, 128, 2, **_ALBERT | {"embedding_size": 64}), "mini": _shape(4, 256, 4, **_ALBERT),
+               "base": _shape(12, 768, 12, **_ALBERT), "large": _shape(24, 1024, 16, **_ALBERT),
+               "xlarge": _shape(24, 2048, 16, **_ALBERT), "xxlarge": _shape(12, 4096, 64, **_ALBERT)},
+    "electra": {"tiny": _shape(2, 128, 2, embedding_size=64), "mini": _shape(4, 256, 4, embedding_size=128),
+                "small": _shape(12, 256, 4, embedding_size=128), "base": _shape(12, 768, 12),
+                "large": _shape(24, 1024, 16),
+                "small-generator": _shape(12, 256, 4, embedding_size=128),
+                "base-generator": _shape(12, 256, 4, embedding_size=768),
+                "large-generator": _shape(24, 256, 4, embedding_size=1024)},
+    "distilbert": {"tiny": _shape(2, 128, 2), "mini": _shape(4, 256, 4), "base": _shape(6, 768, 12)},
+    "roberta": {"tiny": _shape(2, 128, 2, **_ROBERTA), "mini": _shape(4, 256, 4, **_ROBERTA),
+                "base": _shape(12, 768, 12, **_ROBERTA), "large": _shape(24, 1024, 16, **_ROBERTA)},
+}
+
+
+def preset_names(model_type: str = "bert") -> list[str]:
+    if model_type == "bert":
+        return list(PRESETS)
+    if model_type not in FAMILY_PRESETS:
+        raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}, got {model_type!r}")
+    return list(FAMILY_PRESETS[model_type])
+
+
+def preset(name: str, model_type: str = "bert", **overrides) -> BertConfig:
+    """A named size of a family member (BERT's PRESETS, or FAMILY_PRESETS[model_type]); overrides win."""
+    names = preset_names(model_type)
+    if name not in names:
+        what = "preset" if model_type == "bert" else f"{model_type} preset"
+        raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(names)}")
+    if model_type == "bert":
+        L, H, A = PRESETS[name]
+        kw = _shape(L, H, A)
+    else:
+        kw = dict(FAMILY_PRESETS[model_type][name], model_type=model_type)
     return BertConfig(**(kw | overrides))

@@ -20,7 +20,7 @@ from bertlab.analysis import sizing  # noqa: E402
 from bertlab.app.ui import architecture_tab as at  # noqa: E402
 from bertlab.app.ui import embeddings_tab as et  # noqa: E402
 from bertlab.app.ui import models  # noqa: E402
-from bertlab.config import PRESETS, preset  # noqa: E402
+from bertlab.config import MODEL_TYPES, preset, preset_names  # noqa: E402
 
 D = models.DEFAULT
 BASE = (12, 768, 12, 3072, 30522, 512)
@@ -231,7 +231,7 @@ def test_architecture_numbers_equal_sizing():
     for name, d in data["known_models"].items():
         assert d["computed"] == sizing.known_model_params(name)
     assert data["known_models"]["BERT-base"]["published"] == 110_000_000
-    assert [r[0] for r in table] == list(sizing.KNOWN_MODELS) + ["your config"]
+    assert [r[0] for r in table] == list(sizing.KNOWN_MODELS) + ["your config (BERT)"]
     assert "110.1M" in summary
     assert all(isinstance(f, go.Figure) for f in (pfig, mfig, ffig))
     assert sum(pfig.data[0].x) == data["params"]["total"]
@@ -244,21 +244,25 @@ def test_picked_model_card_counts_its_weights():
     assert picked["parameters_counted"] == picked["parameters_formula"]
     model = models.get(D)[0]
     assert picked["config"] == model.config.to_dict()
-    assert at.fill_picked(D) == ["custom", model.config.num_hidden_layers, model.config.hidden_size,
-                                 model.config.num_attention_heads, model.config.intermediate_size,
-                                 model.config.vocab_size, model.config.max_position_embeddings]
+    family, box, *values = at.fill_picked(D)
+    assert family == model.config.model_type and box["value"] == "custom" and "custom" in box["choices"]
+    assert values == [model.config.num_hidden_layers, model.config.hidden_size, model.config.num_attention_heads,
+                      model.config.intermediate_size, model.config.vocab_size,
+                      model.config.max_position_embeddings, None, 1]
     bad = at.compute(*BASE, 1, 64, "/no/such/model")
     assert "could not load" in bad[5] and "error" in bad[6]["picked_model"]
 
 
-@pytest.mark.parametrize("name", PRESETS)
-def test_presets_fill_the_form(name):
-    vals = at.fill_preset(name)
-    c = preset(name)
-    assert vals == [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
-                    c.vocab_size, c.max_position_embeddings]
-    data = at.compute(*vals, 8, 64, D)[-1]
-    assert data["params"] == sizing.param_counts(c)
+@pytest.mark.parametrize("family, name", [(f, n) for f in MODEL_TYPES for n in preset_names(f)])
+def test_presets_fill_the_form(family, name):
+    vals = at.fill_preset(name, family)
+    c = preset(name, model_type=family)
+    assert vals[:6] == [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
+                        c.vocab_size, c.max_position_embeddings]
+    assert vals[6:] == [c.embedding_size if c.embedding_dim != c.hidden_size else None, c.num_hidden_groups]
+    assert at.preset_of(family, *vals) == name or (family, name) == ("electra", "small-generator")  # = small
+    data = at.compute(*vals[:6], 8, 64, D, family, *vals[6:])[-1]
+    assert data["params"] == sizing.param_counts(c) and data["family"] == family
 
 
 @pytest.mark.parametrize("i, value, field", [
@@ -293,9 +297,11 @@ def test_tabs_build_with_their_api_names():
 
 
 def test_preset_box_names_the_fields_and_huge_numbers_read_well():
-    assert at.preset_of(*at.fill_preset("large")) == "large"
-    assert at.preset_of(4, 256, 4, 1024, 8192, 128) == at.CUSTOM
-    assert at.fill_preset(at.CUSTOM) == [gr.skip()] * len(at.FIELDS)
+    assert at.preset_of("bert", *at.fill_preset("large")) == "large"
+    assert at.preset_of("bert", 4, 256, 4, 1024, 8192, 128, None, 1) == at.CUSTOM
+    assert at.preset_of("albert", 24, 1024, 16, 4096, 30000, 512, 128, 1) == "large"
+    assert at.preset_of("albert", 24, 1024, 16, 4096, 30000, 512, 128, 2) == at.CUSTOM
+    assert at.fill_preset(at.CUSTOM) == [gr.skip()] * (len(at.FIELDS) + len(at.EXTRA))
     msg = error_of(at.compute, 12, 1e30, 12, 3072, 30522, 512, 32, 128, D)
     assert "Hidden size" in msg and "1e+30" in msg and "000000" not in msg
 
@@ -329,3 +335,51 @@ def test_contexts_and_positions(model_tok):
     fig, summary, data = pv.show(D)
     assert fig.data[0].zmin == -1 and data["positions"] == model.config.max_position_embeddings
     assert data["mean_by_distance"][0] == pytest.approx(1.0, abs=1e-5)
+
+
+# ---- architecture: the BERT family --------------------------------------------------------------
+def test_typed_family_shapes_size_as_published():
+    """The issue: typed into the form, ELECTRA-small showed 17.5 M and ALBERT-large about 334 M."""
+    summary, pfig, *_, table, _, data = at.compute(12, 256, 4, 1024, 30522, 512, 8, 128, D, "electra", 128, 1)
+    assert data["params"]["encoder_total"] == 13_483_008 and data["architecture"] == "ElectraForPreTraining"
+    assert "17.5M" in summary and "generator" in summary and "electra_pair" in data
+    assert "Replaced-token head" in pfig.data[0].y and "Pooler" not in pfig.data[0].y  # only what it has
+    summary, *_, table, _, data = at.compute(24, 1024, 16, 4096, 30000, 512, 8, 128, D, "albert", 128, 1)
+    assert data["params"]["encoder_total"] == 17_683_968
+    assert (data["layers_stored"], data["layers_run"]) == (1, 24) and "runs 24 layers" in summary
+    assert data["as_bert"]["encoder_total"] > 18 * data["params"]["encoder_total"]
+    assert data["flops"]["qkv"] == sizing.flops(sizing.as_bert(preset("large", model_type="albert")), 128)["qkv"]
+    rows = {r[0]: r for r in table}
+    assert rows["ALBERT-large"][6:8] == ["17.7M", "334.6M"] and rows["ELECTRA-small"][6] == "13.5M"
+    assert rows["DistilBERT"][6] == "66.4M" and rows["RoBERTa-base"][6] == "124.6M"
+    assert rows["your config (ALBERT)"][3] == 128
+    data = at.compute(12, 768, 12, 3072, 50265, 514, 2, 4096, D, "roberta", None, 1)[-1]
+    assert data["seq_len"] == 512 and data["config"]["type_vocab_size"] == 1  # 2 of 514 rows unused
+    assert data["params"]["pooler"] == 0 and data["params"]["encoder_total"] == 124_645_632
+    data = at.compute(6, 768, 12, 3072, 30522, 512, 2, 64, D, "distilbert", None, None)[-1]
+    assert data["params"]["encoder_total"] == 66_362_880
+
+
+def test_family_selector_and_notes():
+    box, *vals = at.pick_family("albert")
+    assert box["value"] == "base" and "xlarge" in box["choices"] and vals == at.fill_preset("base", "albert")
+    assert at.pick_family("electra")[0]["value"] == "small"
+    note = at.family_note()
+    assert "ALBERT saves parameters, not compute" in note and "17.7M" in note and "generator adds" in note
+    with gr.Blocks() as demo:
+        at.build(gr.Dropdown([D], value=D))
+    fn = next(f for f in demo.fns.values() if f.api_name == "architecture")
+    labels = [c.label for c in fn.inputs]  # the API keeps its first nine parameters; three more at the end
+    assert labels[:6] == [label for label, *_ in at.FIELDS]
+    assert labels[-3:] == ["Family", "Embedding size E (ALBERT, ELECTRA)", "Layer groups (ALBERT)"]
+
+
+@pytest.mark.parametrize("family, embedding, groups, field", [
+    ("gpt", None, 1, "model_type"), ("bert", 128, 1, "embedding_size"), ("electra", 2.5, 1, "embedding_size"),
+    ("electra", -3, 1, "embedding_size"), ("albert", 128, 5, "num_hidden_groups"),
+    ("bert", None, 2, "num_hidden_groups"),
+    ("albert", 10**30, 1, "Embedding size"), ("roberta", None, 0, "num_hidden_groups"),
+])
+def test_family_mistakes_name_the_field(family, embedding, groups, field):
+    msg = error_of(at.compute, *BASE, 4, 64, D, family, embedding, groups)
+    assert field in msg and "Traceback" not in msg

@@ -1,10 +1,17 @@
-"""How big is a BERT? Parameters, memory and FLOPs by plain arithmetic on a BertConfig: no torch, so
-the app sizes any config at once; tests/test_sizing.py checks every formula against real models."""
+"""How big is a BERT-family model? Parameters, memory and FLOPs by plain arithmetic on a BertConfig:
+no torch, so the app sizes any config at once; tests/test_sizing.py checks every formula against
+real models (ours and Hugging Face's, built on the meta device) and torch's FLOP counter.
+
+Each member reads its own fields: ALBERT and ELECTRA embed in E dimensions and project E -> H;
+ALBERT stores num_hidden_groups × inner_group_num layers but runs L × inner_group_num of them (so
+it saves parameters, not compute); DistilBERT has no token types and no pooler; RoBERTa's position
+table has 2 rows more than it reads. `architecture` names the Hugging Face class being sized."""
 from __future__ import annotations
 
 import math
 
-from ..config import BertConfig
+from .. import family
+from ..config import FAMILY_PRESETS, BertConfig, preset
 
 MLM_FRACTION = 0.15  # BERT masks 15 % of tokens; only those need vocabulary logits
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -15,6 +22,24 @@ OPTIMIZER_BYTES = {"adamw": 8, "adam": 8, "sgd": 4, "none": 0}
 MASK_BYTES = 1
 STATS_BYTES = 4  # LayerNorm keeps mean and 1/std per token in fp32
 
+# Hugging Face class -> (model_type, what it has beyond embeddings and layers). "nsp" is BERT's
+# next-sentence head or ALBERT's sentence-order head (same shape, H -> 2); "rtd" is ELECTRA's
+# replaced-token head (H -> H -> 1); "mlm" is a masked-LM head whose decoder is the word table.
+ARCHITECTURES: dict[str, tuple[str, frozenset]] = {k: (t, frozenset(parts)) for k, t, parts in [
+    ("BertModel", "bert", {"pooler"}), ("BertForPreTraining", "bert", {"pooler", "mlm", "nsp"}),
+    ("BertForMaskedLM", "bert", {"mlm"}),
+    ("AlbertModel", "albert", {"pooler"}), ("AlbertForPreTraining", "albert", {"pooler", "mlm", "nsp"}),
+    ("AlbertForMaskedLM", "albert", {"mlm"}),
+    ("ElectraModel", "electra", set()), ("ElectraForPreTraining", "electra", {"rtd"}),
+    ("ElectraForMaskedLM", "electra", {"mlm"}),  # the generator
+    ("DistilBertModel", "distilbert", set()), ("DistilBertForMaskedLM", "distilbert", {"mlm"}),
+    ("RobertaModel", "roberta", {"pooler"}), ("RobertaForMaskedLM", "roberta", {"mlm"}),
+]}
+ENCODER = {"bert": "BertModel", "albert": "AlbertModel", "electra": "ElectraModel",
+           "distilbert": "DistilBertModel", "roberta": "RobertaModel"}
+# The class bertlab builds for each member (family.CLASSES): what `heads=True` sizes.
+PRETRAINING = {kind: where.split(":")[1] for kind, where in family.CLASSES.items()}
+
 
 def _linear(n_in: int, n_out: int, bias: bool = True) -> int:
     return n_in * n_out + (n_out if bias else 0)
@@ -24,36 +49,80 @@ def _layer_norm(h: int) -> int:
     return 2 * h  # gain and bias
 
 
+def architecture_of(c: BertConfig, heads: bool = True, architecture: str | None = None) -> str:
+    """The Hugging Face class being sized: `architecture` if given (checked against the config's
+    model_type), else the member's pre-training class (heads) or its bare encoder."""
+    if architecture is None:
+        return (PRETRAINING if heads else ENCODER)[c.model_type]
+    name = str(architecture).removeprefix("Megatron")  # a pre-LN BERT has BERT's shapes
+    if name not in ARCHITECTURES:
+        raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {architecture!r}")
+    if ARCHITECTURES[name][0] != c.model_type:
+        raise ValueError(f"{name} is not a {c.model_type} class")
+    return name
+
+
+def _parts(c: BertConfig, heads: bool, architecture: str | None) -> frozenset:
+    return ARCHITECTURES[architecture_of(c, heads, architecture)][1]
+
+
+def has_projection(c: BertConfig) -> bool:
+    """ALBERT always maps E -> H (even when E = H); ELECTRA only when E differs from H."""
+    return c.model_type == "albert" or (c.model_type == "electra" and c.embedding_dim != c.hidden_size)
+
+
+def layers_stored(c: BertConfig) -> int:
+    """Distinct layer weight sets: ALBERT's groups × layers per group, else one per layer."""
+    return c.num_hidden_groups * c.inner_group_num if c.model_type == "albert" else c.num_hidden_layers
+
+
+def layers_run(c: BertConfig) -> int:
+    """Layers computed per forward: each of ALBERT's L steps runs a whole group of inner_group_num."""
+    return c.num_hidden_layers * (c.inner_group_num if c.model_type == "albert" else 1)
+
+
+def as_bert(c: BertConfig) -> BertConfig:
+    """A plain BERT of the same shape (L, H, heads, FFN, vocabulary, positions): what a member saves."""
+    return c.replace(model_type="bert", embedding_size=None, num_hidden_groups=1, inner_group_num=1)
+
+
 # ---- parameters ---------------------------------------------------------------------------------
 def embedding_params(c: BertConfig) -> dict[str, int]:
-    """The embedding block's pieces: the word table dominates small models."""
-    H = c.hidden_size
-    return {"word": c.vocab_size * H, "position": c.max_position_embeddings * H,
-            "token_type": c.type_vocab_size * H, "LayerNorm": _layer_norm(H)}
+    """The embedding block's pieces, at the token-vector width (E for ALBERT/ELECTRA, else H)."""
+    W = c.embedding_dim
+    return {"word": c.vocab_size * W, "position": c.max_position_embeddings * W,
+            "token_type": 0 if c.model_type == "distilbert" else c.type_vocab_size * W,
+            "LayerNorm": _layer_norm(W)}
 
 
 def layer_params(c: BertConfig) -> dict[str, int]:
-    """One encoder layer; all layers have the same shapes, so the encoder is L times this."""
+    """One encoder layer; every member's layers have the same shapes (DistilBERT renames them)."""
     H, I = c.hidden_size, c.intermediate_size
     attention = 3 * _linear(H, H) + _linear(H, H) + _layer_norm(H)  # Q, K, V, output dense, LN
     feed_forward = _linear(H, I) + _linear(I, H) + _layer_norm(H)  # intermediate, output, LN
     return {"attention": attention, "feed_forward": feed_forward, "total": attention + feed_forward}
 
 
-def param_counts(c: BertConfig, heads: bool = True) -> dict[str, int]:
-    """Parameters by component. `encoder_total` is BertModel (with pooler); `total` adds the
-    pre-training heads (0 when heads=False). The MLM decoder weight is the word-embedding table
-    (tied), so the MLM head adds only its transform and the per-word output bias."""
-    H, L = c.hidden_size, c.num_hidden_layers
+def param_counts(c: BertConfig, heads: bool = True, architecture: str | None = None) -> dict[str, int]:
+    """Parameters by component of the class `architecture_of` names; the parts sum to `total`.
+    `encoder_total` is the bare encoder (XModel, with its pooler where it has one: BERT, ALBERT,
+    RoBERTa). The MLM decoder weight is the word table (tied), so an MLM head adds its transform
+    (H -> E for ALBERT and ELECTRA's generator, else H -> H) and one output bias per word."""
+    parts = _parts(c, heads, architecture)
+    H, W, n = c.hidden_size, c.embedding_dim, layers_stored(c)
     layer = layer_params(c)
     d = {"embeddings": sum(embedding_params(c).values()),
-         "attention": L * layer["attention"],
-         "feed_forward": L * layer["feed_forward"],
-         "pooler": _linear(H, H),
-         "mlm_head": _linear(H, H) + _layer_norm(H) + c.vocab_size if heads else 0,
-         "nsp_head": _linear(H, 2) if heads else 0}
-    d["encoder_total"] = d["embeddings"] + d["attention"] + d["feed_forward"] + d["pooler"]
-    d["total"] = d["encoder_total"] + d["mlm_head"] + d["nsp_head"]
+         "projection": _linear(W, H) if has_projection(c) else 0,
+         "attention": n * layer["attention"],
+         "feed_forward": n * layer["feed_forward"],
+         "pooler": _linear(H, H) if "pooler" in parts else 0,
+         "mlm_head": _linear(H, W) + _layer_norm(W) + c.vocab_size if "mlm" in parts else 0,
+         "nsp_head": _linear(H, 2) if "nsp" in parts else 0,
+         "rtd_head": _linear(H, H) + _linear(H, 1) if "rtd" in parts else 0}
+    total = sum(d.values())
+    core = d["embeddings"] + d["projection"] + d["attention"] + d["feed_forward"]
+    d["encoder_total"] = core + (_linear(H, H) if "pooler" in ARCHITECTURES[ENCODER[c.model_type]][1] else 0)
+    d["total"] = total
     return d
 
 
@@ -70,54 +139,67 @@ def _mlm_positions(batch_size: int, seq_len: int, sparse_mlm: bool) -> int:
 
 
 def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = "fp32",
-                     heads: bool = True, sparse_mlm: bool = False,
-                     mask_bytes: int = MASK_BYTES) -> dict[str, int]:
-    """Bytes autograd saves for backward in one training forward of post-LN BERT.
+                     heads: bool = True, sparse_mlm: bool = False, mask_bytes: int = MASK_BYTES,
+                     architecture: str | None = None) -> dict[str, int]:
+    """Bytes autograd saves for backward in one training forward (post-LN).
 
     With B batch, T length, H hidden, I intermediate, A heads, e bytes per element, each layer saves
       8·B·T·H·e  its input (Q, K, V read it), q, k, v, the context (output dense reads it),
                  LN1's input, LN1's output (the FFN reads it), LN2's input
       2·B·T·I·e  GELU's input and output (the second FFN matmul reads it); ReLU needs only one
       2·B·A·T·T·e  softmax output (its own backward) and its dropped-out copy (probs·V reads it)
-    plus dropout masks (B·A·T·T + 2·B·T·H, `mask_bytes` each) and LayerNorm statistics.
+    plus dropout masks (B·A·T·T + 2·B·T·H, `mask_bytes` each; ALBERT and DistilBERT drop out one
+    B·T·H less) and LayerNorm statistics, once per
+    layer RUN: ALBERT's shared layers save all of this L times though they store one weight set.
     A layer's output is the next layer's input, so it is counted once. Assumes eager attention (flash
-    keeps no B·A·T·T tensor); under autocast softmax and LayerNorm stay fp32, so half figures are low.
+    keeps no B·A·T·T tensor) and a fused GELU (transformers' Python gelu_new keeps several tensors
+    more); under autocast softmax and LayerNorm stay fp32, so half figures are low.
     """
     _check(dtype)
-    B, T, H, I, A = batch_size, seq_len, c.hidden_size, c.intermediate_size, c.num_attention_heads
+    parts = _parts(c, heads, architecture)
+    B, T, H, I, A, W = batch_size, seq_len, c.hidden_size, c.intermediate_size, c.num_attention_heads, c.embedding_dim
     e, BT, att = DTYPE_BYTES[dtype], batch_size * seq_len, batch_size * A * seq_len * seq_len
     p_att, p_hid = c.attention_probs_dropout_prob > 0, c.hidden_dropout_prob > 0
     n_act = 1 if c.hidden_act == "relu" else 2
+    n_drop = 1 if c.model_type in ("albert", "distilbert") else 2  # no dropout after FFN / attention output
     per_layer = ((8 * BT * H + n_act * BT * I + (1 + p_att) * att) * e
-                 + (p_att * att + p_hid * 2 * BT * H) * mask_bytes + 2 * 2 * BT * STATS_BYTES)
-    # embeddings: LN input, dropout mask, LN stats, the int64 ids the lookups keep
-    embeddings = BT * H * e + p_hid * BT * H * mask_bytes + 2 * BT * STATS_BYTES + (2 * BT + T) * 8
-    # the last hidden state (pooler and MLM head read it) and the pooler's tanh output
-    head = (BT * H + B * H) * e
-    if heads:
+                 + (p_att * att + p_hid * n_drop * BT * H) * mask_bytes + 2 * 2 * BT * STATS_BYTES)
+    # embeddings: LN input, dropout mask, LN stats, the int64 ids the lookups keep; the E -> H
+    # projection keeps its E-wide input
+    ids = (BT + T) if c.model_type == "distilbert" else (2 * BT + T)
+    embeddings = (BT * W * e + p_hid * BT * W * mask_bytes + 2 * BT * STATS_BYTES + ids * 8
+                  + (BT * W * e if has_projection(c) else 0))
+    # the last hidden state, when a pooler or head reads it; the pooler's tanh output
+    head = BT * H * e if parts else 0
+    head += B * H * e if "pooler" in parts else 0
+    if "mlm" in parts:
         M = _mlm_positions(B, T, sparse_mlm)
-        # transform: GELU input, LN input, decoder input (+ the gathered rows when sparse);
-        # log-softmax over V in fp32, LN stats, int64 targets
-        head += ((n_act + 1 + sparse_mlm) * M * H) * e + M * c.vocab_size * 4 + 2 * M * STATS_BYTES + M * 8
-    layers = c.num_hidden_layers * per_layer
+        # transform to width W: GELU input, LN input, decoder input (+ the gathered H-wide rows when
+        # sparse); log-softmax over V in fp32, LN stats, int64 targets
+        head += ((n_act + 1) * M * W + sparse_mlm * M * H) * e + M * c.vocab_size * 4 + 2 * M * STATS_BYTES + M * 8
+    if "rtd" in parts:  # dense H -> H, GELU, H -> 1; the loss keeps fp32 logits and float labels
+        head += n_act * BT * H * e + 2 * BT * 4
+    layers = layers_run(c) * per_layer
     return {"embeddings": embeddings, "per_layer": per_layer, "layers": layers, "heads": head,
             "total": embeddings + layers + head}
 
 
 def memory(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = "fp32",
            training: bool = False, optimizer: str = "adamw", heads: bool = True,
-           sparse_mlm: bool = False) -> dict[str, int]:
+           sparse_mlm: bool = False, architecture: str | None = None) -> dict[str, int]:
     """Memory in bytes; `total` sums every entry but `activations_per_layer`. Training with bf16/fp16
     keeps fp32 weights, gradients and optimizer states, plus autocast's half copy of the weights and
     half-width activations (`activation_bytes`). Inference keeps the weights and one layer's (or the
     logits') working set. Allocator overhead is not counted: expect real peaks 10-30 % higher."""
     _check(dtype, optimizer)
-    P, e = param_counts(c, heads)["total"], DTYPE_BYTES[dtype]
+    parts = _parts(c, heads, architecture)
+    P, e = param_counts(c, heads, architecture)["total"], DTYPE_BYTES[dtype]
     B, T, H, I, A = batch_size, seq_len, c.hidden_size, c.intermediate_size, c.num_attention_heads
     BT = B * T
-    logits = _mlm_positions(B, T, sparse_mlm) * c.vocab_size * e if heads else 0
+    logits = (_mlm_positions(B, T, sparse_mlm) * c.vocab_size if "mlm" in parts else 0) * e
+    logits += BT * e if "rtd" in parts else 0
     if training:
-        acts = activation_bytes(c, B, T, dtype, heads, sparse_mlm)
+        acts = activation_bytes(c, B, T, dtype, heads, sparse_mlm, architecture=architecture)
         d = {"weights": 4 * P, "gradients": 4 * P, "optimizer": OPTIMIZER_BYTES[optimizer] * P,
              "weight_copies": e * P if e < 4 else 0, "activations": acts["total"],
              "activations_per_layer": acts["per_layer"], "logits": logits}
@@ -132,25 +214,78 @@ def memory(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = 
 
 
 # ---- FLOPs --------------------------------------------------------------------------------------
-def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool = True) -> dict[str, int]:
+def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool = True,
+          architecture: str | None = None) -> dict[str, int]:
     """Forward FLOPs for one sequence, matmuls only (2 per multiply-add; the rest is under 1 %), 3x
-    when training (backward: gradients for inputs and weights). `total` has vocabulary logits at every
-    position; `total_sparse` only at the 15 % masked ones (`mlm_head_sparse`)."""
-    T, H, I, V, L = seq_len, c.hidden_size, c.intermediate_size, c.vocab_size, c.num_hidden_layers
-    mlm = 2 * T * H * H + 2 * T * H * V if heads else 0  # transform dense + tied decoder
+    when training (backward: gradients for inputs and weights). Every layer RUN counts: ALBERT's
+    shared layers cost as much as BERT's. `total` has vocabulary logits at every position;
+    `total_sparse` only at the 15 % masked ones (`mlm_head_sparse`)."""
+    parts = _parts(c, heads, architecture)
+    T, H, I, V, W, L = seq_len, c.hidden_size, c.intermediate_size, c.vocab_size, c.embedding_dim, layers_run(c)
+    mlm = 2 * T * H * W + 2 * T * W * V if "mlm" in parts else 0  # transform dense + tied decoder
     d = {"embeddings": 0,
+         "projection": 2 * T * W * H if has_projection(c) else 0,
          "qkv": L * 2 * T * H * 3 * H,
          "attention_scores": L * 2 * T * T * H,  # Q·Kᵀ over all heads
          "attention_values": L * 2 * T * T * H,  # probs·V
          "attention_output": L * 2 * T * H * H,
          "feed_forward": L * 2 * 2 * T * H * I,
-         "pooler": 2 * H * H,  # the [CLS] token only
+         "pooler": 2 * H * H if "pooler" in parts else 0,  # the [CLS] token only
          "mlm_head": mlm,
-         "nsp_head": 2 * H * 2 if heads else 0}
+         "nsp_head": 2 * H * 2 if "nsp" in parts else 0,
+         "rtd_head": 2 * T * H * H + 2 * T * H if "rtd" in parts else 0}
     d["total"] = sum(d.values())
     d["mlm_head_sparse"] = round(MLM_FRACTION * mlm)
     d["total_sparse"] = d["total"] - mlm + d["mlm_head_sparse"]
     return {k: v * (3 if training else 1) for k, v in d.items()}
+
+
+# ---- ELECTRA's generator ------------------------------------------------------------------------
+GENERATORS = {"small": "small-generator", "base": "base-generator", "large": "large-generator"}
+
+
+def electra_generator(c: BertConfig, fraction: float | None = None) -> BertConfig:
+    """The generator trained beside discriminator `c`. With `fraction`: hidden size, heads and FFN
+    times it (the paper: 1/4 for small and large, 1/3 for base). Without: the released generator
+    when `c` has a published discriminator's shape, else 1/4. It reads c's embeddings (shared), so
+    it embeds at c's width E and has its own E -> H projection."""
+    if c.model_type != "electra":
+        raise ValueError(f"only ELECTRA trains a generator, not {c.model_type}")
+    shape = (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size, c.embedding_dim)
+    if fraction is None:
+        for disc, gen in GENERATORS.items():
+            p = preset(disc, model_type="electra")
+            if shape == (p.num_hidden_layers, p.hidden_size, p.num_attention_heads, p.intermediate_size,
+                         p.embedding_dim):
+                g = FAMILY_PRESETS["electra"][gen]
+                return c.replace(**{k: g[k] for k in ("hidden_size", "num_attention_heads", "intermediate_size")},
+                                 embedding_size=c.embedding_dim)
+        fraction = 0.25
+    if not 0 < fraction <= 1:
+        raise ValueError(f"the generator's fraction must be in (0, 1], got {fraction!r}")
+    H, A, I = (max(1, round(x * fraction)) for x in shape[1:4])
+    if H % A:
+        raise ValueError(f"a {fraction:g} generator of hidden size {H} cannot split into {A} heads")
+    return c.replace(hidden_size=H, num_attention_heads=A, intermediate_size=I, embedding_size=c.embedding_dim)
+
+
+def electra_pair(c: BertConfig, generator: BertConfig | None = None, seq_len: int = 128) -> dict:
+    """ELECTRA's pre-training pair: discriminator `c` (ElectraForPreTraining) and its generator
+    (ElectraForMaskedLM, logits at the masked 15 % only), their token, position and type embeddings
+    shared and counted once. FLOPs are per training sequence (forward + backward of both)."""
+    g = generator or electra_generator(c)
+    if embedding_params(g) != embedding_params(c):
+        raise ValueError("the generator must share the discriminator's embeddings (same E, V, positions, types)")
+    disc = param_counts(c, architecture="ElectraForPreTraining")
+    gen = param_counts(g, architecture="ElectraForMaskedLM")
+    fd = flops(c, seq_len, training=True, architecture="ElectraForPreTraining")["total"]
+    fg = flops(g, seq_len, training=True, architecture="ElectraForMaskedLM")["total_sparse"]
+    return {"generator": {k: getattr(g, k) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                     "intermediate_size", "embedding_size")},
+            "discriminator_params": disc["total"], "generator_params": gen["total"],
+            "shared_params": gen["embeddings"], "pair_params": disc["total"] + gen["total"] - gen["embeddings"],
+            "discriminator_train_flops": fd, "generator_train_flops": fg, "pair_train_flops": fd + fg,
+            "seq_len": seq_len}
 
 
 def humanize(n: float, unit: str = "") -> str:
@@ -165,35 +300,30 @@ def humanize(n: float, unit: str = "") -> str:
 
 
 # ---- well-known models --------------------------------------------------------------------------
-# Encoder sizes as published (no pre-training heads). `config` holds the BertConfig fields that
-# differ from BertConfig's defaults, which are BERT-base's (12 layers, 768 hidden, 12 heads).
-KNOWN_MODELS: dict[str, dict] = {
-    "BERT-base": {"family": "bert", "published": 110_000_000, "source": "Devlin et al. 2019", "config": {}},
-    "BERT-large": {"family": "bert", "published": 340_000_000, "source": "Devlin et al. 2019",
-                   "config": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16,
-                                  intermediate_size=4096)},
-    "RoBERTa-base": {"family": "bert", "published": 125_000_000, "source": "Liu et al. 2019",
-                     "config": dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1)},
-    "DistilBERT": {"family": "distilbert", "published": 66_000_000, "source": "Sanh et al. 2019",
-                   "config": dict(num_hidden_layers=6)},
-    "ALBERT-base": {"family": "albert", "published": 12_000_000, "source": "Lan et al. 2020",
-                    "embedding_size": 128, "config": dict(vocab_size=30000)},
-}
+# Encoder sizes as published (no pre-training heads), each computed from its preset in bertlab.config.
+KNOWN_MODELS: dict[str, dict] = {name: {"family": kind, "preset": size, "published": pub, "source": src}
+                                 for name, kind, size, pub, src in [
+    ("BERT-base", "bert", "base", 110_000_000, "Devlin et al. 2019"),
+    ("BERT-large", "bert", "large", 340_000_000, "Devlin et al. 2019"),
+    ("ALBERT-base", "albert", "base", 12_000_000, "Lan et al. 2020"),
+    ("ALBERT-large", "albert", "large", 18_000_000, "Lan et al. 2020"),
+    ("ALBERT-xlarge", "albert", "xlarge", 60_000_000, "Lan et al. 2020"),
+    ("ELECTRA-small", "electra", "small", 14_000_000, "Clark et al. 2020"),
+    ("ELECTRA-base", "electra", "base", 110_000_000, "Clark et al. 2020"),
+    ("ELECTRA-large", "electra", "large", 335_000_000, "Clark et al. 2020"),
+    ("DistilBERT", "distilbert", "base", 66_000_000, "Sanh et al. 2019"),
+    ("RoBERTa-base", "roberta", "base", 125_000_000, "Liu et al. 2019"),
+    ("RoBERTa-large", "roberta", "large", 355_000_000, "Liu et al. 2019"),
+]}
 
 
-def known_model_params(name: str) -> int:
-    """Encoder parameters of a KNOWN_MODELS entry, computed from its architecture."""
+def known_config(name: str) -> BertConfig:
     if name not in KNOWN_MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(KNOWN_MODELS)}")
     m = KNOWN_MODELS[name]
-    c = BertConfig(**m["config"])
-    H = c.hidden_size
-    if m["family"] == "distilbert":  # BERT's layer stack without token-type embeddings and without a pooler
-        return param_counts(c, heads=False)["encoder_total"] - embedding_params(c)["token_type"] - _linear(H, H)
-    if m["family"] == "albert":
-        # ALBERT embeds in a small E-dim space, projects E -> H once, and reuses one layer's weights
-        # in all L layers: so the count does not grow with depth.
-        E = m["embedding_size"]
-        embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * E + _layer_norm(E)
-        return embeddings + _linear(E, H) + layer_params(c)["total"] + _linear(H, H)
-    return param_counts(c, heads=False)["encoder_total"]
+    return preset(m["preset"], model_type=m["family"])
+
+
+def known_model_params(name: str) -> int:
+    """Encoder parameters of a KNOWN_MODELS entry (its bare XModel), computed from its config."""
+    return param_counts(known_config(name), heads=False)["encoder_total"]

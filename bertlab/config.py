@@ -68,6 +68,11 @@ class BertConfig:
         return self.embedding_size or self.hidden_size
 
     @property
+    def max_tokens(self) -> int:
+        """The longest input: the position table less RoBERTa's unused rows."""
+        return self.max_position_embeddings - self.position_offset
+
+    @property
     def position_offset(self) -> int:
         """RoBERTa numbers positions from pad_token_id + 1 (rows below are never used); others from 0."""
         return self.pad_token_id + 1 if self.model_type == "roberta" else 0

@@ -79,6 +79,8 @@ def test_next_sentence_river_bank_shows_accuracy_and_ranking(laptop):
     trust.wait_for(timeout=90_000)  # measured once per model: 200 pairs
     assert re.search(r"right \d+% of the time", trust.inner_text())
     ranked = panel.get_by_text("The model ranks the candidates").locator("..")
+    # the page may show an earlier ranking (the example's, run on load) until this one arrives
+    ranked.filter(has_text="My phone battery").wait_for(timeout=30_000)
     assert "1st" in ranked.inner_text() and "2nd" in ranked.inner_text() and "3rd" in ranked.inner_text()
     assert "My phone battery died yesterday." in ranked.inner_text()
     page.wait_for_timeout(300)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import family
+from . import words
 
 INDEX_BYTES = 48_000_000  # 18,000 tokens × 5 layers of a 256-wide model
 MAX_LEN = 40  # sentences are cut to this many pieces (with [CLS]/[SEP])
@@ -68,7 +69,8 @@ def build_index(model, tok, sentences: list[str], max_bytes: int = INDEX_BYTES, 
             offs.append(list(e.offsets))
             pcs.append(list(toks))
             vecs.append(F.normalize(h[:, b, real], dim=-1).half())  # (L+1, n, H)
-            meta += [(e.ids[t], s, t, not (t + 1 < len(toks) and toks[t + 1].startswith("##"))) for t in real]
+            w = e.word_ids  # a piece ends its word where the next piece belongs to another word
+            meta += [(e.ids[t], s, t, t + 1 >= len(toks) or w[t + 1] != w[t]) for t in real]
             n += len(real)
         if n >= budget:
             break
@@ -85,11 +87,10 @@ def find_token(tok, sentence: str, word: str, max_len: int = MAX_LEN) -> int:
     if not target:
         raise ValueError(f"the word {word!r} has no tokens after tokenisation")
     e = tok.encode(sentence, max_length=max_len)
-    toks, n = e.tokens, len(target)
-    for i in range(1, len(toks) - n):
-        if toks[i:i + n] == target and not (i + n < len(toks) and toks[i + n].startswith("##")):
-            return i
-    raise ValueError(f"the word {word.strip()!r} (pieces: {' '.join(target)}) is not in the sentence"
+    hits, _ = words.find(tok, sentence, word, e)
+    if hits:
+        return hits[0][0]
+    raise ValueError(f"the word {word.strip()!r} is not in the sentence"
                      + (f" within its first {max_len} pieces" if e.truncated else ""))
 
 

@@ -3,12 +3,14 @@ batched forward pass, plain lists out; the 2-D map is an exact, sign-fixed PCA b
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from .. import family
+from . import words
 
 MAX_SENTENCES = 8
 POOLINGS = ("cls", "mean", "max")
@@ -24,6 +26,7 @@ class States:
     truncated: list[bool]
     full_ids: list[list[int]]  # the untruncated pieces, to tell "missing" from "cut off"
     ids: list[list[int]]
+    offsets: list[list[tuple[int, int]]]  # each token's characters in its sentence
 
     @property
     def num_layers(self) -> int:
@@ -68,17 +71,7 @@ def hidden_states(model, tok, sentences) -> States:
     hidden = torch.stack(out.hidden_states).double().cpu()  # (L+1, B, T, H)
     full = [tok.encode(s, max_length=10**9).ids[1:-1] for s in sentences]
     return States(sentences, [e.tokens for e in encs], [e.special_tokens_mask for e in encs], hidden,
-                  [e.truncated for e in encs], full, [e.ids for e in encs])
-
-
-def _find(seq: list[int], pieces: list[str], target: list[int], start: int) -> list[int]:
-    """Start indices where `target` occurs as whole words (not inside a longer word)."""
-    n, hits = len(target), []
-    for i in range(start, len(seq) - n + 1):
-        if seq[i:i + n] == target and not pieces[i].startswith("##") and \
-                not (i + n < len(pieces) and pieces[i + n].startswith("##")):
-            hits.append(i)
-    return hits
+                  [e.truncated for e in encs], full, [e.ids for e in encs], [e.offsets for e in encs])
 
 
 def word_positions(tok, states: States, word: str) -> tuple[list[list[int]], list[str]]:
@@ -93,16 +86,15 @@ def word_positions(tok, states: States, word: str) -> tuple[list[list[int]], lis
     if len(target) > 16:
         raise ValueError(f"the word is {len(target)} pieces long: give one word (or a short phrase)")
     positions, notes, missing, cut = [], [], [], []
-    for i in range(len(states.sentences)):
-        ids, pieces = states.ids[i], states.tokens[i]
-        hits = [h for h in _find(ids, pieces, target, 1) if not any(states.special[i][h:h + len(target)])]
+    for i, sentence in enumerate(states.sentences):
+        enc = SimpleNamespace(offsets=states.offsets[i], special_tokens_mask=states.special[i])
+        hits, in_text = words.find(tok, sentence, word, enc)
         if not hits:
-            full_pieces = tok.convert_ids_to_tokens(states.full_ids[i])
-            (cut if _find(states.full_ids[i], full_pieces, target, 0) else missing).append(i + 1)
+            (cut if in_text else missing).append(i + 1)
             continue
         if len(hits) > 1:
             notes.append(f"sentence {i + 1} has {word.strip()!r} {len(hits)} times; the first is used")
-        positions.append(list(range(hits[0], hits[0] + len(target))))
+        positions.append(hits[0])
     if missing:
         where = " nor ".join(f"sentence {i} ({short(states.sentences[i - 1])!r})" for i in missing)
         raise ValueError(f"the word {word.strip()!r} is not in {where}")

@@ -206,7 +206,10 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     # The tokenizer comes with the model, and the labels with the data: read the model's config first.
     folder = resolve_folder(None if spec.model == "default" else spec.model)
     tok = WordPieceTokenizer.from_pretrained(folder)
-    n_pos = min(tok.model_max_length, BertConfig.from_json_file(folder / "config.json").max_position_embeddings)
+    config = BertConfig.from_json_file(folder / "config.json")
+    if config.model_type != "bert":  # the classifiers are BERT's (BertFor*Classification) for now
+        raise ValueError(f"{folder.name}: a {config.model_type} model; fine-tuning takes BERT models for now")
+    n_pos = min(tok.model_max_length, config.max_tokens)
     if spec.max_len > n_pos:
         log(f"max_len {spec.max_len} exceeds the model's {n_pos} positions; using {n_pos}")
     log(f"loading task {spec.task!r} ...")

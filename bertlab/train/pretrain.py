@@ -138,7 +138,10 @@ def build_model(spec: PretrainSpec, tok: WordPieceTokenizer) -> BertForPreTraini
     overrides = spec.config_overrides()
     if spec.init_from:  # a continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage)
         folder = resolve_folder(spec.init_from)
-        model = load_model(folder, BertConfig.from_json_file(folder / "config.json").replace(**overrides))
+        config = BertConfig.from_json_file(folder / "config.json")
+        if config.model_type != "bert":  # masking, NSP and the trainer's objectives are BERT's for now
+            raise ValueError(f"{folder.name}: a {config.model_type} model; pre-training continues BERT models for now")
+        model = load_model(folder, config.replace(**overrides))
     else:
         model = BertForPreTraining(preset(spec.preset, vocab_size=tok.vocab_size, **overrides))
     if model.config.max_position_embeddings < spec.max_len:

@@ -127,11 +127,14 @@ def notice_html(note: str) -> str:
             f'background:#fffbeb;color:#78350f;border-radius:4px">⚠ {html.escape(note)}</div>')
 
 
-def word_groups(tokens: list[str], special: list[int]) -> list[list[int]]:
-    """Positions grouped into words: a '##' piece joins the word before it; specials stand alone."""
+def word_groups(tokens: list[str], special: list[int], word_ids: list | None = None) -> list[list[int]]:
+    """Positions grouped into words: a piece joins the word before it when the tokenizer says it is the
+    same word (word_ids: any family's tokenizer), else when it starts with '##'; specials stand alone."""
     groups: list[list[int]] = []
     for i, t in enumerate(tokens):
-        if not special[i] and t.startswith("##") and groups and not special[groups[-1][-1]]:
+        same = (word_ids[i] is not None and i > 0 and word_ids[i] == word_ids[i - 1]) if word_ids is not None \
+            else t.startswith("##")
+        if not special[i] and same and groups and not special[groups[-1][-1]]:
             groups[-1].append(i)
         else:
             groups.append([i])

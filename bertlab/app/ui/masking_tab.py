@@ -69,7 +69,7 @@ def _token_cell(tok_str: str, style: str, below: str, below_color: str, join: st
 def tokens_html(enc, tok, draw: dict) -> str:
     """Original pieces; a selected one is framed in its rule's colour, with what replaced it below."""
     cells = []
-    starts = {g[0] for g in common.word_groups(enc.tokens, enc.special_tokens_mask)}
+    starts = {g[0] for g in common.word_groups(enc.tokens, enc.special_tokens_mask, enc.word_ids)}
     for i, t in enumerate(enc.tokens):
         rule, seen = draw["rule"][i], draw["input_ids"][i]
         join = "6px" if i in starts else "1px"  # pieces of a word sit close together

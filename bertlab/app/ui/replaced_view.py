@@ -22,7 +22,7 @@ COLD = "#2563eb"
 
 def _colour(p: float) -> str:
     """Light to strong red with the probability of 'replaced'; blue-grey when it reads as original."""
-    if p >= 0.5:
+    if p > 0.5:
         return f"rgba(220,38,38,{0.25 + 0.6 * p:.2f})"
     return f"rgba(37,99,235,{0.08 + 0.25 * (0.5 - p):.2f})"
 
@@ -31,7 +31,7 @@ def text_html(rows: list[dict]) -> str:
     spans = [f'<span title="P(replaced) = {r["replaced"]:.1%}" style="background:{_colour(r["replaced"])};'
              f'color:#111;padding:1px 4px;margin:1px;border-radius:3px;display:inline-block">'
              f'{html.escape(r["token"])}</span>' for r in rows if not r["special"]]
-    flagged = [r["token"] for r in rows if not r["special"] and r["replaced"] >= 0.5]
+    flagged = [r["token"] for r in rows if not r["special"] and r["replaced"] > 0.5]
     said = (f"Flagged as replaced (above 50 %): <b>{html.escape(', '.join(flagged))}</b>" if flagged
             else "No token is above 50 %: the discriminator reads every token as original.")
     return (f'<div style="margin:4px 0 8px"><div style="color:#374151">Each token coloured by the probability '
@@ -43,7 +43,7 @@ def figure(rows: list[dict]) -> go.Figure:
     shown = [r for r in rows if not r["special"]]
     labels = [f"{i + 1}. {r['token']}" for i, r in enumerate(shown)]
     p = [r["replaced"] for r in shown]
-    fig = go.Figure(go.Bar(x=p, y=labels, orientation="h", marker_color=[HOT if q >= 0.5 else COLD for q in p],
+    fig = go.Figure(go.Bar(x=p, y=labels, orientation="h", marker_color=[HOT if q > 0.5 else COLD for q in p],
                            text=[f"{q:.0%}" for q in p], textposition="auto",
                            hovertemplate="%{y}: P(replaced) %{x:.1%}<extra></extra>"))
     fig.add_vline(x=0.5, line_dash="dot", line_color="#6b7280")

@@ -33,7 +33,7 @@ OPEN_LEFT = "border-top-left-radius:0;border-bottom-left-radius:0;border-left:1p
 def chips_html(enc, tok) -> str:
     """Coloured chips; the pieces of one word touch so the word reads whole."""
     out = []
-    for group in common.word_groups(enc.tokens, enc.special_tokens_mask):
+    for group in common.word_groups(enc.tokens, enc.special_tokens_mask, enc.word_ids):
         parts = []
         for k, i in enumerate(group):
             seg = enc.token_type_ids[i]
@@ -45,21 +45,39 @@ def chips_html(enc, tok) -> str:
                 style += ";" + OPEN_RIGHT
             title = f"position {i} · id {enc.ids[i]} · segment {'AB'[seg]}"
             parts.append(f'<span style="{style}" title="{html.escape(title)}">'
-                         f'{html.escape(enc.tokens[i])}'
+                         f'{html.escape(tok.piece_text(enc.ids[i]))}'
                          f'<sub style="color:#6b7280;font-size:10px;margin-left:3px">{i}</sub></span>')
         out.append(f'<span style="display:inline-flex;margin:3px 4px 3px 0">{"".join(parts)}</span>')
     return "".join(out)
 
 
-TOKEN_LEGEND = [("segment A", f"background:{common.SEG_TINT[0]}"),
-                ("segment B", f"background:{common.SEG_TINT[1]}"),
-                ("[CLS] / [SEP]", common.SPECIAL_STYLE),
-                ("[UNK] (unknown character)", common.UNK_STYLE)]
+def legend(tok) -> list[tuple[str, str]]:
+    """Segments, then this tokenizer's own start/end markers and unknown piece."""
+    return [("segment A", f"background:{common.SEG_TINT[0]}"), ("segment B", f"background:{common.SEG_TINT[1]}"),
+            (f"{tok.id_to_token(tok.cls_token_id)} / {tok.id_to_token(tok.sep_token_id)}", common.SPECIAL_STYLE),
+            (f"{tok.id_to_token(tok.unk_token_id)} (unknown character)", common.UNK_STYLE)]
+
+
 _L = f"{common.CHIP};background:#fff;font-size:12px"
-JOIN_LEGEND = (f'<span style="display:inline-flex;vertical-align:middle">'
-               f'<span style="{_L};{OPEN_RIGHT}">play</span>'
-               f'<span style="{_L};{OPEN_LEFT}">##ing</span></span>'
-               '<span style="font-size:12px;color:#374151"> = pieces of one word</span>')
+JOIN = {"wordpiece": ("play", "##ing"), "bpe": ("\u2581play", "ing"), "unigram": ("\u2581play", "ing")}
+
+
+def join_legend(tok) -> str:
+    a, b = JOIN.get(tok.kind, JOIN["wordpiece"])
+    return (f'<span style="display:inline-flex;vertical-align:middle">'
+            f'<span style="{_L};{OPEN_RIGHT}">{a}</span><span style="{_L};{OPEN_LEFT}">{b}</span></span>'
+            '<span style="font-size:12px;color:#374151"> = pieces of one word</span>')
+
+
+_NOTE = "<div style='font-size:13px;color:#374151;margin:-4px 0 8px'>{}</div>"
+KIND_NOTE = {  # the explanation beside describes BERT's WordPiece; other families' pieces differ
+    "bpe": _NOTE.format("This model uses <b>byte-level BPE</b> (RoBERTa's tokenizer): pieces are built from "
+                        "bytes, so no character is ever unknown; a piece that starts a word after a space "
+                        "is shown with ▁ (stored as Ġ), and a character split across pieces shows its bytes "
+                        "as &lt;0xNN&gt;. Pairs read &lt;s&gt; A &lt;/s&gt;&lt;/s&gt; B &lt;/s&gt;, all segment A."),
+    "unigram": _NOTE.format("This model uses a <b>SentencePiece</b> (unigram) vocabulary, as ALBERT does: a "
+                            "piece that starts a word begins with ▁."),
+}
 
 
 def tokenize(text: str, pair: str, choice: str | None):
@@ -68,20 +86,21 @@ def tokenize(text: str, pair: str, choice: str | None):
     sources = {0: text, 1: pair or ""}
     per_token = zip(enc.tokens, enc.ids, enc.token_type_ids, enc.sequence_ids, enc.word_ids,
                     enc.offsets)
-    rows = [{"pos": i, "token": t, "id": idx, "seg": "AB"[seg],
+    rows = [{"pos": i, "token": tok.piece_text(idx), "id": idx, "seg": "AB"[seg],
              "word": "" if wid is None else wid, "chars": "" if sid is None else f"{a}–{b}",
              "text": "" if sid is None else sources[sid][a:b]}
             for i, (t, idx, seg, sid, wid, (a, b)) in enumerate(per_token)]
     n_unk = sum(i == tok.unk_token_id for i in enc.ids)
-    n_cont = sum(t.startswith("##") for t in enc.tokens)
+    groups = common.word_groups(enc.tokens, enc.special_tokens_mask, enc.word_ids)
     specials = sum(enc.special_tokens_mask)
-    words = len(common.word_groups(enc.tokens, enc.special_tokens_mask)) - specials
+    words = len(groups) - specials
+    n_cont = len(enc) - len(groups)  # pieces that continue a word
     cut = [text_notes.cut(t, w) for t, w in ((text, "text"), (pair, "second sentence"))]
     view = ("".join(map(common.notice_html, cut)) + common.notice_html(note)
             + f"<div style='color:#374151;margin-bottom:4px'>{len(enc)} tokens for {words} words "
-              f"({n_cont} '##' continuation piece{'s' * (n_cont != 1)}, {n_unk} [UNK])</div>"
+              f"({n_cont} piece{'s' * (n_cont != 1)} continuing a word, {n_unk} unknown)</div>"
             + f"<div style='line-height:2.1'>{chips_html(enc, tok)}</div>"
-            + common.legend_html(TOKEN_LEGEND, JOIN_LEGEND))
+            + common.legend_html(legend(tok), join_legend(tok)) + KIND_NOTE.get(tok.kind, ""))
     data = {"tokens": enc.tokens, "ids": enc.ids, "token_type_ids": enc.token_type_ids,
             "offsets": [list(o) for o in enc.offsets], "word_ids": enc.word_ids,
             "truncated": enc.truncated, "max_length": tok.model_max_length,

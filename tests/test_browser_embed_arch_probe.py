@@ -58,6 +58,11 @@ def test_embeddings_architecture_probing_desktop(server):
         # item 10: after "Use the picked model" the preset box names no other model
         page.get_by_role("tab", name="Architecture", exact=True).click()
         panel = page.locator("[role=tabpanel]:visible").first
+        panel.get_by_role("button", name="Size it").click()  # BERT as the form opens: E blank (or 0) is E = H
+        panel.get_by_text("parameters").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(1500)
+        assert panel.locator(".error").count() == 0 and page.locator(".toast-body").count() == 0, \
+            [t.inner_text() for t in page.locator(".toast-body").all()]
         panel.get_by_label("Preset").click()
         page.get_by_role("option", name="large", exact=True).click()
         panel.get_by_role("button", name="Use the picked model").click()

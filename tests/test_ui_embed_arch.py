@@ -371,7 +371,7 @@ def test_family_selector_and_notes():
     fn = next(f for f in demo.fns.values() if f.api_name == "architecture")
     labels = [c.label for c in fn.inputs]  # the API keeps its first nine parameters; three more at the end
     assert labels[:6] == [label for label, *_ in at.FIELDS]
-    assert labels[-3:] == ["Family", "Embedding size E (ALBERT, ELECTRA)", "Layer groups (ALBERT)"]
+    assert labels[-3:] == ["Family", "Embedding size E (ALBERT, ELECTRA; 0 = no factorising)", "Layer groups (ALBERT)"]
 
 
 @pytest.mark.parametrize("family, embedding, groups, field", [

@@ -60,7 +60,7 @@ FIELDS = [("Layers", "num_hidden_layers", 1024), ("Hidden size", "hidden_size", 
           ("Attention heads", "num_attention_heads", 1024), ("Feed-forward size", "intermediate_size", 262144),
           ("Vocabulary", "vocab_size", 10_000_000), ("Max positions", "max_position_embeddings", 1_000_000)]
 # Optional fields of two members: empty means E = hidden size, one layer group.
-EXTRA = [("Embedding size E (ALBERT, ELECTRA)", "embedding_size", 65536, None),
+EXTRA = [("Embedding size E (ALBERT, ELECTRA; 0 = no factorising)", "embedding_size", 65536, None),
          ("Layer groups (ALBERT)", "num_hidden_groups", 1024, 1)]
 FAMILIES = [(NAMES[k], k) for k in MODEL_TYPES]
 FIRST = {"electra": "small"}  # the preset a family opens on; else "base"
@@ -119,6 +119,8 @@ def make_config(layers, hidden, heads, intermediate, vocab, max_positions, famil
           for (label, field, cap), v in zip(FIELDS, (layers, hidden, heads, intermediate, vocab, max_positions))}
     kw |= {field: _whole(v, label, field, cap, empty)
            for (label, field, cap, empty), v in zip(EXTRA, (embedding, groups))}
+    if kw["embedding_size"] == 0:  # a browser's number box sends 0 for a cleared box: no factorisation
+        kw["embedding_size"] = None
     if family not in ("albert", "electra") and kw["embedding_size"] == kw["hidden_size"]:
         kw["embedding_size"] = None  # E = H is no factorisation: fine for every member
     return preset(preset_names(family)[0], model_type=family).replace(**kw)  # raises ValueError naming the field

@@ -217,6 +217,7 @@ def load_pretrained(path_or_hub_id: str | os.PathLike | None = None, max_params:
 
 
 MODEL_FILES = frozenset({"config.json", "model.safetensors", "tokenizer.json", "vocab.txt",
+                         "vocab.json", "merges.txt",  # a byte-level BPE tokenizer's (RoBERTa)
                          "tokenizer_config.json", "special_tokens_map.json"})  # what save_pretrained writes
 
 

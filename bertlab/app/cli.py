@@ -18,6 +18,7 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
 from ..train import runs, specs
+from ..train.distill import DistillSpec, distill
 from ..train.evaluate import evaluate_model
 from ..train.finetune import CONFUSION_FILE, finetune
 from ..train.loop import init_distributed
@@ -183,6 +184,16 @@ def cmd_finetune(a) -> int:
     return 0
 
 
+def cmd_distill(a) -> int:
+    spec = DistillSpec(**DistillSpec.given(a))
+    res = distill(spec, a.out, log=lambda m: print(m, file=sys.stderr, flush=True))
+    last = res["history"][-1]
+    print(f"distilled into {res['layers']} layers in {res['seconds']:.0f} s; last step: soft-target KL "
+          f"{last['kl']:.4f}, MLM {last['mlm']:.4f}, cosine {last['cos']:.4f}")
+    print(f"model: {res['model_dir']}   (loads in transformers as DistilBertForMaskedLM)")
+    return 0
+
+
 def cmd_probe(a) -> int:
     return report_probe(specs.ProbeSpec(**specs.ProbeSpec.given(a)), a.json)
 
@@ -290,6 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
         if kind != "pretrain":
             j.add_argument("--json", action="store_true", help="print the results as JSON")
         j.set_defaults(run=cmd)
+    d = sub.add_parser("distill", help="distil a BERT into a DistilBERT (soft targets + MLM + cosine)")
+    DistillSpec.add_arguments(d)
+    d.add_argument("--out", required=True, help="model folder to write (new or empty; a model folder is replaced)")
+    d.set_defaults(run=cmd_distill)
     r = sub.add_parser("run", help="execute a run folder's spec.json (what the web app's job manager launches)")
     r.add_argument("dir", help="run folder holding spec.json")
     r.set_defaults(run=cmd_run)

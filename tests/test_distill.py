@@ -1,7 +1,5 @@
 """DistilBERT's recipe: the student's initialisation from the teacher, the losses, the CLI end to end."""
 import itertools
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -50,7 +48,7 @@ def _inputs():
     return ids, mask
 
 
-def test_full_depth_student_equals_teacher(teacher):
+def test_full_depth_student_equals_teacher(teacher, one_thread):
     ids, mask = _inputs()
     student = student_from_teacher(teacher, 4).eval()
     with torch.no_grad():
@@ -74,9 +72,18 @@ def test_student_init_refuses_bad_depth(teacher):
             student_from_teacher(teacher, n)
 
 
-def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus):
+@pytest.fixture
+def one_thread():
+    """Tiny models on a shared 2-core machine: one thread is ~50x faster than two fighting others."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus, one_thread):
     spec = DistillSpec(layers=1, corpus=str(small_corpus), steps=30, lr=1e-3, warmup=0, batch_size=16,
-                       max_len=24, log_every=100)
+                       max_len=24, log_every=100, threads=1)
     batcher = make_batcher(spec, vocab_tokenizer)
     teacher = tiny_bert(vocab_tokenizer).train()  # a teacher that knows the corpus: 60 quick MLM steps
     opt = torch.optim.AdamW(teacher.parameters(), lr=1e-2)
@@ -96,17 +103,15 @@ def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus):
     assert float(after["cos"]) < float(before["cos"])
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "bertlab", "distill", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
-
-
-def test_cli_end_to_end_loads_in_transformers(teacher_dir, small_corpus, tmp_path):
+def test_cli_end_to_end_loads_in_transformers(teacher_dir, small_corpus, tmp_path, capsys, one_thread):
+    from bertlab.app.cli import main
     out = tmp_path / "student"
-    r = _cli("--teacher", teacher_dir, "--layers", 2, "--out", out, "--steps", 5, "--corpus", small_corpus,
-             "--batch-size", 8, "--max-len", 24, "--temperature", 3, "--alpha-kl", 4, "--threads", 1)
-    assert r.returncode == 0, r.stderr
-    assert "model:" in r.stdout and "Traceback" not in r.stderr
+    code = main(["distill", *map(str, ("--teacher", teacher_dir, "--layers", 2, "--out", out, "--steps", 5,
+                                       "--corpus", small_corpus, "--batch-size", 8, "--max-len", 24,
+                                       "--temperature", 3, "--alpha-kl", 4, "--threads", 1))])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert f"model: {out}" in printed.out and "step 5/5" in printed.err
     from transformers import DistilBertForMaskedLM, DistilBertTokenizerFast
 
     from bertlab.checkpoint import load_pretrained
@@ -127,12 +132,14 @@ def test_cli_end_to_end_loads_in_transformers(teacher_dir, small_corpus, tmp_pat
     (["--layers", 9], "layers must be from 1 to the teacher's 4"),
     (["--teacher", "MISSING"], "no such folder"),
 ])
-def test_cli_bad_inputs_are_one_line(args, says, teacher_dir, small_corpus, tmp_path):
+def test_cli_bad_inputs_are_one_line(args, says, teacher_dir, small_corpus, tmp_path, capsys, one_thread):
+    from bertlab.app.cli import main
     args = [str(a).replace("MISSING", str(tmp_path / "nope" / "teacher")) for a in args]
     if "--teacher" not in args:
-        args += ["--teacher", teacher_dir]
-    r = _cli(*args, "--out", tmp_path / "student", "--corpus", small_corpus, "--steps", 1)
-    assert r.returncode == 2, r.stderr
-    assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
-    assert r.stderr.startswith("error:") and says in r.stderr, r.stderr
+        args += ["--teacher", str(teacher_dir)]
+    code = main(["distill", *args, "--out", str(tmp_path / "student"), "--corpus", str(small_corpus), "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert err.startswith("error:") and says in err, err
     assert not (tmp_path / "student").exists()

@@ -162,8 +162,16 @@ def distill(spec: DistillSpec, out: str | os.PathLike | None, log=print, teacher
     saved); returns the student and the per-step losses."""
     if out is not None:
         check_out(out)
-    if spec.threads:
-        torch.set_num_threads(spec.threads)
+    threads = torch.get_num_threads()
+    try:
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        return _distill(spec, out, log, teacher, tok)
+    finally:
+        torch.set_num_threads(threads)  # a caller's own setting, e.g. a test process's
+
+
+def _distill(spec: DistillSpec, out, log, teacher, tok) -> dict:
     if teacher is None:
         teacher, tok = load_pretrained(spec.teacher)
     check_teacher(teacher)

@@ -1,6 +1,7 @@
-"""BERT's 80/10/10 masking, drawn fresh for every batch, and one `Example`, `collate` and `Batcher`
-for pre-training and fine-tuning alike. Every random number comes from one seeded generator, drawn
-in a fixed order and amount, so a resumed run gets the same masks. Special ids come from the tokenizer."""
+"""BERT's 80/10/10 masking, drawn fresh for every batch (or from N fixed copies per example), and one
+`Example`, `collate` and `Batcher` for pre-training and fine-tuning alike. Every random number comes
+from one seeded generator, drawn in a fixed order and amount, so a resumed run gets the same masks.
+Special ids come from the tokenizer."""
 from __future__ import annotations
 
 import hashlib
@@ -160,13 +161,16 @@ class Batcher:
     """Shuffled, sharded batches that resume exactly; masked afresh when pre-training (`mask`: the
     tokenizer's special ids; labels become MLM targets, the examples' own go to next_sentence_label).
     Epoch e's order is seeded by (seed, e) as in older run folders; rank r takes a contiguous share;
-    batch k's masks are seeded by (seed, rank, epoch, k). So (epoch, position) is the whole state."""
+    batch k's masks are seeded by (seed, rank, epoch, k). So (epoch, position) is the whole state.
+    `static_masks` N > 0: each example's masks are instead seeded by (seed, its index, epoch mod N), so
+    it is seen with the same N masked copies in turn, as original BERT's data files held them
+    (RoBERTa found dynamic masking, the default, slightly better)."""
 
     def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int, *,
                  mask: SpecialIds | None = None, rate: float = 0.15, mask_frac: float = 0.8,
                  random_frac: float = 0.1, is_continuation: torch.Tensor | None = None,
                  shuffle: bool = True, drop_last: bool = False, seed: int = 0, rank: int = 0,
-                 world_size: int = 1):
+                 world_size: int = 1, static_masks: int = 0):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not 0 <= rank < world_size:
@@ -176,6 +180,9 @@ class Batcher:
         self.examples, self.batch_size, self.pad_id, self.mask = examples, batch_size, pad_id, mask
         self.drop_last, self.shuffle, self.is_continuation = drop_last, shuffle, is_continuation
         self.seed, self.rank, self.world_size = seed, rank, world_size
+        if isinstance(static_masks, bool) or not isinstance(static_masks, int) or static_masks < 0:
+            raise ValueError(f"static_masks must be an integer >= 0, got {static_masks!r}")
+        self.static_masks = static_masks
         self.mask_kw = dict(rate=rate, mask_frac=mask_frac, random_frac=random_frac)
         if mask is not None:  # bad settings fail here, not at the first batch
             self.mask_kw.update(mask_token_id=mask.mask, random_ids=mask.random)
@@ -202,20 +209,36 @@ class Batcher:
         order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)) if self.shuffle else torch.arange(n)
         return order[self.rank * self.per_rank:(self.rank + 1) * self.per_rank].tolist()
 
-    def make_batch(self, examples: Sequence[Example], generator: torch.Generator | None = None) -> dict:
-        """Collate (and mask) a list of examples; also handy on its own, e.g. for fixed eval masks."""
+    def make_batch(self, examples: Sequence[Example], generator: torch.Generator | None = None,
+                   row_seeds: Sequence[int] | None = None) -> dict:
+        """Collate (and mask) a list of examples; also handy on its own, e.g. for fixed eval masks.
+        `row_seeds`: mask each example alone from its own seed, whatever else is in the batch."""
         b = collate(examples, self.pad_id)
         if self.mask is None:
             return b
         special = special_tokens_mask(b["input_ids"], self.mask.all) | (b["attention_mask"] == 0)  # (B, T)
         word_ids = None if self.is_continuation is None else \
             word_ids_from_pieces(b["input_ids"], self.is_continuation, special)
-        m = mask_tokens(b["input_ids"], special, word_ids=word_ids, generator=generator, **self.mask_kw)
+        if row_seeds is None:
+            m = mask_tokens(b["input_ids"], special, word_ids=word_ids, generator=generator, **self.mask_kw)
+        else:
+            m = self._mask_rows(b["input_ids"], special, word_ids, b["attention_mask"].sum(1).tolist(), row_seeds)
         pair_labels = b.pop("labels")  # (B,)
         if not bool((pair_labels == IGNORE_INDEX).all()):
             b["next_sentence_label"] = pair_labels
         b["input_ids"], b["labels"] = m.input_ids, m.labels  # (B, T) each
         return b
+
+    def _mask_rows(self, ids, special, word_ids, lengths, row_seeds) -> MaskResult:
+        """Each row masked over its own length (padding never shifts a draw) from its own generator."""
+        out = MaskResult(ids.clone(), torch.full_like(ids, IGNORE_INDEX).long(),
+                         torch.zeros_like(ids, dtype=torch.int8))
+        for r, (n, s) in enumerate(zip(lengths, row_seeds)):
+            w = None if word_ids is None else word_ids[r:r + 1, :n]
+            m = mask_tokens(ids[r:r + 1, :n], special[r:r + 1, :n], word_ids=w,
+                            generator=torch.Generator().manual_seed(s), **self.mask_kw)
+            out.input_ids[r, :n], out.labels[r, :n], out.rule[r, :n] = m.input_ids[0], m.labels[0], m.rule[0]
+        return out
 
     def __iter__(self) -> Iterator[dict]:
         """The rest of the current epoch; the next `iter()` starts the following one."""
@@ -225,7 +248,10 @@ class Batcher:
         while self.position < len(self):
             k = self.position
             g = torch.Generator().manual_seed(_seed(self.seed, self.rank, self.epoch, k))
-            batch = self.make_batch([self.examples[i] for i in order[k * bs:(k + 1) * bs]], g)
+            idx = order[k * bs:(k + 1) * bs]
+            seeds = [_seed(self.seed, -1, i, self.epoch % self.static_masks) for i in idx] \
+                if self.static_masks and self.mask is not None else None  # -1: never a rank
+            batch = self.make_batch([self.examples[i] for i in idx], g, row_seeds=seeds)
             self.position += 1  # count it before handing it out: a checkpoint then skips it
             yield batch
 

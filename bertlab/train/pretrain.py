@@ -1,4 +1,6 @@
-"""Pre-training BERT: corpus → tokenizer → examples → masked batches → the shared Trainer.
+"""Pre-training BERT, RoBERTa or ALBERT: corpus → tokenizer → examples → masked batches → the shared
+Trainer. The architecture (`spec.arch`) decides the tokenizer (RoBERTa: byte-level BPE), the model
+class (bertlab.family) and the default pair task; masking, loss, checkpoints and resume are shared.
 
 Everything a run needs to resume exactly lives in its folder: the tokenizer it trained (WordPiece
 training is not deterministic), the tokenized examples, the settings and the checkpoints.
@@ -17,6 +19,7 @@ import torch.distributed as dist
 from ..analysis.attention import layer_diagnostics
 from ..analysis.predict import fill_mask
 from ..checkpoint import load_model, resolve_folder, save_pretrained, write_model_files
+from .. import family
 from ..config import BertConfig, preset
 from ..data.corpus import (
     Example,
@@ -26,8 +29,7 @@ from ..data.corpus import (
     tokenize_documents,
 )
 from ..data.masking import Batcher, continuation_table
-from ..model import BertForPreTraining
-from ..tokenizer import WordPieceTokenizer
+from ..tokenizer import BPETokenizer, SubwordTokenizer, WordPieceTokenizer
 from . import runs
 from .loop import Trainer, rank_world
 from .specs import PretrainSpec
@@ -61,6 +63,8 @@ def _cache_dir(spec: PretrainSpec) -> Path | None:
     stamp = [spec.corpus, spec.text_column, spec.max_docs, spec.vocab_size, spec.max_len, spec.objective,
              spec.heldout, spec.seed, *((corpus.resolve().as_posix(), corpus.stat().st_size, corpus.stat().st_mtime)
                                    if corpus.is_file() else ())]
+    if spec.arch == "roberta":  # another tokenizer; BERT and ALBERT share WordPiece data (and old cache keys)
+        stamp.append("byte-level-bpe")
     key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:16]
     root = Path(os.environ.get("BERTLAB_CACHE", Path.home() / ".cache" / "bertlab"))
     return root / "pretrain-data" / key
@@ -84,7 +88,7 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
         if differ:
             raise ValueError(f"run {run_dir.name} already holds data prepared with other settings "
                              f"({', '.join(differ)}): resume it as it was, or pick another run name")
-        tok = WordPieceTokenizer.from_pretrained(data)
+        tok = SubwordTokenizer.from_pretrained(data)  # the kind the folder holds
         phase("reading the prepared examples ...")
         blob = torch.load(data / "examples.pt", weights_only=True)
         return tok, _unpack(blob["train"]), _unpack(blob["heldout"]), blob["unigram"].tolist()
@@ -96,7 +100,12 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
         raise ValueError(f"{spec.corpus}: {len(docs)} documents are too few to hold some out for "
                          f"evaluation; give at least 3 documents (separate them with blank lines)")
     if spec.init_from:  # keep the model's own vocabulary
-        tok = WordPieceTokenizer.from_pretrained(resolve_folder(spec.init_from))
+        tok = SubwordTokenizer.from_pretrained(resolve_folder(spec.init_from))
+    elif spec.arch == "roberta":  # RoBERTa's byte-level BPE: no [UNK], case kept
+        log(f"training a {spec.vocab_size}-token byte-level BPE vocabulary on {len(train_docs)} documents ...")
+        phase(f"preparing the data{once}: training a byte-level BPE vocabulary of {spec.vocab_size:,} tokens on "
+              f"{len(train_docs):,} documents ...")
+        tok = BPETokenizer.train(train_docs, vocab_size=spec.vocab_size)
     else:
         log(f"training a {spec.vocab_size}-token WordPiece vocabulary on {len(train_docs)} documents ...")
         phase(f"preparing the data{once}: training a WordPiece vocabulary of {spec.vocab_size:,} tokens on "
@@ -134,19 +143,33 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
     return tok, train, held, counts.tolist()
 
 
-def build_model(spec: PretrainSpec, tok: WordPieceTokenizer) -> BertForPreTraining:
+def model_config(spec: PretrainSpec, tok: SubwordTokenizer) -> BertConfig:
+    """The new model's config: the spec's preset and overrides, and the tokenizer's ids. RoBERTa numbers
+    positions from pad_token_id + 1, so its table has that many more rows than tokens it can take."""
+    c = spec.config_overrides()
+    if spec.arch == "bert":
+        return preset(spec.preset, vocab_size=tok.vocab_size, **c)
+    c |= dict(vocab_size=tok.vocab_size, pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
+              eos_token_id=tok.sep_token_id)
+    if spec.arch == "roberta":
+        c["max_position_embeddings"] += tok.pad_token_id + 1  # type_vocab_size 1 comes with the preset
+    return preset(spec.preset, spec.arch, **c)
+
+
+def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
+    """BertForPreTraining, RobertaForMaskedLM or AlbertForPreTraining (bertlab.family picks the class)."""
     overrides = spec.config_overrides()
     if spec.init_from:  # a continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage)
         folder = resolve_folder(spec.init_from)
         config = BertConfig.from_json_file(folder / "config.json")
-        if config.model_type != "bert":  # masking, NSP and the trainer's objectives are BERT's for now
-            raise ValueError(f"{folder.name}: a {config.model_type} model; pre-training continues BERT models for now")
+        if config.model_type != spec.arch:  # its tokenizer, heads and objective are its own architecture's
+            raise ValueError(f"{folder.name}: a {config.model_type} model; continue it with arch "
+                             f"{config.model_type!r}, not {spec.arch!r}")
         model = load_model(folder, config.replace(**overrides))
     else:
-        model = BertForPreTraining(preset(spec.preset, vocab_size=tok.vocab_size, **overrides))
-    if model.config.max_position_embeddings < spec.max_len:
-        raise ValueError(f"max_len {spec.max_len} exceeds the model's max_position_embeddings "
-                         f"({model.config.max_position_embeddings})")
+        model = family.build(model_config(spec, tok))
+    if model.config.max_tokens < spec.max_len:
+        raise ValueError(f"max_len {spec.max_len} exceeds the model's {model.config.max_tokens} positions")
     return model
 
 
@@ -170,7 +193,7 @@ class Evaluator:
     the same masks, per-layer attention diagnostics, and the probe sentences' top guesses."""
 
     def __init__(self, batcher: Batcher, examples: list[Example], n_batches: int, unigram: list[int],
-                 tok: WordPieceTokenizer, run_dir: Path | None = None):
+                 tok: SubwordTokenizer, run_dir: Path | None = None):
         bs = batcher.batch_size
         chunks = [examples[i:i + bs] for i in range(0, min(len(examples), n_batches * bs), bs)]
         self.batches = [batcher.make_batch(c, torch.Generator().manual_seed(1234 + k)) for k, c in enumerate(chunks)]
@@ -208,12 +231,27 @@ class Evaluator:
     def _probe(self, model) -> None:
         rows = {}
         for s in PROBES:
+            s = s.replace("[MASK]", self.tok.mask_token)  # RoBERTa's <mask>
             try:
                 rows[s] = [c["token_str"] for c in fill_mask(model, self.tok, s, top_k=3)[0]]
             except ValueError:
                 continue
         with open(self.run_dir / "probes.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps({"step": int(runs.read_status(self.run_dir).get("step", 0)), "top3": rows}) + "\n")
+
+
+def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example], rank: int = 0,
+                 world: int = 1) -> Batcher:
+    """The training batches: masked afresh each time (dynamic) or from `static_masks` fixed copies."""
+    cont = None
+    if spec.whole_word:
+        vocab = [tok.id_to_token(i) for i in range(tok.vocab_size)]
+        # WordPiece marks a word's later pieces with '##'; byte-level BPE marks a word's first piece with 'Ġ'
+        cont = continuation_table(vocab) if isinstance(tok, WordPieceTokenizer) else \
+            torch.tensor([not t.startswith("Ġ") for t in vocab], dtype=torch.bool)
+    return Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed, rank=rank,
+                                  world_size=world, is_continuation=cont, drop_last=True,
+                                  static_masks=spec.static_masks)
 
 
 def _starting(run_dir: Path):
@@ -254,9 +292,7 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
         tok, train, held, unigram = prepare_data(run.path, spec, log=lambda *_: None)
     torch.manual_seed(spec.seed)  # the same initial weights on every rank
     model = build_model(spec, tok)
-    cont = continuation_table([tok.id_to_token(i) for i in range(tok.vocab_size)]) if spec.whole_word else None
-    batcher = Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed,
-                                     rank=rank, world_size=world, is_continuation=cont, drop_last=True)
+    batcher = make_batcher(spec, tok, train, rank, world)
     evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None)
     trainer = Trainer(model, batcher, spec, run.path, compute_loss, evaluate,
                       on_save=lambda m, folder: write_model_files(folder, m, tok), log_fn=log,

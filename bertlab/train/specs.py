@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
+from ..config import preset, preset_names
 from ..data.corpus import OBJECTIVES
 
 # (predicate, what it means): "steps must be a positive integer, got 0"
@@ -152,18 +153,34 @@ class TrainArgs(Spec):
         return TrainArgs(**{f.name: getattr(self, f.name) for f in fields(TrainArgs)})
 
 
+PRESET_CHOICES = ("tiny", "mini", "small", "medium", "base", "large")
+
+
 @dataclass
 class PretrainSpec(TrainArgs):
-    """Pre-train a BERT: model, corpus, objective, and the CPU recipe's defaults (bench/RECIPE.md)."""
+    """Pre-train a BERT, RoBERTa or ALBERT: model, corpus, objective, and the CPU recipe's defaults
+    (bench/RECIPE.md). ELECTRA (generator + discriminator) and distillation are other jobs."""
     KIND: ClassVar[str] = "pretrain"
+    ARCHS: ClassVar[tuple[str, ...]] = ("bert", "roberta", "albert")
+    # each architecture's own pair task: RoBERTa dropped NSP, ALBERT replaced it by sentence order
+    DEFAULT_OBJECTIVE: ClassVar[dict] = {"bert": "nsp", "roberta": "mlm", "albert": "sop"}
     # model
-    preset: str = opt("mini", "model size", choices=("tiny", "mini", "small", "medium", "base", "large"))
+    arch: str = opt("bert", "architecture: bert (WordPiece, MLM + NSP) | roberta (byte-level BPE trained on the "
+                            "corpus, MLM only) | albert (factorised embeddings, shared layers, MLM + sentence order; "
+                            "WordPiece here where real ALBERT uses SentencePiece). ELECTRA and distillation are "
+                            "other commands", choices=ARCHS)
+    preset: str = opt("mini", "model size (roberta: tiny mini base large; albert: tiny mini base large)",
+                      choices=PRESET_CHOICES)
     layers: int | None = opt(None, "override the preset's number of layers", between(1, 128))
     hidden: int | None = opt(None, "override the preset's hidden size", between(1, 16_384))
     heads: int | None = opt(None, "override the preset's attention heads", between(1, 256))
     intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)",
                                    between(1, 65_536))
-    vocab_size: int = opt(8192, "WordPiece vocabulary size", between(1, 1_000_000))
+    vocab_size: int = opt(8192, "vocabulary size (WordPiece; byte-level BPE for roberta)", between(1, 1_000_000))
+    embedding_size: int | None = opt(None, "albert only: token-vector size E, projected up to hidden "
+                                           "(default: 128, at most hidden)", between(1, 16_384))
+    layer_groups: int = opt(1, "albert only: distinct layer weight sets, shared in turn by the layers "
+                               "(1 = every layer the same weights)", POSITIVE)
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
                                          "can train longer texts", between(1, MAX_TOKENS))
     # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
@@ -177,9 +194,14 @@ class PretrainSpec(TrainArgs):
     max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
     # The CPU recipe: 32-token examples leave the unigram plateau far sooner than 128.
     max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
-    objective: str = opt("nsp", "the pair task besides MLM", choices=OBJECTIVES)
+    objective: str | None = opt(None, "the pair task besides MLM: nsp | sop | mlm (none) (default: the "
+                                      "architecture's own: nsp for bert, mlm for roberta, sop for albert)",
+                                choices=OBJECTIVES)
     mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
     whole_word: bool = opt(False, "mask all pieces of a word together")
+    static_masks: int = opt(0, "0 = draw new masks every time an example is seen (dynamic, RoBERTa's); N = draw N "
+                               "masked copies per example once and cycle through them by epoch (static, original "
+                               "BERT's data pipeline)", NON_NEGATIVE)
     heldout: float = opt(0.02, "share of documents held out for evaluation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
     batch_size: int = opt(128, "examples per micro-batch", POSITIVE)
     eval_batches: int = opt(16, "held-out batches per evaluation", POSITIVE)
@@ -192,14 +214,39 @@ class PretrainSpec(TrainArgs):
                                "regular evaluation (0 = off)", NON_NEGATIVE)
     RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads",)
     DATA: ClassVar[tuple[str, ...]] = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective",
-                                       "heldout", "init_from", "seed")
+                                       "heldout", "init_from", "seed", "arch")
 
     def check(self) -> None:
+        if self.objective is None:
+            self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
             raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
+        if self.arch == "roberta" and self.objective != "mlm":
+            raise ValueError(f"objective must be mlm for roberta (RoBERTa has no pair task), got {self.objective!r}")
+        if self.arch != "albert" and (self.embedding_size is not None or self.layer_groups != 1):
+            raise ValueError(f"embedding_size and layer_groups are albert options, not {self.arch}'s")
+        if self.arch != "bert" and self.pre_ln:
+            raise ValueError(f"pre_ln is a bert option; {self.arch} is post-LN")
+        if self.arch == "roberta" and self.vocab_size < 261:
+            raise ValueError(f"vocab_size must be at least 261 for roberta (256 bytes and 5 markers), "
+                             f"got {self.vocab_size}")
+        if self.arch != "bert" and self.init_from is None:
+            if self.preset not in preset_names(self.arch):
+                raise ValueError(f"preset {self.preset!r} has no {self.arch} size; choose one of "
+                                 f"{', '.join(n for n in preset_names(self.arch) if n in PRESET_CHOICES)}")
+            preset(self.preset, self.arch, **self.config_overrides())  # impossible shapes fail here, named
 
     def config_overrides(self) -> dict:
-        """BertConfig fields this spec sets on top of its preset (a continued model keeps its shape)."""
+        """BertConfig fields this spec sets on top of its preset (a continued model keeps its shape). The
+        tokenizer's ids (vocabulary, padding, RoBERTa's position offset) come later, in build_model."""
+        c = self._overrides()
+        if self.arch == "albert" and self.init_from is None:
+            hidden = c.get("hidden_size", preset(self.preset, "albert").hidden_size)
+            c["embedding_size"] = self.embedding_size or min(128, hidden)
+            c["num_hidden_groups"] = self.layer_groups
+        return c
+
+    def _overrides(self) -> dict:
         c = {}
         if self.dropout is not None:
             c = {"hidden_dropout_prob": self.dropout, "attention_probs_dropout_prob": self.dropout}

@@ -1,4 +1,5 @@
-"""Pre-train a BERT from the page and watch it learn: live curves, probe sentences, stop and resume.
+"""Pre-train a BERT (or a RoBERTa or ALBERT) from the page and watch it learn: live curves, probe
+sentences, stop and resume.
 
 The run is a `python -m bertlab pretrain` subprocess owned by the job manager, never by a Gradio
 event: closing the tab does not kill it, and a reloaded page finds it again.
@@ -8,7 +9,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ...analysis import sizing
-from ...config import PRESETS, preset
+from ...config import PRESETS, BertConfig, preset, preset_names
 from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
 from ...train.specs import PretrainSpec
 from ..jobs import check_name
@@ -52,6 +53,9 @@ RECIPES = {
 CORPORA = ["IMDB movie reviews (shipped)", "Upload a file", "Hugging Face dataset"]
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
               "MLM only (RoBERTa)": "mlm"}
+# The members pre-training trains here (ELECTRA's generator + discriminator and distillation are other jobs).
+ARCHS = {"BERT": "bert", "RoBERTa (byte-level BPE, MLM only)": "roberta",
+         "ALBERT (factorised embeddings, shared layers; WordPiece, not SentencePiece)": "albert"}
 
 
 def preset_fields(name: str):
@@ -72,18 +76,38 @@ def _int(v, what: str) -> int:
     return int(v)
 
 
-def model_config(preset_name, layers, hidden, heads, inter, vocab, max_len):
-    return preset(preset_name, num_hidden_layers=_int(layers, "layers"), hidden_size=_int(hidden, "hidden size"),
-                  num_attention_heads=_int(heads, "heads"), intermediate_size=_int(inter, "feed-forward size"),
-                  vocab_size=_int(vocab, "vocabulary size"),
-                  max_position_embeddings=max(128, _int(max_len, "tokens per example")))  # room for a later 128-token stage
+def model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch="bert"):
+    kw = dict(num_hidden_layers=_int(layers, "layers"), hidden_size=_int(hidden, "hidden size"),
+              num_attention_heads=_int(heads, "heads"), intermediate_size=_int(inter, "feed-forward size"),
+              vocab_size=_int(vocab, "vocabulary size"),
+              max_position_embeddings=max(128, _int(max_len, "tokens per example")))  # room for a later 128-token stage
+    arch = ARCHS.get(arch, arch)
+    if arch == "bert":
+        return preset(preset_name, **kw)
+    if arch == "albert":  # PretrainSpec's default: E = 128, at most H
+        kw["embedding_size"] = min(128, kw["hidden_size"])
+    return preset(_arch_preset(preset_name, arch), arch, **kw)
 
 
-def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, start_from) -> str:
+def _arch_preset(name: str, arch: str) -> str:
+    """The member's preset of that name, or its tiny one: the form gives the whole shape anyway, so the
+    preset only lends the member's own defaults (activation, LayerNorm epsilon, token types)."""
+    return name if name in preset_names(arch) else "tiny"
+
+
+def _model_arch(folder) -> str:
+    """The architecture of a model a run continues: its own, whatever the form says."""
+    kind = BertConfig.from_json_file(folder / "config.json").model_type
+    if kind not in PretrainSpec.ARCHS:
+        raise ValueError(f"pre-training continues BERT, RoBERTa or ALBERT models; this one is {kind}")
+    return kind
+
+
+def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, start_from, arch="bert") -> str:
     if start_from and start_from != SCRATCH:
         return f"Continues **{start_from}**: its own architecture and vocabulary are kept."
     try:
-        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len)
+        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch)
         n = sizing.param_counts(c)["total"]
         mem = sizing.memory(c, batch_size=max(1, _int(batch, "batch size")), seq_len=_int(max_len, "tokens"),
                             dtype="fp32", training=True, sparse_mlm=True)
@@ -96,25 +120,32 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
 
 
 def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
-              max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False) -> PretrainSpec:
+              max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False,
+              arch="bert") -> PretrainSpec:
     """The form as a PretrainSpec, checked here so that mistakes show at once, not in a log."""
     lim = limits()
     steps = _int(steps, "steps")
     if steps > lim.max_steps:
         raise ValueError(f"{steps:,} steps is over this server's cap of {lim.max_steps:,} (BERTLAB_MAX_STEPS)")
-    spec = PretrainSpec(max_len=max_len, batch_size=batch, steps=steps, lr=lr, warmup=0.05, mask_rate=mask_rate,
+    arch = ARCHS.get(arch, arch)
+    continued = bool(start_from and start_from != SCRATCH)
+    if continued:
+        arch = _model_arch(models.resolve(start_from))
+    spec = PretrainSpec(arch=arch, max_len=max_len, batch_size=batch, steps=steps, lr=lr, warmup=0.05,
+                        mask_rate=mask_rate,
                         objective=OBJECTIVES.get(objective, objective), log_every=max(1, steps // 200),
                         eval_every=max(20, steps // 12), save_every=max(50, steps // 5), threads=lim.job_threads,
                         dropout=dropout, bf16=bool(bf16), text_column=text_column or "text",
                         max_docs=_int(max_docs or 0, "max documents") or None)
-    if start_from and start_from != SCRATCH:
+    if continued:
         spec = spec.replace(init_from=str(models.resolve(start_from)))
     else:
-        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len)
+        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch)
         if (n := sizing.param_counts(c)["total"]) > lim.max_params:
             raise ValueError(f"this model has {n:,} parameters; this server trains at most {lim.max_params:,} "
                              f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
-        spec = spec.replace(preset=preset_name, layers=c.num_hidden_layers, hidden=c.hidden_size,
+        spec = spec.replace(preset=preset_name if arch == "bert" else _arch_preset(preset_name, arch),
+                            layers=c.num_hidden_layers, hidden=c.hidden_size,
                             heads=c.num_attention_heads, intermediate=c.intermediate_size, vocab_size=c.vocab_size,
                             max_position=c.max_position_embeddings, pre_ln=bool(pre_ln))
     if corpus == CORPORA[1]:
@@ -157,12 +188,14 @@ def view(name, overlay, owner):
 
 
 def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln, overlay):
+          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln, overlay,
+          arch="BERT"):
     """Validate the form and launch the run (or queue it); named so the API reads like the form."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
         spec = form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-                         hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln)
+                         hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln,
+                         arch)
         jobs_ui.launch(owner, name, spec)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
@@ -207,6 +240,8 @@ def build(picker: gr.Dropdown) -> None:
                                          info="continue a model (e.g. at 128 tokens after a 32-token run)",
                                          min_width=280)
             with gr.Accordion("Model", open=False, elem_id="pretrain-model"):
+                arch = gr.Dropdown(list(ARCHS), value=next(iter(ARCHS)), label="Architecture",
+                                   info="picks its tokenizer and objective; ELECTRA and distillation are other jobs")
                 with gr.Row():
                     size_preset = gr.Dropdown(list(PRESETS), value=r0[0], label="Size preset")
                     layers = gr.Number(r0[1], label="Layers", precision=0, minimum=1, maximum=48)
@@ -267,13 +302,15 @@ def build(picker: gr.Dropdown) -> None:
     form = [*model_fields, start_from, corpus, upload, text_column, hub_name, max_docs, max_len, batch, steps, lr,
             mask_rate, objective, bf16, dropout, pre_ln]
     outs = [status, *plots, probes, log, timer]
-    size_in = [*model_fields, max_len, batch, start_from]
+    size_in = [*model_fields, max_len, batch, start_from, arch]
+    arch.input(lambda a: next(k for k, v in OBJECTIVES.items() if v == PretrainSpec.DEFAULT_OBJECTIVE[ARCHS[a]]),
+               arch, objective, api_name=False)  # each architecture's own pair task
     recipe.change(recipe_fields, recipe, [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
                                           mask_rate, objective, dropout, max_docs], api_name=False)
     size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
     gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)
-    start_btn.click(start, [owner, name, *form, overlay], [watch, *outs], api_name="pretrain_start",
+    start_btn.click(start, [owner, name, *form, overlay, arch], [watch, *outs], api_name="pretrain_start",
                     concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")

@@ -17,6 +17,15 @@ TINY = dict(preset="tiny", vocab_size=300, max_len=32, batch_size=8, eval_batche
 HF_CLASS = {"roberta": "RobertaForMaskedLM", "albert": "AlbertForPreTraining"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models on shared cores: a second thread only adds contention."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def spec(corpus, arch, steps=10, **kw):
     extra = dict(embedding_size=16, layer_groups=1) if arch == "albert" else {}
     return PretrainSpec(corpus=str(corpus), arch=arch, steps=steps, **{**TINY, **extra, **kw})

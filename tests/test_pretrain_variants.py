@@ -186,3 +186,11 @@ def test_the_pretrain_form_picks_an_architecture():
     with pytest.raises(ValueError, match="objective must be mlm for roberta"):
         pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)", arch=roberta)
     assert "parameters" in pretrain_tab.size_md("tiny", 1, 32, 2, 64, 300, 32, 8, pretrain_tab.SCRATCH, albert)
+
+
+def test_a_recipe_keeps_the_architectures_own_objective():
+    """Picking a recipe (BERT's settings) after RoBERTa or ALBERT must not bring back NSP."""
+    from bertlab.app.ui import pretrain_tab as tab
+    recipe = next(iter(tab.RECIPES))
+    said = {tab.ARCHS[a]: tab.OBJECTIVES[tab.recipe_fields(recipe, a)[10]] for a in tab.ARCHS}
+    assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop"}

@@ -63,10 +63,13 @@ def preset_fields(name: str):
     return L, H, A, 4 * H
 
 
-def recipe_fields(recipe: str):
+def recipe_fields(recipe: str, arch: str = "BERT"):
+    """The recipe's form values; its objective is BERT's, so another architecture keeps its own."""
     r = RECIPES[recipe]
+    objective = r["objective"] if ARCHS.get(arch, "bert") == "bert" else \
+        PretrainSpec.DEFAULT_OBJECTIVE[ARCHS.get(arch, arch)]
     return (r["preset"], *preset_fields(r["preset"]), r["max_len"], r["batch_size"], r["steps"], r["lr"],
-            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == r["objective"]), r["dropout"],
+            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == objective), r["dropout"],
             r.get("max_docs", 0))
 
 
@@ -305,7 +308,7 @@ def build(picker: gr.Dropdown) -> None:
     size_in = [*model_fields, max_len, batch, start_from, arch]
     arch.input(lambda a: next(k for k, v in OBJECTIVES.items() if v == PretrainSpec.DEFAULT_OBJECTIVE[ARCHS[a]]),
                arch, objective, api_name=False)  # each architecture's own pair task
-    recipe.change(recipe_fields, recipe, [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
+    recipe.change(recipe_fields, [recipe, arch], [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
                                           mask_rate, objective, dropout, max_docs], api_name=False)
     size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
     gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")

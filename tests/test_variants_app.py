@@ -129,7 +129,7 @@ def test_family_members_in_the_browser(family_server, folders):
 
 
 def test_training_says_it_takes_bert_models_for_now(folders, tmp_path):
-    """Training the other members is the next step: until then both trainers refuse them clearly."""
+    """Fine-tuning takes BERT models, pre-training continues BERT/RoBERTa/ALBERT: the rest is refused clearly."""
     from bertlab.train.finetune import finetune
     from bertlab.train.pretrain import build_model
     from bertlab.train.specs import FinetuneSpec, PretrainSpec
@@ -137,5 +137,5 @@ def test_training_says_it_takes_bert_models_for_now(folders, tmp_path):
     with pytest.raises(ValueError, match="fine-tuning takes BERT models for now"):
         finetune(tmp_path / "ft", FinetuneSpec(model=folders["albert"], task="sentiment"), log=lambda *_: None)
     tok = WordPieceTokenizer.from_pretrained(folders["distilbert"])
-    with pytest.raises(ValueError, match="pre-training continues BERT models for now"):
+    with pytest.raises(ValueError, match="pre-training continues BERT, RoBERTa and ALBERT models"):
         build_model(PretrainSpec(init_from=folders["distilbert"]), tok)

@@ -162,6 +162,9 @@ def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
     if spec.init_from:  # a continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage)
         folder = resolve_folder(spec.init_from)
         config = BertConfig.from_json_file(folder / "config.json")
+        if config.model_type not in ("bert", "roberta", "albert"):  # ELECTRA, DistilBERT: other jobs
+            raise ValueError(f"{folder.name}: a {config.model_type} model; pre-training continues BERT, RoBERTa "
+                             f"and ALBERT models")
         if config.model_type != spec.arch:  # its tokenizer, heads and objective are its own architecture's
             raise ValueError(f"{folder.name}: a {config.model_type} model; continue it with arch "
                              f"{config.model_type!r}, not {spec.arch!r}")

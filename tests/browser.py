@@ -2,6 +2,7 @@
 served on a free port. The `server` and `client` fixtures (conftest.py) are built on these."""
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -59,7 +60,9 @@ def serving(argv: list[str], folder: Path, env: dict | None = None):
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1", **(env or {})}
     log = open(folder / "app.log", "w+")
-    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # its own process group: the jobs and workers it starts end with it (a test leaves nothing running)
+    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
     t0 = time.time()
     try:
@@ -82,4 +85,18 @@ def serving(argv: list[str], folder: Path, env: dict | None = None):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the probe worker it launched
+        kill_runs_under(folder / "runs")
         log.close()
+
+
+def kill_runs_under(runs: Path) -> None:
+    """Training jobs run in their own process groups (they outlive a server restart, by design): a test's
+    server is gone for good, so its runs go too, not training on in the background for minutes."""
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = (d / "cmdline").read_bytes().split(b"\0")
+                if b"bertlab" in cmd and any(str(runs).encode() in c for c in cmd):
+                    os.kill(int(d.name), signal.SIGKILL)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
+import os
 import threading
+import time
 
 from ..cache import LRU
 from ..checkpoint import load_pretrained
@@ -23,6 +25,15 @@ def _init(memory_mb: float, threads: int) -> None:
     import torch
     resource.setrlimit(resource.RLIMIT_AS, (int(memory_mb * 2**20),) * 2)
     torch.set_num_threads(threads)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = 1.0) -> None:
+    """In the worker: a server killed by a signal never shuts its pool down, and the worker (a
+    gigabyte with its models) would live on as an orphan; it leaves once its parent is gone."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(0)
 
 
 def probe_job(folder: str, stamp, random: bool, max_params: int, task: str, **kw) -> dict:

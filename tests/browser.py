@@ -60,9 +60,7 @@ def serving(argv: list[str], folder: Path, env: dict | None = None):
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1", **(env or {})}
     log = open(folder / "app.log", "w+")
-    # its own process group: the jobs and workers it starts end with it (a test leaves nothing running)
-    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     t0 = time.time()
     try:
@@ -85,9 +83,7 @@ def serving(argv: list[str], folder: Path, env: dict | None = None):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the probe worker it launched
-        kill_runs_under(folder / "runs")
+        kill_runs_under(folder / "runs")  # its probe worker leaves by itself (workers._exit_with_parent)
         log.close()
 
 

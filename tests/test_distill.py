@@ -143,3 +143,12 @@ def test_cli_bad_inputs_are_one_line(args, says, teacher_dir, small_corpus, tmp_
     assert "Traceback" not in err and err.strip().count("\n") == 0, err
     assert err.startswith("error:") and says in err, err
     assert not (tmp_path / "student").exists()
+
+
+def test_distill_leaves_the_callers_tokenizer_alone(vocab_tokenizer, small_corpus, one_thread):
+    """The session's tokenizer is shared by other tests' models: a run's max_len must not stick to it."""
+    before = vocab_tokenizer.model_max_length
+    spec = DistillSpec(teacher="unused", layers=1, corpus=str(small_corpus), steps=1, batch_size=4, max_len=16,
+                       log_every=100, threads=1)
+    distill(spec, None, log=lambda m: None, teacher=tiny_bert(vocab_tokenizer), tok=vocab_tokenizer)
+    assert vocab_tokenizer.model_max_length == before

@@ -10,6 +10,7 @@ DistilBertForMaskedLM.
 """
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass
@@ -180,6 +181,7 @@ def _distill(spec: DistillSpec, out, log, teacher, tok) -> dict:
     teacher_layers(c.num_hidden_layers, layers)  # the range check, before the data is read
     if spec.max_len > c.max_tokens:
         raise ValueError(f"max_len {spec.max_len} exceeds the teacher's {c.max_tokens} positions")
+    tok = copy.copy(tok)  # a caller's tokenizer keeps its own length limit
     tok.model_max_length = spec.max_len
     device = resolve_device(spec.device)
     torch.manual_seed(spec.seed)

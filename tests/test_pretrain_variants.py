@@ -48,10 +48,13 @@ def test_the_spec_gives_each_architecture_its_own_defaults():
     assert PretrainSpec(arch="albert").config_overrides()["embedding_size"] == 128
     assert "embedding_size" not in bert.config_overrides() and bert.to_dict()["objective"] == "nsp"
     for kw, match in [(dict(arch="roberta", objective="nsp"), "objective must be mlm for roberta"),
-                      (dict(arch="bert", embedding_size=64), "albert options"),
+                      (dict(arch="bert", embedding_size=64), "albert and electra option"),
                       (dict(arch="albert", layers=3, layer_groups=2), "multiple of num_hidden_groups"),
                       (dict(arch="roberta", preset="small"), "no roberta size"),
-                      (dict(arch="electra"), "arch must be one of bert, roberta, albert")]:
+                      (dict(arch="distilbert"), "arch must be one of bert, roberta, albert, electra"),
+                      (dict(arch="electra", objective="nsp"), "objective must be mlm for electra"),
+                      (dict(arch="bert", generator_size=0.5), "electra options"),
+                      (dict(arch="electra", init_from="default"), "starts from scratch")]:
         with pytest.raises(ValueError, match=match):
             PretrainSpec(**kw)
 
@@ -177,8 +180,8 @@ def test_the_pretrain_form_picks_an_architecture():
     form = dict(preset_name="small", layers=1, hidden=32, heads=2, inter=64, vocab=300,
                 start_from=pretrain_tab.SCRATCH, corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text",
                 hub_name="", max_docs=0, max_len=32, batch=8, steps=100, lr=1e-3, mask_rate=0.15, bf16=False)
-    roberta, albert = list(pretrain_tab.ARCHS)[1:]
-    s = pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa)", arch=roberta)
+    roberta, albert = list(pretrain_tab.ARCHS)[1:3]
+    s = pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa; ELECTRA's generator)", arch=roberta)
     assert (s.arch, s.objective, s.preset, s.hidden) == ("roberta", "mlm", "tiny", 32)  # no small RoBERTa preset
     s = pretrain_tab.form_spec(**form, objective="MLM + sentence order (ALBERT)", arch=albert)
     assert (s.arch, s.objective, s.config_overrides()["embedding_size"]) == ("albert", "sop", 32)
@@ -193,4 +196,4 @@ def test_a_recipe_keeps_the_architectures_own_objective():
     from bertlab.app.ui import pretrain_tab as tab
     recipe = next(iter(tab.RECIPES))
     said = {tab.ARCHS[a]: tab.OBJECTIVES[tab.recipe_fields(recipe, a)[10]] for a in tab.ARCHS}
-    assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop"}
+    assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}

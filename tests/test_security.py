@@ -258,7 +258,7 @@ def test_upload_messages_name_the_file_not_where_it_lies(tmp_path, monkeypatch):
     assert not list((tmp_path / "runs" / ".uploads").glob("*"))  # the staged copy went with the refusal
     with pytest.raises(ValueError) as e:
         pretrain_tab.form_spec("tiny", 2, 64, 2, 256, 500, None, pretrain_tab.CORPORA[1], str(bad), "text", "",
-                               0, 32, 8, 10, 1e-3, 0.15, "MLM only (RoBERTa)", False)
+                               0, 32, 8, 10, 1e-3, 0.15, "MLM only (RoBERTa; ELECTRA's generator)", False)
     assert "labels.csv" in str(e.value) and str(tmp_path) not in str(e.value)
 
 

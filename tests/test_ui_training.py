@@ -32,7 +32,7 @@ def test_pretrain_form_gives_a_spec(runs_root):
     assert a.corpus == "imdb" and a.layers == 1 and a.hidden == 32
     assert a.objective == "nsp" and a.steps == 100 and not a.bf16
     assert a.init_from is None and a.threads >= 1
-    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa)", bf16=True, pre_ln=True)
+    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa; ELECTRA's generator)", bf16=True, pre_ln=True)
     assert a.init_from and a.layers is None and a.bf16 and a.objective == "mlm"
     assert not a.pre_ln  # a continued model keeps its own layout
     a = pre_args(dropout=0, pre_ln=True)

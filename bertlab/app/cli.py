@@ -141,11 +141,15 @@ def cmd_pretrain(a) -> int:
           f"in {time.time() - t:.0f} s (run time {status.get('elapsed', 0):.0f} s)")
     if evals:
         e = evals[-1]
-        line = f"held-out: MLM loss {e['mlm_loss']:.3f}, masked-token accuracy {e['mlm_acc']:.1%}"
+        gen = "generator's " if spec.arch == "electra" else ""
+        line = f"held-out: {gen}MLM loss {e['mlm_loss']:.3f}, masked-token accuracy {e['mlm_acc']:.1%}"
         line += f" (unigram guess {e['unigram_acc']:.1%})"
         if "nsp_acc" in e:
             line += f", {spec.objective.upper()} accuracy {e['nsp_acc']:.1%}"
         print(line)
+        if "rtd_auc" in e:
+            print(f"discriminator: {e['rtd_acc']:.1%} of tokens judged right, {e['rtd_recall']:.1%} of replaced "
+                  f"ones caught, AUC {e['rtd_auc']:.3f} ({e['replaced_share']:.1%} of tokens replaced)")
     if status["state"] == "failed":
         print(f"error: {status['message']}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
-"""Pre-training BERT, RoBERTa or ALBERT: corpus → tokenizer → examples → masked batches → the shared
+"""Pre-training BERT, RoBERTa, ALBERT or ELECTRA: corpus → tokenizer → examples → masked batches → the shared
 Trainer. The architecture (`spec.arch`) decides the tokenizer (RoBERTa: byte-level BPE), the model
 class (bertlab.family) and the default pair task; masking, loss, checkpoints and resume are shared.
+ELECTRA trains a generator and a discriminator together (train/electra.py).
 
 Everything a run needs to resume exactly lives in its folder: the tokenizer it trained (WordPiece
 training is not deterministic), the tokenized examples, the settings and the checkpoints.
@@ -30,7 +31,7 @@ from ..data.corpus import (
 )
 from ..data.masking import Batcher, continuation_table
 from ..tokenizer import BPETokenizer, SubwordTokenizer, WordPieceTokenizer
-from . import runs
+from . import electra, runs
 from .loop import Trainer, rank_world
 from .specs import PretrainSpec
 
@@ -157,7 +158,8 @@ def model_config(spec: PretrainSpec, tok: SubwordTokenizer) -> BertConfig:
 
 
 def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
-    """BertForPreTraining, RobertaForMaskedLM or AlbertForPreTraining (bertlab.family picks the class)."""
+    """BertForPreTraining, RobertaForMaskedLM or AlbertForPreTraining (bertlab.family picks the class),
+    or ELECTRA's generator + discriminator pair."""
     overrides = spec.config_overrides()
     if spec.init_from:  # a continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage)
         folder = resolve_folder(spec.init_from)
@@ -169,6 +171,8 @@ def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
             raise ValueError(f"{folder.name}: a {config.model_type} model; continue it with arch "
                              f"{config.model_type!r}, not {spec.arch!r}")
         model = load_model(folder, config.replace(**overrides))
+    elif spec.arch == "electra":
+        model = electra.ElectraPair(model_config(spec, tok), spec.generator_size, spec.rtd_weight)
     else:
         model = family.build(model_config(spec, tok))
     if model.config.max_tokens < spec.max_len:
@@ -205,6 +209,21 @@ class Evaluator:
 
     @torch.no_grad()
     def __call__(self, model) -> dict[str, float]:
+        if isinstance(model, electra.ElectraPair):
+            res = electra.evaluate_pair(model, self.batches, self.top_unigram)
+        else:
+            res = self._mlm(model)
+        dev = next(model.parameters()).device
+        b = {k: v.to(dev) for k, v in self.batches[0].items()}
+        att = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], output_attentions=True).attentions
+        for k, per_layer in layer_diagnostics(att, b["attention_mask"]).items():
+            res[k] = sum(per_layer) / len(per_layer)
+            res.update({f"{k}_L{i}": v for i, v in enumerate(per_layer)})
+        if self.run_dir is not None:
+            self._probe(getattr(model, "generator", model))  # ELECTRA: the generator fills in blanks
+        return res
+
+    def _mlm(self, model) -> dict[str, float]:
         dev = next(model.parameters()).device
         n = loss = correct = uni = nsp_ok = nsp_n = 0.0
         for b in self.batches:
@@ -222,13 +241,6 @@ class Evaluator:
         res = {"mlm_loss": loss / n, "mlm_acc": correct / n, "unigram_acc": uni / n}
         if nsp_n:
             res["nsp_acc"] = nsp_ok / nsp_n
-        b = {k: v.to(dev) for k, v in self.batches[0].items()}
-        att = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], output_attentions=True).attentions
-        for k, per_layer in layer_diagnostics(att, b["attention_mask"]).items():
-            res[k] = sum(per_layer) / len(per_layer)
-            res.update({f"{k}_L{i}": v for i, v in enumerate(per_layer)})
-        if self.run_dir is not None:
-            self._probe(model)
         return res
 
     def _probe(self, model) -> None:
@@ -297,10 +309,14 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     model = build_model(spec, tok)
     batcher = make_batcher(spec, tok, train, rank, world)
     evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None)
-    trainer = Trainer(model, batcher, spec, run.path, compute_loss, evaluate,
-                      on_save=lambda m, folder: write_model_files(folder, m, tok), log_fn=log,
-                      stop_event=stop_event, find_unused_parameters=spec.objective == "mlm", callbacks=callbacks)
+    pair = isinstance(model, electra.ElectraPair)
+    trainer = Trainer(model, batcher, spec, run.path, electra.compute_loss if pair else compute_loss, evaluate,
+                      on_save=lambda m, folder: (electra.save_pair if pair else write_model_files)(folder, m, tok),
+                      on_load=electra.load_pair if pair else None, log_fn=log, stop_event=stop_event,
+                      find_unused_parameters=spec.objective == "mlm", callbacks=callbacks)
     status = trainer.fit(resume=resume)
-    if rank == 0 and status.get("state") in ("finished", "stopped"):
-        save_pretrained(model, tok, run.path / runs.MODEL)  # the run's latest model, where pickers look
+    if rank == 0 and status.get("state") in ("finished", "stopped"):  # the run's latest model, where pickers look
+        if pair:  # the discriminator is the model; its generator sits beside it
+            save_pretrained(model.generator, tok, run.path / electra.GENERATOR)
+        save_pretrained(model.discriminator if pair else model, tok, run.path / runs.MODEL)
     return status

@@ -158,18 +158,20 @@ PRESET_CHOICES = ("tiny", "mini", "small", "medium", "base", "large")
 
 @dataclass
 class PretrainSpec(TrainArgs):
-    """Pre-train a BERT, RoBERTa or ALBERT: model, corpus, objective, and the CPU recipe's defaults
-    (bench/RECIPE.md). ELECTRA (generator + discriminator) and distillation are other jobs."""
+    """Pre-train a BERT, RoBERTa, ALBERT or ELECTRA: model, corpus, objective, and the CPU recipe's
+    defaults (bench/RECIPE.md). Distillation is another job."""
     KIND: ClassVar[str] = "pretrain"
-    ARCHS: ClassVar[tuple[str, ...]] = ("bert", "roberta", "albert")
+    ARCHS: ClassVar[tuple[str, ...]] = ("bert", "roberta", "albert", "electra")
     # each architecture's own pair task: RoBERTa dropped NSP, ALBERT replaced it by sentence order
-    DEFAULT_OBJECTIVE: ClassVar[dict] = {"bert": "nsp", "roberta": "mlm", "albert": "sop"}
+    DEFAULT_OBJECTIVE: ClassVar[dict] = {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}
     # model
     arch: str = opt("bert", "architecture: bert (WordPiece, MLM + NSP) | roberta (byte-level BPE trained on the "
                             "corpus, MLM only) | albert (factorised embeddings, shared layers, MLM + sentence order; "
-                            "WordPiece here where real ALBERT uses SentencePiece). ELECTRA and distillation are "
-                            "other commands", choices=ARCHS)
-    preset: str = opt("mini", "model size (roberta: tiny mini base large; albert: tiny mini base large)",
+                            "WordPiece here where real ALBERT uses SentencePiece) | electra (a small MLM generator "
+                            "and a discriminator that spots its replacements; the discriminator is the model kept). "
+                            "Distillation is another command", choices=ARCHS)
+    preset: str = opt("mini", "model size (roberta, albert: tiny mini base large; electra: tiny mini small base "
+                              "large, the discriminator's)",
                       choices=PRESET_CHOICES)
     layers: int | None = opt(None, "override the preset's number of layers", between(1, 128))
     hidden: int | None = opt(None, "override the preset's hidden size", between(1, 16_384))
@@ -177,10 +179,16 @@ class PretrainSpec(TrainArgs):
     intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)",
                                    between(1, 65_536))
     vocab_size: int = opt(8192, "vocabulary size (WordPiece; byte-level BPE for roberta)", between(1, 1_000_000))
-    embedding_size: int | None = opt(None, "albert only: token-vector size E, projected up to hidden "
-                                           "(default: 128, at most hidden)", between(1, 16_384))
+    embedding_size: int | None = opt(None, "albert and electra: token-vector size E, projected up to hidden "
+                                           "(default: albert 128, electra the preset's; at most hidden)",
+                                     between(1, 16_384))
     layer_groups: int = opt(1, "albert only: distinct layer weight sets, shared in turn by the layers "
                                "(1 = every layer the same weights)", POSITIVE)
+    generator_size: float = opt(0.25, "electra only: the generator's width as a share of the discriminator's "
+                                      "(the paper's 1/4; same depth, shared embeddings)",
+                                (lambda v: 0 < v <= 1, "in (0, 1]"))
+    rtd_weight: float = opt(50.0, "electra only: weight lambda of the replaced-token loss against the "
+                                  "generator's MLM loss (the paper's 50)", POSITIVE_NUM)
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
                                          "can train longer texts", between(1, MAX_TOKENS))
     # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
@@ -221,10 +229,17 @@ class PretrainSpec(TrainArgs):
             self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
             raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
-        if self.arch == "roberta" and self.objective != "mlm":
-            raise ValueError(f"objective must be mlm for roberta (RoBERTa has no pair task), got {self.objective!r}")
-        if self.arch != "albert" and (self.embedding_size is not None or self.layer_groups != 1):
-            raise ValueError(f"embedding_size and layer_groups are albert options, not {self.arch}'s")
+        if self.arch in ("roberta", "electra") and self.objective != "mlm":
+            raise ValueError(f"objective must be mlm for {self.arch} (it has no pair task), got {self.objective!r}")
+        if self.arch != "albert" and self.layer_groups != 1:
+            raise ValueError(f"layer_groups is an albert option, not {self.arch}'s")
+        if self.arch not in ("albert", "electra") and self.embedding_size is not None:
+            raise ValueError(f"embedding_size is an albert and electra option, not {self.arch}'s")
+        if self.arch == "electra" and self.init_from is not None:
+            raise ValueError("electra pre-training starts from scratch (a generator and a discriminator); "
+                             "resume an ELECTRA run to train it longer")
+        if self.arch != "electra" and (self.generator_size != 0.25 or self.rtd_weight != 50.0):
+            raise ValueError(f"generator_size and rtd_weight are electra options, not {self.arch}'s")
         if self.arch != "bert" and self.pre_ln:
             raise ValueError(f"pre_ln is a bert option; {self.arch} is post-LN")
         if self.arch == "roberta" and self.vocab_size < 261:
@@ -244,6 +259,9 @@ class PretrainSpec(TrainArgs):
             hidden = c.get("hidden_size", preset(self.preset, "albert").hidden_size)
             c["embedding_size"] = self.embedding_size or min(128, hidden)
             c["num_hidden_groups"] = self.layer_groups
+        if self.arch == "electra" and self.init_from is None:  # the preset's E, at most hidden
+            own = preset(self.preset, "electra")
+            c["embedding_size"] = self.embedding_size or min(own.embedding_dim, c.get("hidden_size", own.hidden_size))
         return c
 
     def _overrides(self) -> dict:

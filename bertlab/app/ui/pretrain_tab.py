@@ -52,10 +52,11 @@ RECIPES = {
 }
 CORPORA = ["IMDB movie reviews (shipped)", "Upload a file", "Hugging Face dataset"]
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
-              "MLM only (RoBERTa)": "mlm"}
-# The members pre-training trains here (ELECTRA's generator + discriminator and distillation are other jobs).
+              "MLM only (RoBERTa; ELECTRA's generator)": "mlm"}
+# The members pre-training trains here (distillation is another job).
 ARCHS = {"BERT": "bert", "RoBERTa (byte-level BPE, MLM only)": "roberta",
-         "ALBERT (factorised embeddings, shared layers; WordPiece, not SentencePiece)": "albert"}
+         "ALBERT (factorised embeddings, shared layers; WordPiece, not SentencePiece)": "albert",
+         "ELECTRA (a 1/4-width generator fills the masks, the discriminator spots its replacements)": "electra"}
 
 
 def preset_fields(name: str):
@@ -87,9 +88,10 @@ def model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch
     arch = ARCHS.get(arch, arch)
     if arch == "bert":
         return preset(preset_name, **kw)
-    if arch == "albert":  # PretrainSpec's default: E = 128, at most H
-        kw["embedding_size"] = min(128, kw["hidden_size"])
-    return preset(_arch_preset(preset_name, arch), arch, **kw)
+    name = _arch_preset(preset_name, arch)
+    if arch in ("albert", "electra"):  # PretrainSpec's default: ALBERT 128, ELECTRA the preset's; at most H
+        kw["embedding_size"] = min(128 if arch == "albert" else preset(name, arch).embedding_dim, kw["hidden_size"])
+    return preset(name, arch, **kw)
 
 
 def _arch_preset(name: str, arch: str) -> str:
@@ -103,6 +105,9 @@ def _model_arch(folder) -> str:
     kind = BertConfig.from_json_file(folder / "config.json").model_type
     if kind not in PretrainSpec.ARCHS:
         raise ValueError(f"pre-training continues BERT, RoBERTa or ALBERT models; this one is {kind}")
+    if kind == "electra":
+        raise ValueError("an ELECTRA model trains from scratch here (a generator with its discriminator): "
+                         "choose 'from scratch', or resume its run to train it longer")
     return kind
 
 

@@ -80,8 +80,12 @@ PRETRAIN_PANELS = [
     ("Masked-token accuracy", [("train", "mlm_acc", "train MLM acc.", "#2ca02c", "circle"),
                                ("eval", "mlm_acc", "held-out MLM acc.", "#d62728", "diamond"),
                                ("eval", "unigram_acc", "unigram guess", "#6b7280", "x")]),
-    ("Next-sentence accuracy", [("train", "nsp_acc", "train pair acc.", "#9467bd", "circle"),
-                                ("eval", "nsp_acc", "held-out pair acc.", "#8c564b", "diamond")]),
+    # the second objective: the pair task (NSP, SOP), or ELECTRA's replaced-token detection
+    ("Pair task / replaced tokens", [("train", "nsp_acc", "train pair acc.", "#9467bd", "circle"),
+                                     ("eval", "nsp_acc", "held-out pair acc.", "#8c564b", "diamond"),
+                                     ("train", "rtd_acc", "train replaced-or-not acc.", "#9467bd", "circle"),
+                                     ("eval", "rtd_auc", "held-out replaced-token AUC", "#8c564b", "diamond"),
+                                     ("eval", "rtd_recall", "held-out replacements caught", "#f59e0b", "square")]),
     ("Attention to neighbours", [("eval", "attn_prev", "mass on previous token", "#e377c2", "triangle-left"),
                                  ("eval", "attn_next", "mass on next token", "#17becf", "triangle-right")]),
     ("Learning rate", [("train", "lr", "learning rate", "#bcbd22", "circle")]),
@@ -89,7 +93,7 @@ PRETRAIN_PANELS = [
 ]
 # The Pre-train tab draws these as three narrow figures side by side, stacked on a phone: what moves
 # together sits together (accuracy leaves the unigram line as attention to neighbours rises).
-PRETRAIN_GROUPS = [("Loss", [0, 4]), ("Guessing the masked words", [1, 3]), ("Sentence pairs and speed", [2, 5])]
+PRETRAIN_GROUPS = [("Loss", [0, 4]), ("Guessing the masked words", [1, 3]), ("Second task and speed", [2, 5])]
 FINETUNE_PANELS = [
     ("Loss", [("train", "loss", "train loss", "#1f77b4", "circle"),
               ("eval", "loss", "validation loss", "#ff7f0e", "diamond")]),

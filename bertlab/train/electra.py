@@ -1,0 +1,130 @@
+"""ELECTRA's pre-training (Clark et al. 2020): a small generator learns masked-LM, its samples replace
+the masked tokens, and the discriminator learns at every position whether the token is the original.
+Loss = generator MLM + λ · discriminator BCE (λ = 50 in the paper). The two models share their
+embeddings; the discriminator is the model kept for fine-tuning, the generator is saved beside it.
+
+Both train as one module (`ElectraPair`), so the shared Trainer checkpoints, resumes and evaluates
+them as it does any model; sampling draws from torch's global RNG, which checkpoints hold.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..checkpoint import load_weights, write_model_files
+from ..config import BertConfig
+from ..model import BertOutput
+from ..variants.electra import ElectraForMaskedLM, ElectraForPreTraining, share_embeddings
+
+GENERATOR = "generator"  # the generator's folder inside a checkpoint or a run
+
+
+def generator_config(disc: BertConfig, size: float) -> BertConfig:
+    """The generator: the discriminator's depth, vocabulary and embeddings, `size` times its width.
+    Heads shrink with the width so every head keeps the discriminator's head size."""
+    head = disc.hidden_size // disc.num_attention_heads
+    heads = max(1, round(disc.num_attention_heads * size))
+    return disc.replace(hidden_size=heads * head, num_attention_heads=heads,
+                        intermediate_size=max(1, round(disc.intermediate_size * size)),
+                        embedding_size=disc.embedding_dim)
+
+
+class ElectraPair(nn.Module):
+    """Generator + discriminator sharing one embeddings module; `forward` computes ELECTRA's loss."""
+
+    def __init__(self, config: BertConfig, generator_size: float = 0.25, rtd_weight: float = 50.0):
+        super().__init__()
+        self.config, self.rtd_weight = config, rtd_weight
+        self.discriminator = ElectraForPreTraining(config)  # first: checkpoints name shared tensors after it
+        self.generator = ElectraForMaskedLM(generator_config(config, generator_size))
+        share_embeddings(self.generator, self.discriminator)
+
+    def corrupt(self, input_ids, labels, mlm_logits, generator=None):
+        """Sampled tokens in place of the masked ones; labels 1 where the token differs from the
+        original (a sample that happens to be the original counts as original, as in the paper)."""
+        keep = labels.ne(-100)  # (B, T)
+        probs = F.softmax(mlm_logits.detach().float(), -1)  # (N, V)
+        fake = input_ids.clone()
+        fake[keep] = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        original = torch.where(keep, labels, input_ids)
+        return fake, fake.ne(original).long()  # (B, T) each
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
+                next_sentence_label=None, sparse_mlm=True, output_attentions=False, sample_generator=None,
+                **_) -> BertOutput:
+        """With MLM `labels`: loss, mlm_loss/mlm_logits (generator, sparse), rtd_logits/rtd_labels/
+        rtd_loss (discriminator on the corrupted input). Without: the discriminator on the input."""
+        if next_sentence_label is not None:
+            raise ValueError("ELECTRA has no sentence-pair task: use objective mlm")
+        if labels is None:
+            return self.discriminator(input_ids, token_type_ids, attention_mask, output_attentions)
+        g = self.generator(input_ids, token_type_ids, attention_mask, labels=labels, sparse_mlm=True)
+        fake, replaced = self.corrupt(input_ids, labels, g.mlm_logits, sample_generator)
+        d = self.discriminator(fake, token_type_ids, attention_mask, output_attentions, labels=replaced)
+        d.mlm_logits, d.mlm_loss, d.rtd_loss, d.rtd_labels = g.mlm_logits, g.mlm_loss, d.loss, replaced
+        d.nsp_loss = None
+        d.loss = g.mlm_loss + self.rtd_weight * d.rtd_loss
+        return d
+
+
+def rtd_stats(logits: torch.Tensor, replaced: torch.Tensor, keep: torch.Tensor) -> dict[str, float]:
+    """Discriminator accuracy over all kept tokens and over replaced ones, and the ROC AUC of its
+    logit as a "replaced?" score (the chance a replaced token scores above an original one)."""
+    s, y = logits[keep].float(), replaced[keep].bool()  # (N,)
+    out = {"rtd_acc": float(((s > 0) == y).float().mean()), "replaced_share": float(y.float().mean())}
+    if y.any():
+        out["rtd_recall"] = float((s[y] > 0).float().mean())
+    if y.any() and (~y).any():
+        ranks = torch.empty_like(s)
+        ranks[s.argsort()] = torch.arange(1, len(s) + 1, dtype=s.dtype)
+        p, n = float(y.sum()), float((~y).sum())
+        out["rtd_auc"] = (float(ranks[y].sum()) - p * (p + 1) / 2) / (p * n)
+    return out
+
+
+def compute_loss(model: ElectraPair, batch):
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"])
+    with torch.no_grad():
+        y = batch["labels"][batch["labels"] != -100]
+        m = {"mlm_loss": float(out.mlm_loss), "mlm_acc": float((out.mlm_logits.argmax(-1) == y).float().mean()),
+             "rtd_loss": float(out.rtd_loss)}
+        m.update(rtd_stats(out.rtd_logits, out.rtd_labels, batch["attention_mask"].bool()))
+    return out.loss, m
+
+
+def evaluate_pair(model: ElectraPair, batches, top_unigram: int) -> dict[str, float]:
+    """Held-out generator MLM and discriminator detection on fixed masks and fixed samples."""
+    dev = next(model.parameters()).device
+    sample = torch.Generator(dev).manual_seed(4321)
+    n = loss = correct = uni = 0.0
+    logits, flags, keeps = [], [], []
+    for b in batches:
+        b = {k: v.to(dev) for k, v in b.items()}
+        out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
+                    sample_generator=sample)
+        y = b["labels"][b["labels"] != -100]
+        loss += float(out.mlm_loss) * len(y)
+        correct += float((out.mlm_logits.argmax(-1) == y).sum())
+        uni += float((y == top_unigram).sum())
+        n += len(y)
+        logits.append(out.rtd_logits.flatten())
+        flags.append(out.rtd_labels.flatten())
+        keeps.append(b["attention_mask"].bool().flatten())
+    res = {"mlm_loss": loss / n, "mlm_acc": correct / n, "unigram_acc": uni / n}
+    return res | rtd_stats(torch.cat(logits), torch.cat(flags), torch.cat(keeps))
+
+
+def save_pair(folder: Path, pair: ElectraPair, tokenizer) -> None:
+    """(write_model_files's order of arguments.) The discriminator where a model folder's files go, the generator in `generator/` (both load in
+    transformers: ElectraForPreTraining and ElectraForMaskedLM)."""
+    write_model_files(folder, pair.discriminator, tokenizer)  # files first: it fsyncs what iterdir lists
+    (folder / GENERATOR).mkdir(exist_ok=True)
+    write_model_files(folder / GENERATOR, pair.generator, tokenizer)
+
+
+def load_pair(pair: ElectraPair, folder: Path) -> None:
+    load_weights(pair.discriminator, folder)
+    load_weights(pair.generator, folder / GENERATOR)

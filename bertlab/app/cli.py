@@ -23,6 +23,7 @@ from ..train.evaluate import evaluate_model
 from ..train.finetune import CONFUSION_FILE, finetune
 from ..train.loop import init_distributed
 from ..train.pretrain import pretrain
+from ..train.race import race
 from ..train.runs import read_metrics
 from .probe_cli import report_probe
 
@@ -124,6 +125,8 @@ def execute(spec: specs.Spec, out: str, resume: bool, log, stop, callbacks=()) -
         return pretrain(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
     if spec.KIND == "finetune":
         return finetune(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
+    if spec.KIND == "race":
+        return race(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
     raise ValueError(f"a {spec.KIND} job does not train a run folder")
 
 
@@ -154,6 +157,19 @@ def cmd_pretrain(a) -> int:
         print(f"error: {status['message']}", file=sys.stderr)
         return 1
     print(f"model: {a.out}/model   (python -m bertlab fill-mask --model {a.out} \"the acting was [MASK] .\")")
+    return 0
+
+
+def cmd_race(a) -> int:
+    spec = _spec(specs.RaceSpec, a)
+    if (Path(a.out) / "results.json").exists() and a.resume:  # a finished race, re-opened
+        print((Path(a.out) / "table.md").read_text(encoding="utf-8"))
+        return 0
+    res = execute(spec, a.out, a.resume, lambda m: print(m, flush=True), _graceful_stop(print))
+    if res["state"] != "finished":
+        print(f"{res['state']}: {res.get('message', '')}", file=sys.stderr)
+        return 1
+    print("\n" + (Path(a.out) / "table.md").read_text(encoding="utf-8"))
     return 0
 
 
@@ -219,7 +235,10 @@ def cmd_run(a) -> int:
     if res["state"] == "failed":
         print(f"error: {res['message']}", file=sys.stderr)
         return 1
-    print(f"{res['state']} at step {res['step']} of {res['total_steps']}", file=sys.stderr)
+    if "step" in res:
+        print(f"{res['state']} at step {res['step']} of {res['total_steps']}", file=sys.stderr)
+    else:
+        print(res["state"], file=sys.stderr)
     return 0
 
 
@@ -295,14 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(run=cmd_export)
     jobs = {"pretrain": ("pre-train a BERT (MLM + NSP/SOP) into a run folder", cmd_pretrain),
             "finetune": ("fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file", cmd_finetune),
-            "probe": ("per-layer probes (POS, sentiment, position, your file) with control tasks", cmd_probe)}
+            "probe": ("per-layer probes (POS, sentiment, position, your file) with control tasks", cmd_probe),
+            "race": ("pre-train several recipes for the same minutes, fine-tune each: one table", cmd_race)}
     for kind, (what, cmd) in jobs.items():  # the flags are the spec's fields
         j = sub.add_parser(kind, help=what)
         specs.KINDS[kind].add_arguments(j)
         if kind in specs.RUN_KINDS:
             j.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
             j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
-        if kind != "pretrain":
+        if kind not in ("pretrain", "race"):
             j.add_argument("--json", action="store_true", help="print the results as JSON")
         j.set_defaults(run=cmd)
     d = sub.add_parser("distill", help="distil a BERT into a DistilBERT (soft targets + MLM + cosine)")

@@ -314,7 +314,7 @@ class Run:
         if (d := _read_json(self.path / SPEC)) is not None:
             return d
         if (old := _read_json(self.path / LEGACY["pretrain"])) is not None:
-            return specs.legacy_pretrain(old, read_args(self.path))
+            return legacy_pretrain(old, read_args(self.path))
         old = _read_json(self.path / LEGACY["finetune"])
         return None if old is None else {**old, "kind": "finetune"}
 
@@ -351,3 +351,16 @@ def list_runs(root: str | os.PathLike) -> list[Run]:
     marks = (SPEC, STATUS, ARGS, *LEGACY.values())
     found = [p for p in root.iterdir() if p.is_dir() and any((p / m).exists() for m in marks)] if root.is_dir() else []
     return [Run(p) for p in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)]
+
+
+def legacy_pretrain(pretrain_json: dict, train_args: dict | None) -> dict:
+    """A run folder from before spec.json (pretrain.json + train_args.json) as PretrainSpec fields."""
+    d = {**(train_args or {}), **{k: v for k, v in pretrain_json.items() if k != "config"}, "kind": "pretrain"}
+    c = pretrain_json.get("config") or {}
+    for key, name in (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("num_attention_heads", "heads"),
+                      ("intermediate_size", "intermediate"), ("hidden_dropout_prob", "dropout"), ("pre_ln", "pre_ln")):
+        if key in c:
+            d[name] = c[key]
+    d.setdefault("dropout", None)  # the model's (BertConfig's) own, as it was built then
+    d["max_position"] = c.get("max_position_embeddings", d.get("max_len", 128))  # old runs sized it to max_len
+    return d

@@ -348,8 +348,48 @@ class ProbeSpec(Spec):
     label_column: str = opt("label", "CSV/JSON column holding the label")
 
 
-KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec)}
-RUN_KINDS = ("pretrain", "finetune")  # the kinds that train into a run folder
+# The race's recipes: name -> (what it is, PretrainSpec fields on top of the race's shared settings)
+RECIPES: dict[str, tuple[str, dict]] = {
+    "bert": ("BERT: MLM + next sentence", dict(arch="bert", objective="nsp")),
+    "mlm": ("BERT: MLM only", dict(arch="bert", objective="mlm")),
+    "electra": ("ELECTRA: discriminator of the same shape, 1/4-width generator", dict(arch="electra")),
+    "roberta": ("RoBERTa: byte-level BPE, MLM only", dict(arch="roberta")),
+    "static": ("BERT MLM only, 10 static masks per example", dict(arch="bert", objective="mlm", static_masks=10)),
+    "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
+    "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),
+}
+
+
+@dataclass
+class RaceSpec(Spec):
+    """Pre-train several recipes for the same wall-clock time on one corpus, then fine-tune each."""
+    KIND: ClassVar[str] = "race"
+    recipes: tuple[str, ...] = opt(("mlm", "electra"), "recipes to race: " + ", ".join(RECIPES))
+    minutes: float = opt(3.0, "pre-training wall-clock per recipe, in minutes",
+                         (lambda v: 0 < v <= 24 * 60, "above 0 and at most a day"))
+    side_by_side: bool = opt(False, "train the recipes at the same time, one CPU thread each (default: one after "
+                                    "another, each with every thread)")
+    preset: str = opt("mini", "the shape every recipe shares (BERT's preset)", choices=("tiny", "mini"))
+    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
+    max_docs: int | None = opt(12_000, "use only the first N documents", POSITIVE)
+    max_len: int = opt(32, "tokens per pre-training example", between(8, MAX_TOKENS))
+    batch_size: int = opt(128, "pre-training examples per batch", POSITIVE)
+    lr: float = opt(1e-3, "peak pre-training learning rate", POSITIVE_NUM)
+    task: str = opt("sentiment", "the fine-tuning task every recipe is scored on (as fine-tune's --task)")
+    seeds: int = opt(1, "fine-tuning runs per recipe (the table gives their mean and spread)", between(1, 10))
+    epochs: int = opt(1, "fine-tuning epochs", between(1, 10))
+    threads: int | None = opt(None, "torch CPU threads (default: all; side by side: one per recipe)", POSITIVE)
+    seed: int = opt(0, "random seed of the pre-training runs")
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("threads",)
+
+    def check(self) -> None:
+        unknown = [r for r in self.recipes if r not in RECIPES]
+        if unknown or not self.recipes or len(set(self.recipes)) != len(self.recipes):
+            raise ValueError(f"recipes must be distinct names from {', '.join(RECIPES)}; got {', '.join(self.recipes)}")
+
+
+KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec)}
+RUN_KINDS = ("pretrain", "finetune", "race")  # the kinds that train into a run folder
 
 
 def spec_from_dict(d: dict) -> Spec:
@@ -357,16 +397,3 @@ def spec_from_dict(d: dict) -> Spec:
     if kind not in KINDS:
         raise ValueError(f"unknown job kind {kind!r}; choose from {', '.join(KINDS)}")
     return KINDS[kind].from_dict(d)
-
-
-def legacy_pretrain(pretrain_json: dict, train_args: dict | None) -> dict:
-    """A run folder from before spec.json (pretrain.json + train_args.json) as PretrainSpec fields."""
-    d = {**(train_args or {}), **{k: v for k, v in pretrain_json.items() if k != "config"}, "kind": "pretrain"}
-    c = pretrain_json.get("config") or {}
-    for key, name in (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("num_attention_heads", "heads"),
-                      ("intermediate_size", "intermediate"), ("hidden_dropout_prob", "dropout"), ("pre_ln", "pre_ln")):
-        if key in c:
-            d[name] = c[key]
-    d.setdefault("dropout", None)  # the model's (BertConfig's) own, as it was built then
-    d["max_position"] = c.get("max_position_embeddings", d.get("max_len", 128))  # old runs sized it to max_len
-    return d

@@ -1,12 +1,15 @@
 """Task heads on the encoder, and LoRA: the models that fine-tuning trains.
 
-Parameter names are Hugging Face's (`bert.*` + `classifier.weight/bias`), and `save_classifier`
-writes a config.json with `architectures`, `id2label` and `label2id`, so
-`transformers.BertForSequenceClassification.from_pretrained(folder)` loads what we save.
+Every family member has a sequence and a token classifier, named and computed as Hugging Face's
+(`BertForSequenceClassification`, `AlbertForTokenClassification`, ..., `DistilBertFor*`): the
+encoder under the member's base_model_prefix (`bert.*`, `electra.*`, ...) and the member's own head
+(heads_family.py says how they differ). `save_classifier` writes a config.json with `architectures`,
+`id2label` and `label2id`, so `transformers.<that class>.from_pretrained(folder)` loads what we save,
+and `load_classifier` reads the folders transformers saves.
 
 LoRA (Hu et al. 2021) learns a low-rank change to a frozen weight: W' = W + (alpha / r) · B A with
 A (r × in) and B (out × r). B starts at zero, so training starts from exactly the pre-trained model.
-`merge_lora` folds B A into W, after which the model is a plain BERT again (no extra cost at all).
+`merge_lora` folds B A into W, after which the model is a plain classifier again (no extra cost at all).
 """
 from __future__ import annotations
 
@@ -20,12 +23,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import heads_family as fam
 from .checkpoint import read_weights, resolve_folder, save_pretrained, to_pretraining_keys
 from .config import BertConfig, read_json_config
-from .model import BertModel, init_weights
-from .tokenizer import WordPieceTokenizer
-
-ARCHITECTURES = ("BertForSequenceClassification", "BertForTokenClassification")
+from .family import encoder_of
+from .heads_family import ALBERT_LAYERWISE
+from .tokenizer import SubwordTokenizer
 
 
 @dataclass
@@ -48,20 +51,30 @@ def _labels(num_labels: int, id2label) -> list[str]:
 
 
 class _Classifier(nn.Module):
-    """Shared plumbing: config, label names, dropout + linear head, HF-style config.json, loss."""
+    """Shared plumbing: config, label names, the member's encoder and head, HF-style config.json, loss.
+    `classifier_dropout`: the dropout before the head (None: the member's default, as transformers')."""
     architecture = ""
-    per_token = False  # a label per token (no pooler) rather than one per sequence
+    model_type = "bert"
+    base_model_prefix = "bert"
+    per_token = False  # a label per token rather than one per sequence
 
     def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None,
                  classifier_dropout: float | None = None):
         super().__init__()
+        if config.model_type != self.model_type:
+            raise ValueError(f"{self.architecture} needs a {self.model_type} config, got model_type "
+                             f"{config.model_type!r}: use {classifier_class(config, self.kind).__name__}")
         self.config, self.num_labels = config, num_labels
         self.id2label = _labels(num_labels, id2label)
         self.classifier_dropout = classifier_dropout
-        self.bert = BertModel(config, add_pooling_layer=not self.per_token)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        init_weights(self.classifier, config)
+        pooled = fam.MEMBERS[config.model_type].pooled and not self.per_token
+        setattr(self, self.base_model_prefix, fam.encoder(config, pooler=pooled))
+        fam.add_head(self, config, num_labels, self.per_token,
+                     fam.head_dropout(config, self.per_token, classifier_dropout))
+
+    @property
+    def kind(self) -> str:
+        return "token" if self.per_token else "sequence"
 
     @property
     def label2id(self) -> dict[str, int]:
@@ -71,14 +84,13 @@ class _Classifier(nn.Module):
         """config.json for transformers: the encoder's fields plus the head's."""
         return {**self.config.to_hf_dict(self.architecture), "num_labels": self.num_labels,
                 "id2label": {str(i): n for i, n in enumerate(self.id2label)}, "label2id": self.label2id,
-                "classifier_dropout": self.classifier_dropout}
+                **fam.dropout_config(self.config, self.per_token, self.classifier_dropout)}
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
                 output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_attentions,
-                        output_hidden_states)
-        features = out.last_hidden_state if self.per_token else out.pooler_output
-        logits = self.classifier(self.dropout(features))  # (B, T, C) per token, (B, C) per sequence
+        out = encoder_of(self)(input_ids, token_type_ids, attention_mask, output_attentions,
+                               output_hidden_states)
+        logits = fam.head_logits(self, out, self.per_token)  # (B, T, C) per token, (B, C) per sequence
         loss = None
         if labels is not None:  # labels of -100 are left out
             loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1),
@@ -93,12 +105,62 @@ class BertForSequenceClassification(_Classifier):
 
 class BertForTokenClassification(_Classifier):
     """Every token's last hidden state -> dropout -> linear: one label per token (no pooler, as in HF).
-    Labels of -100 (padding, specials, a word's later WordPiece pieces) are left out of the loss."""
+    Labels of -100 (padding, specials, a word's later pieces) are left out of the loss."""
     architecture = "BertForTokenClassification"
     per_token = True
 
 
-HEADS = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification)}
+class AlbertForSequenceClassification(_Classifier):
+    """As BERT's: the pooled [CLS] -> dropout (classifier_dropout_prob) -> linear."""
+    architecture, model_type, base_model_prefix = "AlbertForSequenceClassification", "albert", "albert"
+
+
+class AlbertForTokenClassification(_Classifier):
+    architecture, model_type, base_model_prefix = "AlbertForTokenClassification", "albert", "albert"
+    per_token = True
+
+
+class ElectraForSequenceClassification(_Classifier):
+    """Token 0 -> dropout -> dense -> gelu -> dropout -> out_proj (no pooler)."""
+    architecture, model_type, base_model_prefix = "ElectraForSequenceClassification", "electra", "electra"
+
+
+class ElectraForTokenClassification(_Classifier):
+    architecture, model_type, base_model_prefix = "ElectraForTokenClassification", "electra", "electra"
+    per_token = True
+
+
+class RobertaForSequenceClassification(_Classifier):
+    """Token 0 (<s>) -> dropout -> dense -> tanh -> dropout -> out_proj (no pooler)."""
+    architecture, model_type, base_model_prefix = "RobertaForSequenceClassification", "roberta", "roberta"
+
+
+class RobertaForTokenClassification(_Classifier):
+    architecture, model_type, base_model_prefix = "RobertaForTokenClassification", "roberta", "roberta"
+    per_token = True
+
+
+class DistilBertForSequenceClassification(_Classifier):
+    """Token 0 -> pre_classifier -> ReLU -> dropout (seq_classif_dropout) -> classifier."""
+    architecture, model_type, base_model_prefix = ("DistilBertForSequenceClassification", "distilbert",
+                                                   "distilbert")
+
+
+class DistilBertForTokenClassification(_Classifier):
+    """Token head with DistilBERT's `dropout` (transformers saves no classifier dropout for it)."""
+    architecture, model_type, base_model_prefix = "DistilBertForTokenClassification", "distilbert", "distilbert"
+    per_token = True
+
+
+HEADS = {c.architecture: c for c in _Classifier.__subclasses__()}
+ARCHITECTURES = tuple(HEADS)
+
+
+def classifier_class(config: BertConfig, kind: str) -> type[_Classifier]:
+    """The classifier of `kind` ("sequence" or "token") for the config's family member."""
+    if kind not in ("sequence", "token"):
+        raise ValueError(f"kind must be 'sequence' or 'token', got {kind!r}")
+    return HEADS[f"{fam.MEMBERS[config.model_type].name}For{kind.title()}Classification"]
 
 
 # ---- LoRA ------------------------------------------------------------------------------------------
@@ -150,19 +212,22 @@ class LoRALinear(nn.Module):
 
 def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16,
              targets: tuple[str, ...] = ("query", "value")) -> list[str]:
-    """Freeze the encoder (`model.bert`, or the model itself if it has none) and wrap its nn.Linear
-    layers named in `targets` (attribute names: query, key, value, dense) with LoRA. Parameters outside
-    the encoder (the classifier head) stay trainable. Returns the wrapped modules' names."""
+    """Freeze the encoder (`model.bert`, `model.electra`, ...: family.encoder_of; or the model itself if
+    it has none) and wrap its nn.Linear layers named in `targets` with LoRA. Targets are BERT's
+    attribute names (query, key, value, dense); DistilBERT's q_lin/k_lin/v_lin and out_lin/lin1/lin2 and
+    ALBERT's ffn/ffn_output answer to them too (heads_family.LORA_NAMES). Parameters outside the
+    encoder (the classifier head) stay trainable. Returns the wrapped modules' names."""
     if isinstance(targets, str):
         targets = (targets,)
-    encoder = getattr(model, "bert", model)
-    prefix = "bert." if encoder is not model else ""
+    encoder = encoder_of(model)
+    prefix = model.base_model_prefix + "." if encoder is not model else ""
+    names = fam.lora_names(encoder.config.model_type, tuple(targets)) if hasattr(encoder, "config") else set(targets)
     for p in encoder.parameters():
         p.requires_grad_(False)
     wrapped = []
     for name, module in list(encoder.named_modules()):
         for child_name, child in list(module.named_children()):
-            if child_name in targets and type(child) is nn.Linear:
+            if child_name in names and type(child) is nn.Linear:
                 setattr(module, child_name, LoRALinear(child, rank, alpha))
                 wrapped.append(prefix + (f"{name}.{child_name}" if name else child_name))
     if not wrapped:
@@ -202,7 +267,7 @@ def has_lora(model: nn.Module) -> bool:
 
 def freeze_encoder(model: nn.Module) -> nn.Module:
     """Train the head only: every encoder parameter (embeddings, layers, pooler) is frozen."""
-    for p in model.bert.parameters():
+    for p in encoder_of(model).parameters():
         p.requires_grad_(False)
     return model
 
@@ -215,10 +280,14 @@ def trainable_parameters(model: nn.Module) -> tuple[int, int]:
 
 
 def layer_index(name: str, num_layers: int) -> int:
-    """Depth of a parameter for layer-wise LR decay: embeddings 0, encoder layer i -> i + 1, and
-    the pooler and head num_layers (the top: full learning rate)."""
+    """Depth of a parameter for layer-wise LR decay: embeddings 0 (ELECTRA's projection to H with
+    them), encoder layer i -> i + 1 (`encoder.layer.i`, DistilBERT's `transformer.layer.i`), and the
+    pooler and head num_layers (the top: full learning rate). ALBERT's shared layer has no depth: a
+    ValueError (heads_family.ALBERT_LAYERWISE)."""
     parts = name.split(".")
-    if "embeddings" in parts:
+    if "albert_layer_groups" in parts or "embedding_hidden_mapping_in" in parts:
+        raise ValueError(ALBERT_LAYERWISE)
+    if "embeddings" in parts or "embeddings_project" in parts:
         return 0
     if "layer" in parts:
         i = parts.index("layer")
@@ -260,21 +329,27 @@ def read_head_config(folder: str | os.PathLike) -> tuple[str | None, list[str] |
 
 def load_classifier(path_or_hub_id: str | os.PathLike):
     """(model, tokenizer) from a folder saved by `save_classifier` or by transformers' own
-    BertForSequenceClassification / BertForTokenClassification."""
+    <Member>ForSequenceClassification / <Member>ForTokenClassification (Bert, Albert, Electra,
+    Roberta, DistilBert)."""
     folder = resolve_folder(path_or_hub_id)
     arch, labels, raw = read_head_config(folder)
     if arch is None:
         raise ValueError(f"{folder}: not a fine-tuned classifier (config.json names no "
-                         f"{' or '.join(ARCHITECTURES)}); fine-tune it first")
-    config = BertConfig.from_dict(raw)
+                         f"*ForSequenceClassification or *ForTokenClassification of the BERT family); "
+                         f"fine-tune it first")
+    try:
+        config = BertConfig.from_dict(raw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{folder}/config.json: {e}") from e
+    cls = HEADS[arch]
     n = len(labels) if labels else int(raw.get("num_labels", 2))
-    model = HEADS[arch](config, n, labels, classifier_dropout=raw.get("classifier_dropout"))
-    sd = {k: v for k, v in to_pretraining_keys(read_weights(folder)).items()
+    model = cls(config, n, labels, classifier_dropout=fam.dropout_from_config(raw, config.model_type, cls.per_token))
+    sd = {k: v for k, v in to_pretraining_keys(read_weights(folder), cls.base_model_prefix).items()
           if not k.endswith(("position_ids", "token_type_ids"))}
     missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
     if missing or unexpected:
         raise ValueError(f"{folder}: weights do not fit a {arch} with {n} labels "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-    tok = WordPieceTokenizer.from_pretrained(folder)
-    tok.model_max_length = min(tok.model_max_length, config.max_position_embeddings)
+    tok = SubwordTokenizer.from_pretrained(folder)
+    tok.model_max_length = min(tok.model_max_length, config.max_tokens)
     return model.eval(), tok

@@ -143,13 +143,14 @@ def classify(model, tok, text: str) -> dict:
     """A fine-tuned classifier on one text. Sequence heads: {"labels": {label: p}}; token heads:
     {"words": [(word, label, p)]}, each word labelled by its first piece (as it was trained)."""
     text = check_text(text)
-    if model.architecture == "BertForSequenceClassification":
+    if not model.per_token:
         enc = tok.encode(text)
         logits = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids])).logits[0].float()
         p = logits.softmax(-1).tolist()
         return {"labels": dict(zip(model.id2label, p)), "truncated": len(enc) >= tok.model_max_length}
     words = ptb_words(text)
-    enc = tok.backend.encode(words, is_pretokenized=True, add_special_tokens=False)
+    spaced = [w if i == 0 else " " + w for i, w in enumerate(words)]  # as trained (data.tasks.as_running_text)
+    enc = tok.backend.encode(spaced, is_pretokenized=True, add_special_tokens=False)
     n = tok.model_max_length - 2
     ids = [tok.cls_token_id, *enc.ids[:n], tok.sep_token_id]
     probs = model(torch.tensor([ids])).logits[0, 1:-1].float().softmax(-1)  # (T, labels)

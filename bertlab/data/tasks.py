@@ -171,11 +171,20 @@ def silver_pos(texts: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:
 
 
 # ---- encoding --------------------------------------------------------------------------------------
+def as_running_text(words: Sequence[str]) -> list[str]:
+    """Words to encode pre-split, each after the space it follows in running text. Byte-level BPE
+    (RoBERTa) and SentencePiece (ALBERT) mark a word that follows a space ('Ġfilm', '▁film'): encoded
+    alone, every word would get the pieces of a word glued to the one before. WordPiece ignores it."""
+    return [w if i == 0 else " " + w for i, w in enumerate(words)]
+
+
 def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]],
                   max_len: int) -> list[Example]:
-    """Words -> WordPiece pieces; each word's label sits on its first piece, -100 on the others and
-    on [CLS]/[SEP]. Words past max_len are cut off (their labels with them)."""
-    encs = tokenizer.backend.encode_batch([list(s) for s in sentences], is_pretokenized=True,
+    """Words -> subword pieces (WordPiece, byte-level BPE or SentencePiece: pieces and word ids come
+    from the tokenizer, never from '##'); each word's label sits on its first piece, -100 on the
+    others and on the markers ([CLS]/[SEP], <s>/</s>). Words past max_len are cut off (their labels
+    with them)."""
+    encs = tokenizer.backend.encode_batch([as_running_text(s) for s in sentences], is_pretokenized=True,
                                           add_special_tokens=False)
     out = []
     for e, tags in zip(encs, tag_ids):

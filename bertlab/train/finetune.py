@@ -1,5 +1,7 @@
 """Fine-tuning: a pre-trained encoder + a task head, trained in full, head-only ("frozen") or with
 LoRA, on the shared Trainer, so runs are folders that can be watched, stopped and resumed (runs.py).
+Any family member fine-tunes (BERT, ALBERT, ELECTRA's discriminator, RoBERTa, DistilBERT), into that
+member's own Hugging Face classifier class (heads.py).
 Checkpoints keep LoRA unmerged (what a resume needs); <run>/model/ has it merged: a plain HF folder.
 """
 from __future__ import annotations
@@ -10,8 +12,9 @@ from pathlib import Path
 
 import torch
 
+from .. import family
 from ..checkpoint import load_pretrained, read_weights, resolve_folder
-from ..config import BertConfig
+from ..config import BertConfig, read_json_config
 from ..data.masking import Batcher, collate
 from ..data.tasks import (
     IGNORE_INDEX,
@@ -20,16 +23,16 @@ from ..data.tasks import (
     task_kind,
 )
 from ..heads import (
-    BertForSequenceClassification,
-    BertForTokenClassification,
+    ALBERT_LAYERWISE,
     add_lora,
+    classifier_class,
     freeze_encoder,
     layer_index,
     read_head_config,
     save_classifier,
     trainable_parameters,
 )
-from ..tokenizer import WordPieceTokenizer
+from ..tokenizer import SubwordTokenizer
 from . import runs
 from .loop import Trainer
 from .specs import FinetuneSpec
@@ -40,24 +43,51 @@ CONFUSION_FILE = "confusion.json"
 
 # ---- model -------------------------------------------------------------------------------------------
 
+def check_source(folder: Path, spec: FinetuneSpec | None = None) -> BertConfig:
+    """The config of a model folder fine-tuning can start from, or one ValueError saying why not:
+    an ELECTRA generator (fine-tune the discriminator), or ALBERT with layer-wise options."""
+    raw = read_json_config(folder / "config.json")
+    try:
+        config = BertConfig.from_dict(raw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{folder.name}/config.json: {e}") from e
+    architectures = raw.get("architectures") if isinstance(raw.get("architectures"), list) else ()
+    if family.model_class(config, architectures).__name__ == "ElectraForMaskedLM":
+        raise ValueError(f"{folder.name}: an ELECTRA generator (ElectraForMaskedLM); fine-tune the "
+                         f"discriminator (ElectraForPreTraining) instead: it is the model ELECTRA trains for tasks")
+    if spec is not None:
+        check_layerwise(config, spec)
+    return config
+
+
+def check_layerwise(config: BertConfig, spec: FinetuneSpec) -> None:
+    """ALBERT's layers share one weight set: layer-wise learning rates and gradual unfreezing are refused."""
+    if config.model_type == "albert" and (spec.layer_decay < 1 or spec.gradual_unfreeze):
+        raise ValueError(ALBERT_LAYERWISE)
+
+
 def build_classifier(source: str | None, kind: str, labels: list[str], spec: FinetuneSpec, log=print):
-    """A fresh head of the right kind on the encoder of `source` (any BERT folder, run or hub id).
-    A source that is already a classifier of this kind with these labels keeps its own head."""
+    """A fresh head of the right kind on the encoder of `source` (any family member's folder, run or
+    hub id). A source that is already a classifier of this kind with these labels keeps its own head."""
     folder = resolve_folder(None if source in (None, "", "default") else source)
+    check_source(folder)
     arch, old_labels, _ = read_head_config(folder)
     with warnings.catch_warnings(record=True) as caught:  # missing MLM/NSP heads: irrelevant here
         warnings.simplefilter("always")
         pre, tok = load_pretrained(folder)
-    cls = BertForSequenceClassification if kind == "sequence" else BertForTokenClassification
+    cls = classifier_class(pre.config, kind)
     if kind == "sequence" and any("pooler" in str(w.message) for w in caught):
         log(f"note: {folder} has no trained pooler; the classifier starts from a random one")
     model = cls(pre.config, len(labels), labels, classifier_dropout=spec.classifier_dropout)
-    own = model.bert.state_dict()
-    model.bert.load_state_dict({k: v for k, v in pre.bert.state_dict().items() if k in own})
+    mine, theirs = family.encoder_of(model), family.encoder_of(pre)
+    own = mine.state_dict()
+    mine.load_state_dict({k: v for k, v in theirs.state_dict().items() if k in own})
     if arch == cls.architecture and old_labels == labels:
         sd = read_weights(folder)
-        model.classifier.load_state_dict({k: sd[f"classifier.{k}"].float() for k in ("weight", "bias")})
-        log(f"continuing with the head of {folder} (same labels)")
+        head = {k: v for k, v in model.state_dict().items() if not k.startswith(cls.base_model_prefix + ".")}
+        if all(k in sd for k in head):
+            model.load_state_dict({k: sd[k].float() for k in head}, strict=False)
+            log(f"continuing with the head of {folder} (same labels)")
     return model, tok
 
 
@@ -72,7 +102,8 @@ def apply_method(model, spec: FinetuneSpec) -> list[str]:
 
 def trainable_estimate(config: BertConfig, kind: str, num_labels: int, spec: FinetuneSpec) -> tuple[int, int]:
     """(trainable, total) for a method before any weights load: the model is built on the meta device."""
-    cls = BertForSequenceClassification if kind == "sequence" else BertForTokenClassification
+    check_layerwise(config, spec)
+    cls = classifier_class(config, kind)
     with torch.device("meta"):
         net = cls(config, num_labels)
     apply_method(net, spec)
@@ -121,8 +152,9 @@ class FinetuneTrainer(Trainer):
             return
         L = self.model.config.num_hidden_layers
         lowest = unfrozen_depth(self.step, self.args.steps, L)
+        prefix = self.model.base_model_prefix + "."
         for n, p in self.model.named_parameters():  # AdamW skips parameters without a gradient
-            p.requires_grad_(layer_index(n, L) >= lowest if n.startswith("bert.") else True)
+            p.requires_grad_(layer_index(n, L) >= lowest if n.startswith(prefix) else True)
 
 
 # ---- loss and metrics --------------------------------------------------------------------------------
@@ -205,10 +237,8 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
 
     # The tokenizer comes with the model, and the labels with the data: read the model's config first.
     folder = resolve_folder(None if spec.model == "default" else spec.model)
-    tok = WordPieceTokenizer.from_pretrained(folder)
-    config = BertConfig.from_json_file(folder / "config.json")
-    if config.model_type != "bert":  # the classifiers are BERT's (BertFor*Classification) for now
-        raise ValueError(f"{folder.name}: a {config.model_type} model; fine-tuning takes BERT models for now")
+    config = check_source(folder, spec)
+    tok = SubwordTokenizer.from_pretrained(folder)
     n_pos = min(tok.model_max_length, config.max_tokens)
     if spec.max_len > n_pos:
         log(f"max_len {spec.max_len} exceeds the model's {n_pos} positions; using {n_pos}")

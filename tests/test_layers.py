@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "bertlab"
-CORE = {"config", "model", "fast", "tokenizer", "tokenizer_parts", "checkpoint", "heads", "cache", "family"}
+CORE = {"config", "model", "fast", "tokenizer", "tokenizer_parts", "checkpoint", "heads", "heads_family", "cache", "family"}
 CORE_PACKAGES = {"variants"}  # the family's models: core like model.py
 # what each layer may import (besides itself)
 ALLOWED = {"core": {"core"}, "analysis": {"core"}, "data": {"core"}, "train": {"core", "data", "analysis"},

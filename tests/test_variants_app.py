@@ -128,14 +128,16 @@ def test_family_members_in_the_browser(family_server, folders):
     assert not errors, errors
 
 
-def test_training_says_it_takes_bert_models_for_now(folders, tmp_path):
-    """Fine-tuning takes BERT models, pre-training continues BERT/RoBERTa/ALBERT: the rest is refused clearly."""
+def test_training_refuses_what_it_cannot_train(folders, tmp_path):
+    """Fine-tuning takes every discriminative model (not ELECTRA's generator); pre-training continues
+    BERT/RoBERTa/ALBERT: the rest is refused clearly."""
     from bertlab.train.finetune import finetune
     from bertlab.train.pretrain import build_model
     from bertlab.train.specs import FinetuneSpec, PretrainSpec
     from bertlab.tokenizer import WordPieceTokenizer
-    with pytest.raises(ValueError, match="fine-tuning takes BERT models for now"):
-        finetune(tmp_path / "ft", FinetuneSpec(model=folders["albert"], task="sentiment"), log=lambda *_: None)
+    with pytest.raises(ValueError, match="ELECTRA generator"):
+        finetune(tmp_path / "ft", FinetuneSpec(model=folders["electra-generator"], task="sentiment"),
+                 log=lambda *_: None)
     tok = WordPieceTokenizer.from_pretrained(folders["distilbert"])
     with pytest.raises(ValueError, match="pre-training continues BERT, RoBERTa and ALBERT models"):
         build_model(PretrainSpec(init_from=folders["distilbert"]), tok)

@@ -17,6 +17,7 @@ from .. import family
 from ..cache import LRU
 from ..data import probe as probe_data
 from ..data.probe import ProbeData
+from ..data.tasks import as_running_text
 from ..data.corpus import split_heldout
 from ..model import BertForPreTraining
 
@@ -79,9 +80,9 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
     encoder.eval()
     limit = min(tok.model_max_length, encoder.config.max_tokens) - 2
     pretok = data.kind == "word"
-    encs = tok.backend.encode_batch([list(s) for s in data.sentences] if pretok else list(data.sentences),
-                                    is_pretokenized=pretok, add_special_tokens=False)
-    cls, sep, pad = tok.cls_token_id, tok.sep_token_id, tok.token_to_id("[PAD]") or 0
+    encs = tok.backend.encode_batch([as_running_text(s) for s in data.sentences] if pretok else list(data.sentences),
+                                    is_pretokenized=pretok, add_special_tokens=False)  # a word after its space
+    cls, sep, pad = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id
     device = next(encoder.parameters()).device
     order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))  # similar lengths: little padding
     chunks, ys, groups, types, dropped = [], [], [], [], 0

@@ -1,0 +1,149 @@
+"""What every job spec shares: `opt` fields (default, help, range check, choices), validation, JSON
+and command-line flags (`Spec`), and the Trainer's own settings (`TrainArgs`). The job kinds
+themselves are in specs.py."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, ClassVar
+
+# (predicate, what it means): "steps must be a positive integer, got 0"
+POSITIVE = (lambda v: v >= 1, "a positive integer")
+POSITIVE_NUM = (lambda v: v > 0, "a positive number")
+NON_NEGATIVE = (lambda v: v >= 0, "at least 0")
+DROPOUT = (lambda v: 0 <= v < 1, "in [0, 1)")
+MAX_STEPS, MAX_TOKENS = 10_000_000, 8192  # beyond any CPU run: a typo, not a plan
+
+
+def between(lo: int, hi: int) -> tuple[Callable, str]:
+    return (lambda v: lo <= v <= hi, f"from {lo:,} to {hi:,}")
+
+
+def opt(default: Any, help: str, check: tuple[Callable, str] | None = None, choices: tuple | None = None,
+        aliases: tuple[str, ...] = ()) -> Any:
+    """A spec field: its default, the help text its flag and form show, and what values it accepts."""
+    return field(default=default, metadata={"help": help, "check": check, "choices": choices, "aliases": aliases})
+
+
+def _kind(f: dataclasses.Field) -> tuple[str, bool]:
+    """('int' | 'float' | 'str' | 'bool' | 'tuple[str, ...]' | 'tuple[float, float]', may it be None)."""
+    t = str(f.type)
+    return t.replace(" | None", "").strip(), "None" in t
+
+
+def _coerce(name: str, kind: str, v):
+    """The value as the field's type; web forms send 2.0 for 2, JSON sends lists for tuples."""
+    if kind == "bool" and isinstance(v, bool):
+        return v
+    if kind == "int" and not isinstance(v, bool) and (isinstance(v, int) or isinstance(v, float) and v.is_integer()):
+        return int(v)
+    if kind == "float" and not isinstance(v, bool) and isinstance(v, (int, float)):
+        return float(v)
+    if kind == "str" and isinstance(v, str):
+        return v
+    if kind.startswith("tuple") and isinstance(v, (list, tuple)):
+        item = "float" if "float" in kind else "str"
+        return tuple(_coerce(name, item, x) for x in v)
+    what = {"int": "a whole number", "float": "a number", "str": "text", "bool": "true or false"}.get(kind, kind)
+    raise ValueError(f"{name} must be {what}, got {v!r}")
+
+
+@dataclass
+class Spec:
+    """Validation, JSON, and command-line flags for every job spec."""
+    KIND: ClassVar[str] = ""
+    # Fields a resumed run may change; every other one stays as the run began.
+    RESUMABLE: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for f in fields(self):
+            v, (kind, optional) = getattr(self, f.name), _kind(f)
+            if v is None and optional:
+                continue
+            v = _coerce(f.name, kind, v)
+            check, choices = f.metadata.get("check"), f.metadata.get("choices")
+            if choices and v not in choices:
+                raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}, got {v!r}")
+            if check and not check[0](v):
+                raise ValueError(f"{f.name} must be {check[1]}, got {v!r}")
+            setattr(self, f.name, v)
+        self.check()
+
+    def check(self) -> None:
+        """Rules between fields; a subclass raises ValueError naming the field."""
+
+    def to_dict(self) -> dict:  # the Trainer's own train_args.json has no kind
+        kind = {"kind": self.KIND} if self.KIND else {}
+        return {**kind, **{f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def resumed(self, changes: dict) -> tuple["Spec", list[str]]:
+        """This (saved) spec with the changes a resume may make; the names of those it may not."""
+        ignored = [k for k, v in changes.items() if k not in self.RESUMABLE and getattr(self, k, v) != v]
+        return self.replace(**{k: v for k, v in changes.items() if k in self.RESUMABLE}), ignored
+
+    # ---- the command line ----
+    @classmethod
+    def add_arguments(cls, p: argparse.ArgumentParser) -> None:
+        """One flag per field. Flags not given stay absent, so the dataclass defaults are the only defaults."""
+        for f in fields(cls):
+            kind, optional = _kind(f)
+            m = f.metadata
+            names = ["--" + f.name.replace("_", "-"), *m.get("aliases", ())]
+            shown = m.get("help", "") + ("" if f.default is None else f" (default: {f.default})")
+            kw: dict = {"default": argparse.SUPPRESS, "help": shown.replace("%", "%%"), "dest": f.name}
+            if kind == "bool":
+                p.add_argument(*names, action=argparse.BooleanOptionalAction, **kw)
+                continue
+            item = {"int": int, "float": float}.get(kind.removeprefix("tuple[").split(",")[0].rstrip("]"), str)
+            if kind.startswith("tuple"):
+                kw["nargs"] = 2 if "float, float" in kind else "+"
+            p.add_argument(*names, type=item, choices=m.get("choices"), **kw)
+
+    @classmethod
+    def given(cls, ns: argparse.Namespace) -> dict:
+        """The fields given on the command line."""
+        return {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}
+
+
+@dataclass
+class TrainArgs(Spec):
+    """What the model-agnostic Trainer needs: optimisation, schedule, checkpoints, precision."""
+    steps: int = opt(1000, "optimizer steps (each of --accum micro-batches)", between(1, MAX_STEPS))
+    lr: float = opt(5e-4, "peak learning rate (AdamW)", POSITIVE_NUM)
+    warmup: float = opt(0.05, "warm-up: a fraction of the steps if below 1, else a number of steps", NON_NEGATIVE)
+    weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
+    betas: tuple[float, float] = opt((0.9, 0.98), "AdamW betas",
+                                     (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"))
+    eps: float = opt(1e-6, "AdamW epsilon", POSITIVE_NUM)
+    clip: float = opt(1.0, "largest global gradient norm; 0 = no clipping", NON_NEGATIVE)
+    accum: int = opt(1, "micro-batches per optimizer step", POSITIVE)
+    bf16: bool = opt(False, "bfloat16 autocast where the hardware computes it natively (else fp32)")
+    seed: int = opt(0, "random seed (weights, data order, masks, dropout)")
+    log_every: int = opt(10, "steps between training rows in metrics.jsonl", POSITIVE)
+    eval_every: int = opt(200, "steps between evaluations", POSITIVE)
+    eval_early: int = opt(0, "also evaluate at steps 10, 25, 50, 100, 250, ... up to this step, before the first "
+                             "regular evaluation: something to see early (0 = off)", NON_NEGATIVE)
+    save_every: int = opt(500, "steps between checkpoints", POSITIVE)
+    keep_last: int = opt(2, "checkpoints kept", POSITIVE)
+    device: str = opt("cpu", "cpu | cuda | cuda:N | auto")
+    stop_at: int | None = opt(None, "stop after this step, resumably, keeping the --steps schedule "
+                                    "(compare the start of long runs)", POSITIVE)
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("steps", "stop_at", "bf16", "log_every", "eval_every", "eval_early",
+                                            "save_every", "keep_last", "device")
+
+    @property
+    def warmup_steps(self) -> int:
+        return min(self.steps, int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup))
+
+    def train_args(self) -> "TrainArgs":
+        """Only the Trainer's fields (what train_args.json holds)."""
+        return TrainArgs(**{f.name: getattr(self, f.name) for f in fields(TrainArgs)})

@@ -7,7 +7,9 @@ import torch
 from bertlab.checkpoint import save_pretrained
 from bertlab.config import BertConfig
 from bertlab.model import BertForPreTraining
-from bertlab.train.distill import DistillSpec, distill, distill_losses, make_batcher, student_from_teacher
+from bertlab.checkpoint import load_pretrained
+from bertlab.train.distill import DistillSpec, distill, distill_losses, make_batchers, student_from_teacher
+from bertlab.train.runs import read_metrics
 
 
 def perturb(model, seed=0):
@@ -81,10 +83,10 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus, one_thread):
+def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus, one_thread, tmp_path):
     spec = DistillSpec(layers=1, corpus=str(small_corpus), steps=30, lr=1e-3, warmup=0, batch_size=16,
-                       max_len=24, log_every=100, threads=1)
-    batcher = make_batcher(spec, vocab_tokenizer)
+                       max_len=24, log_every=10, eval_every=30, save_every=30, threads=1)
+    batcher, held = make_batchers(spec, vocab_tokenizer)
     teacher = tiny_bert(vocab_tokenizer).train()  # a teacher that knows the corpus: 60 quick MLM steps
     opt = torch.optim.AdamW(teacher.parameters(), lr=1e-2)
     for _, b in zip(range(60), itertools.cycle(batcher)):
@@ -95,12 +97,32 @@ def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus, one
     batch = batcher.make_batch(batcher.examples[:32], torch.Generator().manual_seed(7))
     with torch.no_grad():
         before = distill_losses(student_from_teacher(teacher, 1).eval(), teacher, batch, spec.temperature)
-    res = distill(spec, None, log=lambda m: None, teacher=teacher, tok=vocab_tokenizer)
+    res = distill(tmp_path / "run", spec, log=lambda m: None, teacher=teacher, tok=vocab_tokenizer)
+    assert res["state"] == "finished" and res["step"] == 30 and res["layers"] == 1
+    student, _ = load_pretrained(tmp_path / "run")
     with torch.no_grad():
-        after = distill_losses(res["student"], teacher, batch, spec.temperature)
-    assert len(res["history"]) == 30
+        after = distill_losses(student.eval(), teacher, batch, spec.temperature)
     assert float(after["kl"]) < 0.5 * float(before["kl"]), (before, after)
     assert float(after["cos"]) < float(before["cos"])
+    rows = read_metrics(tmp_path / "run")[0]
+    assert [r["step"] for r in rows if r["split"] == "train"] == [10, 20, 30]
+    ev = [r for r in rows if r["split"] == "eval"][-1]
+    assert {"kl_loss", "mlm_loss", "cos_loss", "student_acc", "teacher_acc", "agreement"} <= set(ev)
+    assert 0 <= ev["agreement"] <= 1 and held  # scored on held-out documents
+    probe = __import__("json").loads((tmp_path / "run" / "probes.jsonl").read_text().splitlines()[-1])
+    assert probe["step"] == 30 and all(set(g) == {"teacher", "student"} for g in probe["guesses"].values())
+
+
+def test_a_stopped_distillation_resumes_exactly(teacher_dir, small_corpus, one_thread, tmp_path):
+    kw = dict(teacher=str(teacher_dir), layers=2, corpus=str(small_corpus), steps=10, batch_size=8, max_len=24,
+              log_every=5, eval_every=10, save_every=5, threads=1)
+    assert distill(tmp_path / "full", DistillSpec(**kw), log=lambda m: None)["state"] == "finished"
+    part = distill(tmp_path / "part", DistillSpec(**kw, stop_at=5), log=lambda m: None)
+    assert part["state"] == "stopped" and part["step"] == 5
+    assert distill(tmp_path / "part", DistillSpec(**kw), resume=True, log=lambda m: None)["step"] == 10
+    a, b = load_pretrained(tmp_path / "full")[0], load_pretrained(tmp_path / "part")[0]
+    for (k, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), k
 
 
 def test_cli_end_to_end_loads_in_transformers(teacher_dir, small_corpus, tmp_path, capsys, one_thread):
@@ -111,11 +133,12 @@ def test_cli_end_to_end_loads_in_transformers(teacher_dir, small_corpus, tmp_pat
                                        "--temperature", 3, "--alpha-kl", 4, "--threads", 1))])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert f"model: {out}" in printed.out and "step 5/5" in printed.err
+    assert f"model: {out / 'model'}" in printed.out and "agreement" not in printed.out
+    assert "the student's top guess is the teacher's" in printed.out
     from transformers import DistilBertForMaskedLM, DistilBertTokenizerFast
 
-    from bertlab.checkpoint import load_pretrained
-    ours, tok = load_pretrained(out)
+    ours, tok = load_pretrained(out)  # the run folder's model
+    out = out / "model"
     assert type(ours).__name__ == "DistilBertForMaskedLM" and ours.config.num_hidden_layers == 2
     hf = DistilBertForMaskedLM.from_pretrained(out, attn_implementation="eager").eval()
     ids, mask = _inputs()
@@ -145,10 +168,10 @@ def test_cli_bad_inputs_are_one_line(args, says, teacher_dir, small_corpus, tmp_
     assert not (tmp_path / "student").exists()
 
 
-def test_distill_leaves_the_callers_tokenizer_alone(vocab_tokenizer, small_corpus, one_thread):
+def test_distill_leaves_the_callers_tokenizer_alone(vocab_tokenizer, small_corpus, one_thread, tmp_path):
     """The session's tokenizer is shared by other tests' models: a run's max_len must not stick to it."""
     before = vocab_tokenizer.model_max_length
     spec = DistillSpec(teacher="unused", layers=1, corpus=str(small_corpus), steps=1, batch_size=4, max_len=16,
                        log_every=100, threads=1)
-    distill(spec, None, log=lambda m: None, teacher=tiny_bert(vocab_tokenizer), tok=vocab_tokenizer)
+    distill(tmp_path / "run", spec, log=lambda m: None, teacher=tiny_bert(vocab_tokenizer), tok=vocab_tokenizer)
     assert vocab_tokenizer.model_max_length == before

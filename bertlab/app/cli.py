@@ -18,7 +18,7 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
 from ..train import runs, specs
-from ..train.distill import DistillSpec, distill
+from ..train.distill import distill
 from ..train.evaluate import evaluate_model
 from ..train.finetune import CONFUSION_FILE, finetune
 from ..train.loop import init_distributed
@@ -127,6 +127,8 @@ def execute(spec: specs.Spec, out: str, resume: bool, log, stop, callbacks=()) -
         return finetune(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
     if spec.KIND == "race":
         return race(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
+    if spec.KIND == "distill":
+        return distill(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
     raise ValueError(f"a {spec.KIND} job does not train a run folder")
 
 
@@ -205,11 +207,19 @@ def cmd_finetune(a) -> int:
 
 
 def cmd_distill(a) -> int:
-    spec = DistillSpec(**DistillSpec.given(a))
-    res = distill(spec, a.out, log=lambda m: print(m, file=sys.stderr, flush=True))
-    last = res["history"][-1]
-    print(f"distilled into {res['layers']} layers in {res['seconds']:.0f} s; last step: soft-target KL "
-          f"{last['kl']:.4f}, MLM {last['mlm']:.4f}, cosine {last['cos']:.4f}")
+    spec = _spec(specs.DistillSpec, a)
+    res = execute(spec, a.out, a.resume, lambda m: print(m, file=sys.stderr, flush=True), _graceful_stop(print))
+    evals = [r for r in read_metrics(a.out)[0] if r.get("split") == "eval"]
+    print(f"{res['state']} at step {res['step']} of {res['total_steps']}: {res['layers']} layers, "
+          f"{res.get('elapsed', 0):.0f} s")
+    if evals:
+        e = evals[-1]
+        print(f"held-out: soft-target KL {e['kl_loss']:.4f}, MLM {e['mlm_loss']:.4f}, cosine {e['cos_loss']:.4f}; "
+              f"masked-token accuracy student {e['student_acc']:.1%}, teacher {e['teacher_acc']:.1%}; "
+              f"the student's top guess is the teacher's {e['agreement']:.1%} of the time")
+    if res["state"] == "failed":
+        print(f"error: {res['message']}", file=sys.stderr)
+        return 1
     print(f"model: {res['model_dir']}   (loads in transformers as DistilBertForMaskedLM)")
     return 0
 
@@ -315,20 +325,17 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = {"pretrain": ("pre-train a BERT (MLM + NSP/SOP) into a run folder", cmd_pretrain),
             "finetune": ("fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file", cmd_finetune),
             "probe": ("per-layer probes (POS, sentiment, position, your file) with control tasks", cmd_probe),
-            "race": ("pre-train several recipes for the same minutes, fine-tune each: one table", cmd_race)}
+            "race": ("pre-train several recipes for the same minutes, fine-tune each: one table", cmd_race),
+            "distill": ("distil a BERT into a DistilBERT (soft targets + MLM + cosine)", cmd_distill)}
     for kind, (what, cmd) in jobs.items():  # the flags are the spec's fields
         j = sub.add_parser(kind, help=what)
         specs.KINDS[kind].add_arguments(j)
         if kind in specs.RUN_KINDS:
             j.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
             j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
-        if kind not in ("pretrain", "race"):
+        if kind not in ("pretrain", "race", "distill"):
             j.add_argument("--json", action="store_true", help="print the results as JSON")
         j.set_defaults(run=cmd)
-    d = sub.add_parser("distill", help="distil a BERT into a DistilBERT (soft targets + MLM + cosine)")
-    DistillSpec.add_arguments(d)
-    d.add_argument("--out", required=True, help="model folder to write (new or empty; a model folder is replaced)")
-    d.set_defaults(run=cmd_distill)
     r = sub.add_parser("run", help="execute a run folder's spec.json (what the web app's job manager launches)")
     r.add_argument("dir", help="run folder holding spec.json")
     r.set_defaults(run=cmd_run)

@@ -4,67 +4,32 @@ for half) and trained on three losses: the teacher's softened predictions (KL at
 by T² so its gradients keep their size as T changes), the masked-LM labels, and the cosine between the
 two models' last hidden states. DistilBERT weighted them 5 : 2 : 1.
 
-A plain loop, not the resumable Trainer: a distillation is short here, and its product is one model
-folder (save_pretrained, atomic, with the teacher's tokenizer) that transformers loads as
-DistilBertForMaskedLM.
+Teacher and student train as one module (`DistillPair`, the teacher frozen and always in eval mode)
+through the shared Trainer, so a distillation is a run folder like a pre-training: curves, checkpoints
+of the student, exact resume, and `model/`, which transformers loads as DistilBertForMaskedLM.
 """
 from __future__ import annotations
 
 import copy
+import json
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
-from torch.optim.lr_scheduler import LambdaLR
 
-from ..checkpoint import is_model_folder, load_pretrained, save_pretrained
-from ..data.corpus import load_documents, make_pretraining_examples, tokenize_documents
+from ..analysis.predict import fill_mask
+from ..checkpoint import load_pretrained, load_weights, save_pretrained, write_model_files
+from ..data.corpus import load_documents, make_pretraining_examples, split_heldout, tokenize_documents
 from ..data.masking import Batcher
 from ..model import BertForPreTraining
 from ..variants.distilbert import LN_EPS, DistilBertForMaskedLM
-from .loop import lr_lambda, param_groups, resolve_device
-from .specs import MAX_STEPS, MAX_TOKENS, NON_NEGATIVE, POSITIVE, POSITIVE_NUM, Spec, between, opt
+from . import runs
+from .loop import Trainer
+from .specs import DistillSpec
 
-
-@dataclass
-class DistillSpec(Spec):
-    """Distil a BERT into a DistilBERT: teacher, student depth, the three loss weights, corpus, schedule."""
-    KIND: ClassVar[str] = "distill"
-    teacher: str = opt("default", "the BERT to distil: model folder, run folder or hub id ('default': the shipped model)")
-    layers: int | None = opt(None, "student layers (default: half the teacher's, as DistilBERT)", between(1, 128))
-    temperature: float = opt(2.0, "softmax temperature of the soft targets", POSITIVE_NUM)
-    alpha_kl: float = opt(5.0, "weight of the soft-target loss (KL to the teacher at the temperature, x T^2)",
-                          NON_NEGATIVE)
-    alpha_mlm: float = opt(2.0, "weight of the masked-LM cross-entropy on the true tokens", NON_NEGATIVE)
-    alpha_cos: float = opt(1.0, "weight of the cosine loss between student and teacher last hidden states",
-                           NON_NEGATIVE)
-    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
-    text_column: str = opt("text", "column holding the text in .csv/.jsonl")
-    max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
-    max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
-    mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
-    batch_size: int = opt(32, "examples per batch", POSITIVE)
-    steps: int = opt(500, "optimizer steps", between(1, MAX_STEPS))
-    lr: float = opt(5e-4, "peak learning rate (AdamW)", POSITIVE_NUM)
-    warmup: float = opt(0.05, "warm-up: a fraction of the steps if below 1, else a number of steps", NON_NEGATIVE)
-    weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
-    clip: float = opt(1.0, "largest global gradient norm; 0 = no clipping", NON_NEGATIVE)
-    seed: int = opt(0, "random seed (data order, masks, dropout)")
-    log_every: int = opt(10, "steps between progress lines", POSITIVE)
-    device: str = opt("cpu", "cpu | cuda | cuda:N | auto")
-    threads: int | None = opt(None, "torch CPU threads", POSITIVE)
-
-    def check(self) -> None:
-        if self.alpha_kl + self.alpha_mlm + self.alpha_cos == 0:
-            raise ValueError("alpha_kl, alpha_mlm and alpha_cos are all 0: nothing to learn from")
-
-    @property
-    def warmup_steps(self) -> int:
-        return min(self.steps, int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup))
+PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .", "the [MASK] was slow but the ending was great ."]
 
 
 # ---- the student, from the teacher's weights ------------------------------------------------------
@@ -138,84 +103,127 @@ def distill_losses(student, teacher, batch: dict, temperature: float) -> dict[st
 
 # ---- data -----------------------------------------------------------------------------------------
 
-def make_batcher(spec: DistillSpec, tok) -> Batcher:
-    """Masked one-segment examples in the teacher's own vocabulary (the pre-training corpus options)."""
+def make_batchers(spec: DistillSpec, tok) -> tuple[Batcher, list[dict]]:
+    """Masked one-segment examples in the teacher's own vocabulary, and fixed held-out batches (2 % of
+    the documents) on which every evaluation scores teacher and student alike."""
     docs = load_documents(spec.corpus, spec.text_column, spec.max_docs)
-    examples = make_pretraining_examples(tokenize_documents(docs, tok), max_len=spec.max_len, objective="mlm",
-                                         seed=spec.seed, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
-    if not examples:
+    train_docs, held_docs = split_heldout(docs, 0.02, spec.seed) if len(docs) >= 3 else (docs, docs[:1])
+    kw = dict(max_len=spec.max_len, objective="mlm", cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
+    train = make_pretraining_examples(tokenize_documents(train_docs, tok), seed=spec.seed, **kw)
+    held = make_pretraining_examples(tokenize_documents(held_docs, tok), seed=spec.seed + 1, **kw)
+    if not train or not held:
         raise ValueError(f"{spec.corpus}: no examples could be built (is the text too short?)")
-    return Batcher.from_tokenizer(examples, min(spec.batch_size, len(examples)), tok, rate=spec.mask_rate,
-                                  seed=spec.seed, drop_last=True)
+    batcher = Batcher.from_tokenizer(train, min(spec.batch_size, len(train)), tok, rate=spec.mask_rate,
+                                     seed=spec.seed, drop_last=True)
+    bs = batcher.batch_size
+    fixed = [batcher.make_batch(held[i:i + bs], torch.Generator().manual_seed(1234 + i))
+             for i in range(0, min(len(held), spec.eval_batches * bs), bs)]
+    return batcher, fixed
 
 
-def check_out(out: str | os.PathLike) -> None:
-    """Refuse a target save_pretrained would refuse, before any training time is spent."""
-    folder = Path(out)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not is_model_folder(folder):
-        raise ValueError(f"{folder} exists and is not a model folder bertlab wrote: choose a new or empty folder")
+# ---- the run ----------------------------------------------------------------------------------------
+
+class DistillPair(nn.Module):
+    """The student learning and the frozen teacher it learns from; only the student is trained and saved."""
+
+    def __init__(self, teacher: BertForPreTraining, student: DistilBertForMaskedLM):
+        super().__init__()
+        self.teacher, self.student = teacher.eval(), student
+        self.teacher.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        self.student.train(mode)
+        self.training = mode
+        return self  # the teacher stays in eval mode: its targets must not carry dropout noise
 
 
-# ---- the whole run --------------------------------------------------------------------------------
+class Evaluator:
+    """Held-out losses, each model's masked-token accuracy, how often the student's top guess is the
+    teacher's, and both models' guesses for a few sentences (probes.jsonl: the tab's side by side)."""
 
-def distill(spec: DistillSpec, out: str | os.PathLike | None, log=print, teacher=None, tok=None) -> dict:
-    """Distil spec.teacher (or the given teacher + tokenizer) into a student saved at `out` (None: not
-    saved); returns the student and the per-step losses."""
-    if out is not None:
-        check_out(out)
+    def __init__(self, spec: DistillSpec, batches: list[dict], tok, run_dir: Path | None):
+        self.spec, self.batches, self.tok, self.run_dir = spec, batches, tok, run_dir
+
+    @torch.no_grad()
+    def __call__(self, pair: DistillPair) -> dict[str, float]:
+        sums, n = {"kl": 0.0, "mlm": 0.0, "cos": 0.0}, 0
+        right = {"student_acc": 0.0, "teacher_acc": 0.0, "agreement": 0.0}
+        for b in self.batches:
+            parts = distill_losses(pair.student, pair.teacher, b, self.spec.temperature)
+            for k in sums:
+                sums[k] += float(parts[k])
+            y = b["labels"][b["labels"] != -100]
+            s = pair.student(b["input_ids"], None, b["attention_mask"], labels=b["labels"], sparse_mlm=True)
+            t = pair.teacher(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
+                             sparse_mlm=True)
+            ps, pt = s.mlm_logits.argmax(-1), t.mlm_logits.argmax(-1)
+            right["student_acc"] += float((ps == y).sum())
+            right["teacher_acc"] += float((pt == y).sum())
+            right["agreement"] += float((ps == pt).sum())
+            n += len(y)
+        res = {f"{k}_loss": v / len(self.batches) for k, v in sums.items()} | {k: v / n for k, v in right.items()}
+        res["mlm_acc"] = res["student_acc"]  # the name every training chart reads
+        if self.run_dir is not None:
+            self._probe(pair)
+        return res
+
+    def _probe(self, pair: DistillPair) -> None:
+        rows = {}
+        for s in PROBES:
+            try:
+                rows[s] = {who: [c["token_str"] for c in fill_mask(m, self.tok, s, top_k=3)[0]]
+                           for who, m in (("teacher", pair.teacher), ("student", pair.student))}
+            except ValueError:
+                continue
+        with open(self.run_dir / "probes.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": int(runs.read_status(self.run_dir).get("step", 0)), "guesses": rows}) + "\n")
+
+
+def distill(run_dir: str | os.PathLike, spec: DistillSpec, resume: bool = False, log=print, stop_event=None,
+            callbacks=(), teacher=None, tok=None) -> dict:
+    """Distil spec.teacher (or the given teacher + tokenizer) into a student, in the run folder `run_dir`;
+    returns the final status with the student's folder and depth."""
+    run = runs.Run(run_dir)
+    if resume and (saved := run.spec()) is not None:
+        spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})
     threads = torch.get_num_threads()
     try:
         if spec.threads:
             torch.set_num_threads(spec.threads)
-        return _distill(spec, out, log, teacher, tok)
+        return _distill(run, spec, resume, log, stop_event, callbacks, teacher, tok)
     finally:
         torch.set_num_threads(threads)  # a caller's own setting, e.g. a test process's
 
 
-def _distill(spec: DistillSpec, out, log, teacher, tok) -> dict:
+def _distill(run, spec, resume, log, stop_event, callbacks, teacher, tok) -> dict:
     if teacher is None:
         teacher, tok = load_pretrained(spec.teacher)
     check_teacher(teacher)
     c = teacher.config
     layers = spec.layers or max(1, c.num_hidden_layers // 2)
-    teacher_layers(c.num_hidden_layers, layers)  # the range check, before the data is read
+    picks = teacher_layers(c.num_hidden_layers, layers)  # the range check, before the data is read
     if spec.max_len > c.max_tokens:
         raise ValueError(f"max_len {spec.max_len} exceeds the teacher's {c.max_tokens} positions")
-    tok = copy.copy(tok)  # a caller's tokenizer keeps its own length limit
+    tok = copy.copy(tok)  # the caller's tokenizer keeps its own length limit
     tok.model_max_length = spec.max_len
-    device = resolve_device(spec.device)
+    batcher, held = make_batchers(spec, tok)
+    run.write_spec(spec)
     torch.manual_seed(spec.seed)
-    batcher = make_batcher(spec, tok)
-    student = student_from_teacher(teacher, layers).to(device).train()
-    teacher = teacher.to(device).eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-    opt_ = torch.optim.AdamW(param_groups(student, spec.weight_decay), lr=spec.lr, betas=(0.9, 0.98), eps=1e-6)
-    sched = LambdaLR(opt_, lr_lambda(spec.steps, spec.warmup_steps))
-    log(f"distilling {c.num_hidden_layers} teacher layers into {layers} (from teacher layers "
-        f"{teacher_layers(c.num_hidden_layers, layers)}), {spec.steps} steps on {len(batcher.examples)} examples")
-    history, step, t0 = [], 0, time.time()
-    while step < spec.steps:
-        for batch in batcher:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            parts = distill_losses(student, teacher, batch, spec.temperature)
-            loss = spec.alpha_kl * parts["kl"] + spec.alpha_mlm * parts["mlm"] + spec.alpha_cos * parts["cos"]
-            opt_.zero_grad(set_to_none=True)
-            loss.backward()
-            if spec.clip:
-                torch.nn.utils.clip_grad_norm_(student.parameters(), spec.clip)
-            opt_.step()
-            sched.step()
-            step += 1
-            row = {"step": step, "loss": loss.item(), **{k: v.item() for k, v in parts.items()}}
-            history.append(row)
-            if step % spec.log_every == 0 or step == spec.steps:
-                log(f"step {step}/{spec.steps}: loss {row['loss']:.4f}  kl {row['kl']:.4f}  mlm {row['mlm']:.4f}  "
-                    f"cos {row['cos']:.4f}")
-            if step >= spec.steps:
-                break
-    student = student.cpu().eval()
-    if out is not None:
-        save_pretrained(student, tok, out)
-    return {"student": student, "history": history, "layers": layers, "seconds": time.time() - t0,
-            "model_dir": str(out) if out is not None else None}
+    pair = DistillPair(teacher, student_from_teacher(teacher, layers))
+    log(f"distilling {c.num_hidden_layers} teacher layers into {layers} (from teacher layers {picks}), "
+        f"{spec.steps} steps on {len(batcher.examples)} examples")
+    run.write_facts(teacher=str(spec.teacher), layers=layers, teacher_layers=picks)
+
+    def loss(model: DistillPair, batch):
+        parts = distill_losses(model.student, model.teacher, batch, spec.temperature)
+        total = spec.alpha_kl * parts["kl"] + spec.alpha_mlm * parts["mlm"] + spec.alpha_cos * parts["cos"]
+        return total, {k: float(v.detach()) for k, v in parts.items()}
+    trainer = Trainer(pair, batcher, spec, run.path, loss, Evaluator(spec, held, tok, run.path),
+                      on_save=lambda m, folder: write_model_files(folder, m.student, tok),
+                      on_load=lambda m, folder: load_weights(m.student, folder), log_fn=log,
+                      stop_event=stop_event, callbacks=callbacks)
+    status = trainer.fit(resume=resume)
+    model_dir = None
+    if status.get("state") in ("finished", "stopped"):
+        model_dir = save_pretrained(pair.student.eval(), tok, run.path / runs.MODEL)
+    return {**status, "layers": layers, "model_dir": str(model_dir) if model_dir else None}

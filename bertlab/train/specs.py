@@ -248,8 +248,39 @@ class RaceSpec(Spec):
             raise ValueError(f"recipes must be distinct names from {', '.join(RECIPES)}; got {', '.join(self.recipes)}")
 
 
-KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec)}
-RUN_KINDS = ("pretrain", "finetune", "race")  # the kinds that train into a run folder
+@dataclass
+class DistillSpec(TrainArgs):
+    """Distil a BERT into a DistilBERT: teacher, student depth, the three loss weights, corpus; the
+    Trainer's schedule, checkpoints and resume as for pre-training."""
+    KIND: ClassVar[str] = "distill"
+    teacher: str = opt("default", "the BERT to distil: model folder, run folder or hub id ('default': the shipped model)")
+    layers: int | None = opt(None, "student layers (default: half the teacher's, as DistilBERT)", between(1, 128))
+    temperature: float = opt(2.0, "softmax temperature of the soft targets", POSITIVE_NUM)
+    alpha_kl: float = opt(5.0, "weight of the soft-target loss (KL to the teacher at the temperature, x T^2)",
+                          NON_NEGATIVE)
+    alpha_mlm: float = opt(2.0, "weight of the masked-LM cross-entropy on the true tokens", NON_NEGATIVE)
+    alpha_cos: float = opt(1.0, "weight of the cosine loss between student and teacher last hidden states",
+                           NON_NEGATIVE)
+    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
+    text_column: str = opt("text", "column holding the text in .csv/.jsonl")
+    max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
+    max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
+    mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
+    batch_size: int = opt(32, "examples per batch", POSITIVE)
+    eval_batches: int = opt(8, "held-out batches per evaluation", POSITIVE)
+    threads: int | None = opt(None, "torch CPU threads", POSITIVE)
+    steps: int = opt(500, "optimizer steps", between(1, MAX_STEPS))
+    eval_every: int = opt(100, "steps between evaluations", POSITIVE)
+    save_every: int = opt(250, "steps between checkpoints", POSITIVE)
+    RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads",)
+
+    def check(self) -> None:
+        if self.alpha_kl + self.alpha_mlm + self.alpha_cos == 0:
+            raise ValueError("alpha_kl, alpha_mlm and alpha_cos are all 0: nothing to learn from")
+
+
+KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec, DistillSpec)}
+RUN_KINDS = ("pretrain", "finetune", "race", "distill")  # the kinds that train into a run folder
 
 
 def spec_from_dict(d: dict) -> Spec:

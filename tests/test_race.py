@@ -33,7 +33,7 @@ def test_recipes_share_the_shape_and_differ_in_their_own_fields():
     mlm, electra = recipe_spec(r, "mlm"), recipe_spec(r, "electra")
     unshared, static = recipe_spec(r, "albert-unshared"), recipe_spec(r, "static")
     assert (mlm.layers, mlm.hidden, electra.layers, electra.hidden, electra.embedding_size) == (4, 256, 4, 256, 256)
-    assert (mlm.objective, electra.arch, electra.generator_size, static.static_masks) == ("mlm", "electra", 0.25, 10)
+    assert (mlm.objective, electra.arch, electra.generator_size, static.static_masks) == ("mlm", "electra", 0.25, 1)
     assert unshared.layer_groups == 4 and recipe_spec(r, "albert").layer_groups == 1
     one_by_one, side = estimate_minutes(RaceSpec(minutes=3)), estimate_minutes(RaceSpec(minutes=3, side_by_side=True))
     assert one_by_one - side == pytest.approx(3) and side > 3  # side by side: the minutes once, not per recipe
@@ -58,7 +58,7 @@ def test_a_tiny_race_runs_end_to_end_and_reopens(tmp_path, small_corpus, capsys)
         assert len(r["finetune_acc"]) == 2 and all(0 <= a <= 1 for a in r["finetune_acc"])
         assert 0 <= r["mlm_acc"] <= 1 and r["flops_per_step"] > 0
     assert rows["mlm"]["params"] == rows["static"]["params"]  # the same shape
-    assert json.loads((out / "runs" / "static" / "spec.json").read_text())["static_masks"] == 10
+    assert json.loads((out / "runs" / "static" / "spec.json").read_text())["static_masks"] == 1
     table = (out / "table.md").read_text()
     assert "| mlm: BERT: MLM only |" in table and "2 seeds" in table and not (out / "trials").exists()
     # re-opened from the command line: the table, nothing trained again

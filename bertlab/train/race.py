@@ -233,15 +233,17 @@ def table_row(part: dict, tuned: list[dict]) -> dict:
 
 def table_md(res: dict) -> str:
     """The race's one table, in Markdown (the CLI prints it; the UI shows it)."""
-    lines = ["| recipe | parameters | pre-training | steps | held-out masked-token acc. | "
+    lines = ["| recipe | parameters | pre-training | steps | time a step | held-out masked-token acc. | "
              f"{res['task']} accuracy ({res['seeds']} seed{'s' if res['seeds'] > 1 else ''}) | forward |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         params = f"{r['params'] / 1e6:.2f} M" + (f" (+{r['generator_params'] / 1e6:.2f} M generator)"
                                                  if r.get("generator_params") else "")
         mlm = "–" if r["mlm_acc"] is None else f"{r['mlm_acc']:.1%}" + (" (generator)" if r["arch"] == "electra" else "")
         acc = f"{r['finetune_mean']:.1%}" + (f" ± {r['finetune_spread']:.1%}" if res["seeds"] > 1 else "")
-        lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | {mlm} | "
+        step_ms = r["minutes"] * 60_000 / max(1, r["steps"])
+        lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | "
+                     f"{step_ms:,.0f} ms | {mlm} | "
                      f"{acc} | {r['latency_ms']:.1f} ms |")
     how = "side by side, one thread each" if res["side_by_side"] else f"one after another, {res['threads']} threads"
     return "\n".join(lines) + f"\n\nPre-trained {how}; the race took {res['minutes_total']:g} min in all " \

@@ -214,7 +214,8 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "mlm": ("BERT: MLM only", dict(arch="bert", objective="mlm")),
     "electra": ("ELECTRA: discriminator of the same shape, 1/4-width generator", dict(arch="electra")),
     "roberta": ("RoBERTa: byte-level BPE, MLM only", dict(arch="roberta")),
-    "static": ("BERT MLM only, 10 static masks per example", dict(arch="bert", objective="mlm", static_masks=10)),
+    # the starkest static case: every epoch sees the same masks (BERT drew 10 copies for 40 epochs)
+    "static": ("BERT MLM only, masks drawn once per example", dict(arch="bert", objective="mlm", static_masks=1)),
     "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
     "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),
 }

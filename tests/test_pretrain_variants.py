@@ -185,6 +185,9 @@ def test_the_pretrain_form_picks_an_architecture():
     assert (s.arch, s.objective, s.preset, s.hidden) == ("roberta", "mlm", "tiny", 32)  # no small RoBERTa preset
     s = pretrain_tab.form_spec(**form, objective="MLM + sentence order (ALBERT)", arch=albert)
     assert (s.arch, s.objective, s.config_overrides()["embedding_size"]) == ("albert", "sop", 32)
+    electra = list(pretrain_tab.ARCHS)[3]
+    s = pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa; ELECTRA's generator)", arch=electra)
+    assert (s.arch, s.objective, s.generator_size, s.config_overrides()["embedding_size"]) == ("electra", "mlm", 0.25, 32)
     assert pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)").arch == "bert"  # as before
     with pytest.raises(ValueError, match="objective must be mlm for roberta"):
         pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)", arch=roberta)

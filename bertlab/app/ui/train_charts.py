@@ -194,3 +194,66 @@ def probe_rows(run_dir: str | Path, last: int = 5) -> tuple[list[str], list[list
     header = ["sentence"] + [f"step {r['step']}" for r in recs]
     body = [[s] + [" / ".join(r["top3"].get(s, [])) for r in recs] for s in sentences]
     return header, body
+
+
+# The race: a colour and a marker per recipe, the same in every chart and every race (Tableau 10).
+RACE_STYLE = {"bert": ("#1f77b4", "circle"), "mlm": ("#2ca02c", "diamond"), "electra": ("#d62728", "square"),
+              "roberta": ("#9467bd", "triangle-up"), "static": ("#ff7f0e", "x"), "albert": ("#8c564b", "star"),
+              "albert-unshared": ("#e377c2", "pentagon")}
+_MORE = ["#17becf", "#bcbd22", "#7f7f7f"]  # a recipe added later, before it gets a style of its own
+
+
+def race_figures(runs: dict[str, list[dict]], flops_per_step: dict[str, float | None] | None = None) -> list[go.Figure]:
+    """The race's two figures, one against minutes of training, one against estimated training FLOPs
+    (step × the recipe's FLOPs per step; a recipe not yet sized is left out of it): held-out masked-token
+    accuracy of every recipe and, under it when ELECTRA runs, its discriminator's replaced-token AUC.
+    `runs`: recipe name -> its metric rows. ELECTRA's masked-token accuracy is its small generator's."""
+    flops_per_step = flops_per_step or {}
+    evals = {n: [r for r in rows if r.get("split") == "eval" and isinstance(r.get("step"), (int, float))]
+             for n, rows in runs.items()}
+    if not any(evals.values()):
+        return [empty_figure("No measurements yet:<br>" + ("each recipe's first point appears at its first "
+                             "evaluation." if runs else "start a race, or pick one to watch."), height=160)] * 2
+    auc = any(isinstance(r.get("rtd_auc"), (int, float)) for rows in evals.values() for r in rows)
+    rows_n = 2 if auc else 1  # the AUC panel only where ELECTRA measured one
+    axes = [("minutes of training", "%{x:.2f} min",
+             lambda r, n: r["time"] / 60 if isinstance(r.get("time"), (int, float)) else None),
+            ("estimated training FLOPs (G = 10⁹, T = 10¹²)", "%{x:.3s} FLOPs",
+             lambda r, n: r["step"] * flops_per_step[n] if flops_per_step.get(n) else None)]
+    figs = []
+    for title, x_hover, x_of in axes:
+        fig = make_subplots(rows=rows_n, cols=1, vertical_spacing=0.2, subplot_titles=[
+            "Held-out masked-token accuracy", "ELECTRA discriminator: replaced-token AUC"][:rows_n])
+        for i, (name, rows) in enumerate(evals.items()):
+            color, symbol = RACE_STYLE.get(name, (_MORE[i % len(_MORE)], "circle"))
+            for row, key, label in ((1, "mlm_acc", name + (" (its generator)" if name == "electra" else "")),
+                                    (2, "rtd_auc", f"{name}: replaced-token AUC")):
+                pts = [(x_of(r, name), r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+                pts = [p for p in pts if p[0] is not None]
+                if not pts or row > rows_n:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=[p[0] for p in pts], y=[p[2] for p in pts], customdata=[p[1] for p in pts], mode="lines+markers",
+                    name=label, legendgroup=name, showlegend=row == 1 or not any(
+                        isinstance(r.get("mlm_acc"), (int, float)) for r in rows),
+                    line=dict(color=color, width=2.5), marker=dict(symbol=symbol, size=8, color=color,
+                                                                  line=dict(width=1, color="white")),
+                    hovertemplate=f"{label}<br>step %{{customdata}}, {x_hover}: %{{y:.3f}}<extra></extra>"),
+                    row=row, col=1)
+        if not fig.data:  # only a note, no empty axes
+            figs.append(empty_figure("The FLOPs of a recipe's step are known<br>once its data are prepared.",
+                                     height=160))
+            continue
+        fig.update_xaxes(title_text=title, title_standoff=4, rangemode="tozero", matches="x",
+                         exponentformat="SI" if "FLOPs" in title else "none")
+        fig.update_yaxes(tickformat=".0%", row=1, col=1)
+        if rows_n > 1:
+            fig.update_yaxes(tickformat=".2f", row=2, col=1)
+        fig.update_annotations(font_size=14)  # the panel titles, within a phone's width
+        # the top margin keeps the first title clear of plotly's toolbar (always shown on a phone)
+        fig.update_layout(height=300 + 220 * rows_n, margin=dict(l=50, r=12, t=60, b=40),
+                          legend=dict(orientation="h", yanchor="top", y=-0.14 if rows_n == 1 else -0.08, x=0,
+                                      font_size=12, title_text=""),
+                          uirevision="keep")
+        figs.append(fig)
+    return figs

@@ -1,0 +1,123 @@
+"""The Race tab in Chromium at 1280×900 and 390×844: the form, its estimate shown (and updated) before
+anything starts, a refusal said beside the form; a finished race picked under 'Race' shows both charts,
+a colour per recipe in a readable legend, the table and its reading, with nothing cut off on a phone."""
+import re
+
+import pytest
+from browser import DESKTOP, PHONE, SHOTS, chromium_page, serving
+from test_ui_race import fake_race
+
+from bertlab.app.ui import race_tab
+from bertlab.app.ui.train_charts import RACE_STYLE
+from bertlab.train.specs import RECIPES
+
+THREADS = "3"  # the server lends a job 3 threads: side by side takes at most 3 recipes
+
+
+@pytest.fixture(scope="module")
+def race_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("race-app")
+    fake_race(folder / "runs")
+    fake_race(folder / "runs", "all-seven", recipes=tuple(RECIPES), seeds=1, accs=[(0.7 + i / 100,) for i in range(7)])
+    with serving(["app.py"], folder, env={"BERTLAB_JOB_THREADS": THREADS}) as (url, log):
+        yield url
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[-4000:]
+
+
+def _box(locator) -> dict:
+    return locator.evaluate("e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, "
+                            "h: r.height}; }")
+
+
+def _expected(monkeypatch, *form) -> str:
+    monkeypatch.setenv("BERTLAB_JOB_THREADS", THREADS)
+    return re.sub(r"\*\*", "", race_tab.estimate_md(*form))
+
+
+def _fits(page, tab, width: int) -> None:
+    """Nothing wider than the window; each chart's legend and notes inside its own figure."""
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= width + 2, f"the page is {wide} px wide on a {width} px window"
+    for fig in tab.locator("#race-plots .js-plotly-plot").all():
+        frame = _box(fig.locator(".main-svg").first)
+        for part in fig.locator(".legend, .annotation-text").all():
+            b = _box(part)
+            assert frame["x"] - 1 <= b["x"] and b["x"] + b["w"] <= frame["x"] + frame["w"] + 1, (b, frame)
+            assert b["y"] + b["h"] <= frame["y"] + frame["h"] + 1, f"cut off at the bottom: {b} in {frame}"
+
+
+def _table_reads(tab, size) -> None:
+    """The table's two rows, each recipe named; its headers whole words, not cut inside one."""
+    rows = tab.locator("#race-table [role=row].virtual-row").evaluate_all(
+        "rows => rows.map(r => [...r.querySelectorAll('[role=gridcell]')].map(c => c.innerText.trim()))")
+    assert [r[0] for r in rows] == ["mlm", "electra"], rows
+    for th in tab.locator("#race-table thead th").all():
+        cut = th.evaluate("e => [...e.querySelectorAll('span, div')].some(s => s.scrollWidth > s.clientWidth + 1)")
+        assert not cut, f"a header of the table is cut at {size}: {th.inner_text()!r}"
+
+
+@pytest.mark.slow
+def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
+    with chromium_page(DESKTOP) as (browser, page, outside, errors):
+        page.goto(race_server)
+        page.get_by_role("tab", name="Race").click()
+        tab = page.locator("[role=tabpanel]:visible").first
+        estimate = tab.locator("#race-estimate")
+        first = _expected(monkeypatch, ["mlm", "electra"], 3, False, 1)
+        estimate.get_by_text(first[:20]).wait_for(timeout=30_000)  # said before anything starts
+        assert estimate.inner_text().strip() == first and re.match(r"About (\d+) minutes", first)
+        assert int(re.match(r"About (\d+)", first).group(1)) <= 15
+        tab.get_by_text("No measurements yet").first.wait_for()
+        assert tab.locator("#race-plots .xtick").count() == 0, "empty axes before any race"
+        page.screenshot(path=str(SHOTS / "race_desktop_form.png"), full_page=True)
+
+        tab.locator("#race-minutes").get_by_text("5", exact=True).click()  # every change re-estimates
+        tab.locator("#race-side").get_by_role("checkbox").check()
+        estimate.get_by_text(_expected(monkeypatch, ["mlm", "electra"], 5, True, 1)[:20]).wait_for()
+        assert "side by side, one CPU thread each" in estimate.inner_text()
+        for name in ("roberta", "albert"):  # four recipes, three threads: refused beside the form, said why
+            tab.locator("#race-recipes").get_by_text(race_tab.LABELS[name]).click()
+        estimate.get_by_text("at most 3 recipes side by side").wait_for()
+        tab.locator("#race-start").click()
+        page.locator(".toast-body").filter(has_text="at most 3 recipes").first.wait_for(timeout=15_000)
+        page.screenshot(path=str(SHOTS / "race_desktop_refused.png"), full_page=True)
+
+        box = tab.locator("#race-run input")  # a finished race: charts, table and reading
+        box.fill("fake-race")
+        box.press("Enter")
+        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=30_000)
+        tab.locator("#race-plots .legend").first.wait_for()
+        _table_reads(tab, DESKTOP)
+        colours = tab.locator("#race-plots .js-plotly-plot").first.evaluate(
+            "f => [...f.querySelectorAll('.legend .traces .legendlines path')].map(p => getComputedStyle(p).stroke)")
+        want = [RACE_STYLE[n][0] for n in ("mlm", "electra")]
+        assert colours == [f"rgb({int(c[1:3], 16)}, {int(c[3:5], 16)}, {int(c[5:], 16)})" for c in want], colours
+        _fits(page, tab, DESKTOP[0])
+        tab.locator("#race-status").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "race_desktop_finished.png"), full_page=True)
+
+        page.set_viewport_size({"width": PHONE[0], "height": PHONE[1]})
+        page.wait_for_timeout(1500)
+        _fits(page, tab, PHONE[0])
+        _table_reads(tab, PHONE)
+        label = _box(tab.locator("#race-recipes").get_by_text(race_tab.LABELS["electra"]))
+        assert label["w"] >= 200, f"a recipe label squeezed on a phone: {label}"
+        page.screenshot(path=str(SHOTS / "race_phone_finished.png"), full_page=True)
+    with chromium_page(PHONE) as (browser, page, outside2, errors2):
+        page.goto(race_server)  # a new visitor on a phone: the form and its estimate first
+        page.get_by_role("tab", name="Race").click()
+        tab = page.locator("[role=tabpanel]:visible").first
+        tab.locator("#race-estimate").get_by_text(first[:20]).wait_for(timeout=30_000)
+        _fits(page, tab, PHONE[0])
+        page.screenshot(path=str(SHOTS / "race_phone_form.png"), full_page=True)
+        box = tab.locator("#race-run input")  # every recipe at once: seven colours, a legend that wraps inside
+        box.fill("all-seven")
+        box.press("Enter")
+        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=30_000)
+        legend = tab.locator("#race-plots .js-plotly-plot").first.locator(".legend .traces")
+        assert legend.count() == 7
+        _fits(page, tab, PHONE[0])
+        tab.locator("#race-plots").screenshot(path=str(SHOTS / "race_phone_seven.png"))
+    assert not outside and not outside2, (outside + outside2)[:5]
+    assert not errors and not errors2, errors + errors2

@@ -159,10 +159,24 @@ def _finetune_part(out: Path, race: RaceSpec, name: str, seed: int, threads: int
     return res
 
 
+class _Stop:
+    """Set when the caller's event is, or when a STOP file lands in the race folder (the job manager's
+    Stop): the recipes' own trainers watch only their own folders."""
+
+    def __init__(self, folder: Path, event=None):
+        self.folder, self.event = folder, event
+
+    def is_set(self) -> bool:
+        return bool(self.event is not None and self.event.is_set()) or runs.stop_requested(self.folder)
+
+
 def race(out: str | os.PathLike, spec: RaceSpec, resume: bool = False, log=print, stop_event=None,
          callbacks=()) -> dict:
     """Run (or go on with) the race in `out`; returns {"state", "rows", ...} as results.json holds."""
     out = Path(out)
+    if out.is_dir():
+        runs.clear_stop(out)  # a Stop asked of an earlier sitting is spent
+    stop_event = _Stop(out, stop_event)
     run = runs.Run(out)
     if resume and (saved := run.spec()) is not None:
         spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})
@@ -211,6 +225,7 @@ def race(out: str | os.PathLike, spec: RaceSpec, resume: bool = False, log=print
                 tuned[name].append(_finetune_part(out, spec, name, seed, threads, stop_event))
     except InterruptedError as e:
         runs.write_status(out, state="stopped", message=f"{e}: resume to go on", pid=os.getpid())
+        runs.clear_stop(out)
         return {"state": "stopped", "message": str(e)}
     except BaseException as e:
         runs.write_status(out, state="failed", message=f"{type(e).__name__}: {e}", pid=os.getpid())
@@ -245,6 +260,8 @@ def table_md(res: dict) -> str:
         lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | "
                      f"{step_ms:,.0f} ms | {mlm} | "
                      f"{acc} | {r['latency_ms']:.1f} ms |")
-    how = "side by side, one thread each" if res["side_by_side"] else f"one after another, {res['threads']} threads"
+    n = res["threads"]
+    how = "side by side, one thread each" if res["side_by_side"] else \
+        f"one after another, {n} thread{'s' if n > 1 else ''} each"
     return "\n".join(lines) + f"\n\nPre-trained {how}; the race took {res['minutes_total']:g} min in all " \
                               f"(estimated {res['estimate_minutes']:g}). Forward: one batch of 8 × 64 tokens, one thread.\n"

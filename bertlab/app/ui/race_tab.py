@@ -7,8 +7,6 @@ run DIR`, so closing the page does not stop it and a reloaded page finds it agai
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -216,21 +214,11 @@ def start(owner, name, recipes, minutes, side_by_side, seeds):
     return (gr.Dropdown(choices=jobs_ui.runs_of("race"), value=name), *view(name, [], owner))
 
 
-def _interrupt(st: dict) -> None:
-    """The job manager's stop leaves a STOP file in the race's folder, which only a single run's trainer
-    reads; a race hears what Ctrl-C says instead (SIGTERM to its own process, not its group): it stops
-    after the current step, keeps what it finished, and says "stopped"."""
-    pid = st.get("pid")
-    if st.get("alive") and isinstance(pid, int) and st.get("kind") == "race":
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-
-
 def stop(owner, name, overlay):
     if not jobs_ui.valid(name):
         raise user_error("No race selected: pick one under 'Race'.")
     try:
-        _interrupt(jobs_ui.manager().stop(name, jobs_ui.visitor(owner)))  # the owner check comes first
+        jobs_ui.manager().stop(name, jobs_ui.visitor(owner))  # the race watches its folder's STOP file
     except (ValueError, PermissionError) as e:
         raise jobs_ui.owner_error(e) from None
     return view(name, overlay, owner)

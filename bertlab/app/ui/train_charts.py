@@ -83,8 +83,8 @@ PRETRAIN_PANELS = [
     # the second objective: the pair task (NSP, SOP), or ELECTRA's replaced-token detection
     ("Pair task / replaced tokens", [("train", "nsp_acc", "train pair acc.", "#9467bd", "circle"),
                                      ("eval", "nsp_acc", "held-out pair acc.", "#8c564b", "diamond"),
-                                     ("train", "rtd_acc", "train replaced-or-not acc.", "#9467bd", "circle"),
-                                     ("eval", "rtd_auc", "held-out replaced-token AUC", "#8c564b", "diamond"),
+                                     ("train", "rtd_acc", "train replaced-or-not acc.", "#7c3aed", "circle"),
+                                     ("eval", "rtd_auc", "held-out replaced-token AUC", "#be123c", "diamond"),
                                      ("eval", "rtd_recall", "held-out replacements caught", "#f59e0b", "square")]),
     ("Attention to neighbours", [("eval", "attn_prev", "mass on previous token", "#e377c2", "triangle-left"),
                                  ("eval", "attn_next", "mass on next token", "#17becf", "triangle-right")]),

@@ -30,7 +30,7 @@ from .specs import RECIPES, FinetuneSpec, PretrainSpec, RaceSpec
 
 TRIAL_STEPS = 12  # timed steps per recipe before its run (the first two are left out: warm-up)
 EVALS = 8  # held-out evaluations per run: enough points for a curve, little time taken from training
-FINETUNE_S = {"tiny": 25, "mini": 75}  # measured seconds per fine-tuning epoch on sentiment, 2-core EPYC
+FINETUNE_S = {"tiny": 40, "mini": 120}  # seconds per fine-tuning epoch on sentiment, 2-core EPYC (README: ~4 min for 2)
 
 
 def recipe_spec(race: RaceSpec, name: str, **kw) -> PretrainSpec:

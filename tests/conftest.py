@@ -67,3 +67,13 @@ def server(tmp_path_factory):
 def client(server):
     from gradio_client import Client
     return Client(server, verbose=False, analytics_enabled=False, download_files=False)
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Tiny models on a shared 2-core machine: a second thread only adds contention."""
+    import torch  # here: most test modules never need it
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -17,12 +17,7 @@ TINY = dict(arch="electra", preset="tiny", vocab_size=300, max_len=32, batch_siz
             warmup=0.1, log_every=5, eval_every=10, save_every=10, eval_early=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def spec(corpus, **kw):

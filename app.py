@@ -18,6 +18,7 @@ from bertlab.app.limits import limits  # noqa: E402
 from bertlab.app.ui import (  # noqa: E402
     architecture_tab,
     attention_tab,
+    distill_tab,
     embeddings_tab,
     fill_mask_tab,
     finetune_tab,
@@ -56,7 +57,7 @@ CSS = """
 TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
         ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
         ("Architecture", architecture_tab), ("Pre-train", pretrain_tab), ("Fine-tune", finetune_tab),
-        ("Race", race_tab), ("Probing", probe_tab)]
+        ("Distil", distill_tab), ("Race", race_tab), ("Probing", probe_tab)]
 
 
 def pick(choice: str, current: str):

@@ -233,7 +233,7 @@ class JobManager:
         of the runs started together with this one (e.g. a comparison), which its status repeats."""
         check_name(name)
         if not isinstance(spec, Spec) or spec.KIND not in RUN_KINDS:
-            raise ValueError(f"a job is a {' or '.join(RUN_KINDS)} spec, got {type(spec).__name__}")
+            raise ValueError(f"a job is a {', '.join(RUN_KINDS[:-1])} or {RUN_KINDS[-1]} spec, got {type(spec).__name__}")
         with self._lock:
             self._reap()
             if (old := self._jobs.get(name)) is not None and old.state == "queued":

@@ -96,3 +96,21 @@ def kill_runs_under(runs: Path) -> None:
                 cmd = (d / "cmdline").read_bytes().split(b"\0")
                 if b"bertlab" in cmd and any(str(runs).encode() in c for c in cmd):
                     os.kill(int(d.name), signal.SIGKILL)
+
+
+def box(locator) -> dict:
+    """An element's rectangle on the page (x, y, w, h)."""
+    return locator.evaluate("e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, "
+                            "h: r.height}; }")
+
+
+def figures_fit(page, plots, width: int, parts: str = ".legend, .annotation-text, .gtitle") -> None:
+    """Nothing wider than the window; each plotly figure's legend, notes and title inside its own figure."""
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= width + 2, f"the page is {wide} px wide on a {width} px window"
+    for fig in plots.locator(".js-plotly-plot").all():
+        frame = box(fig.locator(".main-svg").first)
+        for part in fig.locator(parts).all():
+            b = box(part)
+            assert frame["x"] - 1 <= b["x"] and b["x"] + b["w"] <= frame["x"] + frame["w"] + 1, (b, frame)
+            assert b["y"] + b["h"] <= frame["y"] + frame["h"] + 1, f"cut off at the bottom: {b} in {frame}"

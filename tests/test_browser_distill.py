@@ -6,7 +6,7 @@ import re
 import time
 
 import pytest
-from browser import DESKTOP, PHONE, ROOT, SHOTS, chromium_page, serving
+from browser import DESKTOP, PHONE, ROOT, SHOTS, chromium_page, figures_fit, serving
 
 APP = f"""import sys
 sys.path.insert(0, {str(ROOT)!r})
@@ -30,21 +30,8 @@ def distill_server(tmp_path_factory):
 CONSOLE = []
 
 
-def _box(locator) -> dict:
-    return locator.evaluate("e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, "
-                            "h: r.height}; }")
-
-
 def _fits(page, tab, width: int) -> None:
-    """Nothing wider than the window; each chart's legend, title and notes inside its own figure."""
-    wide = page.evaluate("document.documentElement.scrollWidth")
-    assert wide <= width + 2, f"the page is {wide} px wide on a {width} px window"
-    for fig in tab.locator("#distill-plots .js-plotly-plot").all():
-        frame = _box(fig.locator(".main-svg").first)
-        for part in fig.locator(".legend, .annotation-text, .gtitle").all():
-            b = _box(part)
-            assert frame["x"] - 1 <= b["x"] and b["x"] + b["w"] <= frame["x"] + frame["w"] + 1, (b, frame)
-            assert b["y"] + b["h"] <= frame["y"] + frame["h"] + 1, f"cut off at the bottom: {b} in {frame}"
+    figures_fit(page, tab.locator("#distill-plots"), width)
 
 
 def _rows(tab, sel) -> list[list[str]]:

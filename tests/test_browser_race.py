@@ -4,7 +4,8 @@ a colour per recipe in a readable legend, the table and its reading, with nothin
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, SHOTS, chromium_page, serving
+from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit, serving
+from browser import box as rect
 from test_ui_race import fake_race
 
 from bertlab.app.ui import race_tab
@@ -25,26 +26,13 @@ def race_server(tmp_path_factory):
     assert "Traceback" not in text, text[-4000:]
 
 
-def _box(locator) -> dict:
-    return locator.evaluate("e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, "
-                            "h: r.height}; }")
-
-
 def _expected(monkeypatch, *form) -> str:
     monkeypatch.setenv("BERTLAB_JOB_THREADS", THREADS)
     return re.sub(r"\*\*", "", race_tab.estimate_md(*form))
 
 
 def _fits(page, tab, width: int) -> None:
-    """Nothing wider than the window; each chart's legend and notes inside its own figure."""
-    wide = page.evaluate("document.documentElement.scrollWidth")
-    assert wide <= width + 2, f"the page is {wide} px wide on a {width} px window"
-    for fig in tab.locator("#race-plots .js-plotly-plot").all():
-        frame = _box(fig.locator(".main-svg").first)
-        for part in fig.locator(".legend, .annotation-text").all():
-            b = _box(part)
-            assert frame["x"] - 1 <= b["x"] and b["x"] + b["w"] <= frame["x"] + frame["w"] + 1, (b, frame)
-            assert b["y"] + b["h"] <= frame["y"] + frame["h"] + 1, f"cut off at the bottom: {b} in {frame}"
+    figures_fit(page, tab.locator("#race-plots"), width, ".legend, .annotation-text")
 
 
 def _table_reads(tab, size) -> None:
@@ -101,7 +89,7 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         page.wait_for_timeout(1500)
         _fits(page, tab, PHONE[0])
         _table_reads(tab, PHONE)
-        label = _box(tab.locator("#race-recipes").get_by_text(race_tab.LABELS["electra"]))
+        label = rect(tab.locator("#race-recipes").get_by_text(race_tab.LABELS["electra"]))
         assert label["w"] >= 200, f"a recipe label squeezed on a phone: {label}"
         page.screenshot(path=str(SHOTS / "race_phone_finished.png"), full_page=True)
     with chromium_page(PHONE) as (browser, page, outside2, errors2):

@@ -188,6 +188,13 @@ def test_the_pretrain_form_picks_an_architecture():
     electra = list(pretrain_tab.ARCHS)[3]
     s = pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa; ELECTRA's generator)", arch=electra)
     assert (s.arch, s.objective, s.generator_size, s.config_overrides()["embedding_size"]) == ("electra", "mlm", 0.25, 32)
+    s = pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa; ELECTRA's generator)", arch=electra,
+                               generator_size=0.5, rtd_weight=20.0)
+    assert (s.generator_size, s.rtd_weight) == (0.5, 20.0)
+    with pytest.raises(ValueError, match="generator_size must be in"):
+        pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa; ELECTRA's generator)", arch=electra,
+                               generator_size=0.0)
+    assert pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)", generator_size=0.5).rtd_weight == 50
     assert pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)").arch == "bert"  # as before
     with pytest.raises(ValueError, match="objective must be mlm for roberta"):
         pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)", arch=roberta)

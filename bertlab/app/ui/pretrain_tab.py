@@ -129,7 +129,7 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
 
 def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
               max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False,
-              arch="bert") -> PretrainSpec:
+              arch="bert", generator_size=0.25, rtd_weight=50.0) -> PretrainSpec:
     """The form as a PretrainSpec, checked here so that mistakes show at once, not in a log."""
     lim = limits()
     steps = _int(steps, "steps")
@@ -156,6 +156,8 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
                             layers=c.num_hidden_layers, hidden=c.hidden_size,
                             heads=c.num_attention_heads, intermediate=c.intermediate_size, vocab_size=c.vocab_size,
                             max_position=c.max_position_embeddings, pre_ln=bool(pre_ln))
+        if arch == "electra":  # the spec checks them (0 < size <= 1, weight > 0)
+            spec = spec.replace(generator_size=generator_size, rtd_weight=rtd_weight)
     if corpus == CORPORA[1]:
         src = check_upload(upload, "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
@@ -197,13 +199,13 @@ def view(name, overlay, owner):
 
 def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
           hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln, overlay,
-          arch="BERT"):
+          arch="BERT", generator_size=0.25, rtd_weight=50.0):
     """Validate the form and launch the run (or queue it); named so the API reads like the form."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
         spec = form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
                          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln,
-                         arch)
+                         arch, generator_size, rtd_weight)
         jobs_ui.launch(owner, name, spec)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
@@ -249,7 +251,12 @@ def build(picker: gr.Dropdown) -> None:
                                          min_width=280)
             with gr.Accordion("Model", open=False, elem_id="pretrain-model"):
                 arch = gr.Dropdown(list(ARCHS), value=next(iter(ARCHS)), label="Architecture",
-                                   info="picks its tokenizer and objective; ELECTRA and distillation are other jobs")
+                                   info="picks its tokenizer and objective (distillation has its own tab)")
+                with gr.Row(visible=False) as electra_row:  # ELECTRA's own two settings
+                    generator_size = gr.Number(0.25, label="ELECTRA generator width (share of the discriminator's)",
+                                               minimum=0.01, maximum=1, min_width=280)
+                    rtd_weight = gr.Number(50, label="ELECTRA weight of the replaced-token loss (λ)", minimum=0,
+                                           min_width=280)
                 with gr.Row():
                     size_preset = gr.Dropdown(list(PRESETS), value=r0[0], label="Size preset")
                     layers = gr.Number(r0[1], label="Layers", precision=0, minimum=1, maximum=48)
@@ -311,14 +318,16 @@ def build(picker: gr.Dropdown) -> None:
             mask_rate, objective, bf16, dropout, pre_ln]
     outs = [status, *plots, probes, log, timer]
     size_in = [*model_fields, max_len, batch, start_from, arch]
-    arch.input(lambda a: next(k for k, v in OBJECTIVES.items() if v == PretrainSpec.DEFAULT_OBJECTIVE[ARCHS[a]]),
-               arch, objective, api_name=False)  # each architecture's own pair task
+    arch.input(lambda a: (next(k for k, v in OBJECTIVES.items() if v == PretrainSpec.DEFAULT_OBJECTIVE[ARCHS[a]]),
+                          gr.Row(visible=ARCHS[a] == "electra")),
+               arch, [objective, electra_row], api_name=False)  # each architecture's own pair task and options
     recipe.change(recipe_fields, [recipe, arch], [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
                                           mask_rate, objective, dropout, max_docs], api_name=False)
     size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
     gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)
-    start_btn.click(start, [owner, name, *form, overlay, arch], [watch, *outs], api_name="pretrain_start",
+    start_btn.click(start, [owner, name, *form, overlay, arch, generator_size, rtd_weight], [watch, *outs],
+                    api_name="pretrain_start",
                     concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")

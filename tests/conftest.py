@@ -69,6 +69,17 @@ def client(server):
     return Client(server, verbose=False, analytics_enabled=False, download_files=False)
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread for this test: tiny models on shared cores run faster, and summation order (so
+    every bit of a result) depends on the thread count."""
+    import torch  # here: most test modules never need it
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def single_thread():
     """Tiny models on a shared 2-core machine: a second thread only adds contention."""

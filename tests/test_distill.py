@@ -74,14 +74,6 @@ def test_student_init_refuses_bad_depth(teacher):
             student_from_teacher(teacher, n)
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models on a shared 2-core machine: one thread is ~50x faster than two fighting others."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus, one_thread, tmp_path):
     spec = DistillSpec(layers=1, corpus=str(small_corpus), steps=30, lr=1e-3, warmup=0, batch_size=16,

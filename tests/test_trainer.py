@@ -150,14 +150,6 @@ def test_stop_at_samples_the_start_of_a_long_schedule(tmp_path):
         TrainArgs(steps=3, stop_at=0)
 
 
-@pytest.fixture
-def one_thread():
-    """Children run on one thread; summation order (so every bit) depends on the thread count."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_sigkill_during_checkpoint_save_leaves_previous_one_resumable(tmp_path, one_thread):
     proc = subprocess.Popen([sys.executable, str(WORKER), "kill", str(tmp_path)], env=child_env(),

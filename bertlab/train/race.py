@@ -102,14 +102,14 @@ def pretrain_recipe(out: Path, race: RaceSpec, name: str, threads: int, stop=Non
                   callbacks=[cap])
     if stop is not None and stop.is_set():
         raise InterruptedError(f"stopped while pre-training {name}")
-    model, _ = load_pretrained(run)
+    model, tok = load_pretrained(run)
     gen = BertConfig.from_json_file(run / "generator" / "config.json") if (run / "generator").is_dir() else None
     evals = [r for r in runs.read_metrics(run)[0] if r.get("split") == "eval"]
     res = {"recipe": name, "label": RECIPES[name][0], "arch": spec.arch, "steps": st["step"],
            "minutes": round(st.get("elapsed", 0) / 60, 2), "params": sum(p.numel() for p in model.parameters()),
            "generator_params": None, "flops_per_step": flops_per_step(spec, model.config, gen),
            "mlm_acc": evals[-1]["mlm_acc"] if evals else None, "state": st["state"],
-           "latency_ms": latency_ms(run / runs.MODEL)}
+           "latency_ms": latency_ms(model, tok)}
     if gen is not None:
         g, _ = load_pretrained(run / "generator")
         shared = sum(p.numel() for p in g.electra.embeddings.parameters())
@@ -123,9 +123,8 @@ def _child(out: str, race: dict, name: str, stop) -> None:
     pretrain_recipe(Path(out), RaceSpec.from_dict(race), name, 1, stop, log=lambda *_: None)
 
 
-def latency_ms(folder: Path, seq_len: int = 64, batch: int = 8, repeats: int = 15) -> float:
+def latency_ms(model, tok, seq_len: int = 64, batch: int = 8, repeats: int = 15) -> float:
     """Median forward time of the pre-trained model on one batch, one thread (so runs compare)."""
-    model, tok = load_pretrained(folder)
     model.eval()
     n = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -146,24 +146,40 @@ class PretrainSpec(TrainArgs):
 class FinetuneSpec(Spec):
     """Fine-tune a model on a labelled task with a method; epochs decide the Trainer's steps."""
     KIND: ClassVar[str] = "finetune"
-    METHODS: ClassVar[tuple[str, ...]] = ("full", "frozen", "lora")
+    METHODS: ClassVar[tuple[str, ...]] = ("full", "frozen", "bitfit", "lora", "ia3", "prefix", "prompt", "adapter")
     # measured on the default model + sentiment (README): full 76.3 %, frozen 61.2 %, LoRA 66.1 %
-    DEFAULT_LR: ClassVar[dict] = {"full": 3e-4, "frozen": 1e-2, "lora": 3e-3}
+    DEFAULT_LR: ClassVar[dict] = {"full": 3e-4, "frozen": 1e-2, "bitfit": 3e-3, "lora": 3e-3, "ia3": 1e-2,
+                                  "prefix": 1e-2, "prompt": 3e-2, "adapter": 1e-3}
+    # where LoRA and IA3 may go: BERT's names (heads_family maps each member's own)
+    TARGETS: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "dense")
+    PROBLEMS: ClassVar[tuple[str, ...]] = ("auto", "single", "multi", "regression", "qa")
+    POOLINGS: ClassVar[tuple[str, ...]] = ("auto", "pooler", "cls", "mean", "max")
     model: str = opt("default", "model folder, run folder or hub id ('default': the shipped model)")
-    task: str = opt("sentiment", "sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file")
-    method: str = opt("full", "full | frozen (head only) | lora", choices=METHODS)
+    task: str = opt("sentiment", "sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file "
+                                 "| a SQuAD-format .json (extractive QA)")
+    method: str = opt("full", "full | frozen (head only) | bitfit (biases) | lora | ia3 | prefix | prompt | "
+                              "adapter (Houlsby)", choices=METHODS)
     epochs: int = opt(2, "passes over the training examples", POSITIVE)
-    lr: float | None = opt(None, "learning rate (default: 3e-4 full, 1e-2 frozen, 3e-3 lora)", POSITIVE_NUM)
+    lr: float | None = opt(None, "learning rate (default: per method, FinetuneSpec.DEFAULT_LR)", POSITIVE_NUM)
     batch_size: int = opt(32, "examples per batch", POSITIVE)
     lora_rank: int = opt(8, "LoRA rank r", POSITIVE)
     lora_alpha: float = opt(16.0, "LoRA alpha (updates are scaled by alpha / r)", POSITIVE_NUM)
-    lora_targets: tuple[str, ...] = opt(("query", "value"), "layers LoRA wraps (query key value dense)")
+    lora_targets: tuple[str, ...] = opt(("query", "value"), "layers LoRA wraps: query key value attention_output "
+                                                            "ffn (dense = every dense layer)")
+    lora_dropout: float = opt(0.0, "dropout on LoRA's input", DROPOUT)
+    virtual_tokens: int = opt(20, "prefix / prompt tuning: learned virtual tokens", between(1, 512))
+    adapter_size: int = opt(64, "adapter: bottleneck width of each Houlsby adapter", POSITIVE)
+    problem: str = opt("auto", "single (one label) | multi (several labels per text) | regression (a number) | "
+                               "qa (SQuAD) ; auto: from the task", choices=PROBLEMS)
+    pooling: str = opt("auto", "sentence heads: pooler | cls | mean | max (auto: the family's own head)",
+                       choices=POOLINGS)
     layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", (lambda v: 0 < v <= 1, "in (0, 1]"))
     gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage")
     max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", between(4, MAX_TOKENS))
     seed: int = opt(0, "random seed (split, head, data order)")
     text_column: str = opt("text", "CSV/JSON column holding the text")
     label_column: str = opt("label", "CSV/JSON column holding the label")
+    pair_column: str | None = opt(None, "CSV/JSON column holding a second text: sentence pairs (segments A and B)")
     val_frac: float = opt(0.1, "share held out for validation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
     max_examples: int | None = opt(None, "use a seeded random subset of N examples", POSITIVE)
     warmup: float = opt(0.1, "warm-up share of the steps", NON_NEGATIVE)
@@ -179,7 +195,10 @@ class FinetuneSpec(Spec):
         if self.lr is None:
             self.lr = self.DEFAULT_LR[self.method]
         if self.gradual_unfreeze and self.method != "full":
-            raise ValueError("gradual unfreezing goes with full fine-tuning (frozen and LoRA keep the encoder fixed)")
+            raise ValueError("gradual unfreezing goes with full fine-tuning (the other methods keep the encoder fixed)")
+        bad = [t for t in self.lora_targets if t not in self.TARGETS]
+        if bad or not self.lora_targets:
+            raise ValueError(f"lora_targets must be some of {', '.join(self.TARGETS)}, got {' '.join(bad) or 'none'}")
 
     def train_args(self, per_epoch: int) -> TrainArgs:
         return TrainArgs(steps=self.epochs * per_epoch, lr=self.lr, warmup=self.warmup, weight_decay=self.weight_decay,

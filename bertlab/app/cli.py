@@ -18,6 +18,7 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
 from ..train import runs, specs
+from ..train.compare import CompareSpec, run_compare, spec_of
 from ..train.distill import distill
 from ..train.evaluate import evaluate_model
 from ..train.finetune import CONFUSION_FILE, finetune
@@ -25,6 +26,7 @@ from ..train.loop import init_distributed
 from ..train.pretrain import pretrain
 from ..train.race import race
 from ..train.runs import read_metrics
+from . import compute_cli, finetune_cli
 from .probe_cli import report_probe
 
 
@@ -123,6 +125,8 @@ def execute(spec: specs.Spec, out: str, resume: bool, log, stop, callbacks=()) -
         torch.set_num_threads(spec.threads)
     if spec.KIND == "pretrain":
         return pretrain(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
+    if isinstance(spec, CompareSpec):  # a fine-tune job that compares methods
+        return run_compare(out, spec, log=log, stop_event=stop, callbacks=callbacks)
     if spec.KIND == "finetune":
         return finetune(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
     if spec.KIND == "race":
@@ -176,6 +180,10 @@ def cmd_race(a) -> int:
 
 
 def cmd_finetune(a) -> int:
+    if a.compare or (a.resume and spec_of(a.out) is not None):
+        return cmd_compare(a)
+    if a.seeds is not None:
+        raise ValueError("--seeds goes with --compare (one run has one --seed)")
     spec = _spec(specs.FinetuneSpec, a)
     log, on_row, close = _progress(None)
     res = execute(spec, a.out, a.resume, log, _graceful_stop(log), [on_row])
@@ -206,6 +214,20 @@ def cmd_finetune(a) -> int:
     return 0
 
 
+def cmd_compare(a) -> int:
+    """`finetune --compare full,lora,... --seeds N`: every method on the same data and seeds; the ETA
+    first, a line as each run starts and ends, then the table (or --json)."""
+    spec = finetune_cli.compare_spec(a, specs.FinetuneSpec.given(a))
+    log, on_row, close = finetune_cli.compare_progress()
+    res = execute(spec, a.out, True, log, _graceful_stop(log), [on_row])
+    close()
+    return finetune_cli.report_compare(res, a.out, a.json)
+
+
+def cmd_classify(a) -> int:
+    return finetune_cli.report_classify(a.model, a.text, a.pair, a.question, a.json)
+
+
 def cmd_distill(a) -> int:
     spec = _spec(specs.DistillSpec, a)
     res = execute(spec, a.out, a.resume, lambda m: print(m, file=sys.stderr, flush=True), _graceful_stop(print))
@@ -233,7 +255,7 @@ def cmd_run(a) -> int:
     A failure before training starts (bad corpus, bad task) is written to status.json for the UI."""
     run = runs.Run(a.dir)
     try:
-        spec = run.spec()
+        spec = spec_of(run.path) or run.spec()
         if spec is None:
             raise ValueError(f"{a.dir}: no spec.json, so this is not a run folder")
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -304,6 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--seq-len", type=_positive, default=128)
     i.add_argument("--json", action="store_true")
     i.set_defaults(run=cmd_info)
+    c = sub.add_parser("classify", help="a fine-tuned model's prediction for a text (full or adapter folder)")
+    c.add_argument("text", help="the text (for a question-answering model: the passage holding the answer)")
+    c.add_argument("--model", required=True, help="fine-tuned run or model folder, adapter folder or hub id")
+    c.add_argument("--pair", default=None, help="the second text of a sentence-pair task (segment B)")
+    c.add_argument("--question", default=None, help="the question, for a question-answering model")
+    c.add_argument("--json", action="store_true", help="print probabilities and logits (or the answer) as JSON")
+    c.set_defaults(run=cmd_classify)
     e = sub.add_parser("evaluate", help="held-out MLM loss and masked-token accuracy of a model or run")
     e.add_argument("model", nargs="?", default=None, help="run folder, model folder or hub id (default: shipped)")
     e.add_argument("--corpus", default="imdb", help="ignored for a run folder: its own held-out split is used")
@@ -335,7 +364,16 @@ def build_parser() -> argparse.ArgumentParser:
             j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
         if kind not in ("pretrain", "race", "distill"):
             j.add_argument("--json", action="store_true", help="print the results as JSON")
+        if kind == "finetune":
+            j.add_argument("--compare", default=None, metavar="METHODS",
+                           help="compare methods on the same data and seeds, e.g. full,frozen,bitfit,lora,ia3,"
+                                "prefix,prompt,adapter (every other flag applies to each); --out holds the runs")
+            j.add_argument("--seeds", type=_positive, default=None,
+                           help="with --compare: runs per method, seeds --seed, --seed + 1, ... (default 1)")
         j.set_defaults(run=cmd)
+    k = sub.add_parser("compute", help="pre-training FLOPs, time and cost; Kaplan's and Chinchilla's scaling laws")
+    compute_cli.add_arguments(k)
+    k.set_defaults(run=compute_cli.cmd_compute)
     r = sub.add_parser("run", help="execute a run folder's spec.json (what the web app's job manager launches)")
     r.add_argument("dir", help="run folder holding spec.json")
     r.set_defaults(run=cmd_run)

@@ -21,7 +21,7 @@ Why each trick is safe
   version counter, dtype, shape and strides, and is rebuilt when any differs.
   Writes through autograd's view of a tensor bump its version (optimizer steps, load_state_dict's
   copy_, initialisation under no_grad); .to() / .half() / .float(), load_state_dict(assign=True) and
-  replaced parameters bring another storage; add_lora replaces the Linear (so: the plain path).
+  replaced parameters bring another storage; bertlab.methods' LoRA, IA3 and adapters replace the Linear (so: the plain path).
 * Inference tensors (weights created under inference_mode) have no version counter: such weights
   take the plain path. Inputs may be inference tensors, and packing may happen under
   inference_mode: the packed weights are only ever read, never written or saved for backward.
@@ -139,10 +139,10 @@ def _linear(owner, name, x, weights, biases, act: nn.Module | None = None, resid
 
 
 class FastSelfAttention(BertSelfAttention):
-    def forward(self, x, bias, need_weights: bool):
+    def forward(self, x, bias, need_weights: bool, prefix=None):
         lins = (self.query, self.key, self.value)
-        if not _inference_call(self, x, lins) or any(m.bias is None for m in lins):
-            return super().forward(x, bias, need_weights)
+        if not _inference_call(self, x, lins) or any(m.bias is None for m in lins) or prefix is not None:
+            return super().forward(x, bias, need_weights, prefix)
         qkv = _linear(self, "qkv", x, [m.weight for m in lins], [m.bias for m in lins])  # (B, T, 3H)
         return self.attend(*qkv.chunk(3, dim=-1), bias, need_weights)
 

@@ -46,9 +46,16 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = _post_ln(c)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, input_ids, token_type_ids):  # (B, T) each
-        pos = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+    def forward(self, input_ids, token_type_ids, prompt=None, past: int = 0):  # (B, T) each
+        """`prompt` (P, E): prompt tuning's vectors, put before the text as P more tokens of segment 0;
+        `past`: prefix tuning's virtual tokens, which take the first positions (as transformers numbers
+        tokens after a cache). bertlab.methods.virtual sets both; plain fine-tuning has neither."""
+        x = self.word_embeddings(input_ids)
+        if prompt is not None:
+            x = torch.cat([prompt.to(x.dtype).expand(x.size(0), -1, -1), x], dim=1)  # (B, P + T, E)
+            token_type_ids = F.pad(token_type_ids, (prompt.size(0), 0))
+        pos = torch.arange(past, past + x.size(1), device=input_ids.device)  # (T,)
+        x = x + self.token_type_embeddings(token_type_ids)
         x = x + self.position_embeddings(pos)  # broadcast over B
         return self.dropout(self.LayerNorm(x))  # (B, T, H)
 
@@ -62,15 +69,18 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(c.hidden_size, c.hidden_size)
         self.dropout = nn.Dropout(c.attention_probs_dropout_prob)
 
-    def forward(self, x, bias, need_weights: bool):  # x (B, T, H); bias (B, 1, T, T) or None
-        return self.attend(self.query(x), self.key(x), self.value(x), bias, need_weights)
+    def forward(self, x, bias, need_weights: bool, prefix=None):  # x (B, T, H); bias (B, 1, T, T) or None
+        return self.attend(self.query(x), self.key(x), self.value(x), bias, need_weights, prefix)
 
-    def attend(self, q, k, v, bias, need_weights: bool):
+    def attend(self, q, k, v, bias, need_weights: bool, prefix=None):
         """Attention from projected q, k, v (B, T, H) each; its own method so that fast.py can feed it
-        one fused projection."""
+        one fused projection. `prefix`: prefix tuning's (keys, values), (B, A, P, d) each, put before
+        the text's (the bias then covers P + T keys)."""
         B, T, H = q.shape
         split = lambda t: t.reshape(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, A, T, d)
         q, k, v = split(q), split(k), split(v)
+        if prefix is not None:
+            k, v = torch.cat([prefix[0].to(k.dtype), k], dim=2), torch.cat([prefix[1].to(v.dtype), v], dim=2)
         if need_weights:  # explicit softmax: the probabilities are what the attention views show
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, A, T, T)
             probs = F.softmax(scores if bias is None else scores + bias, dim=-1)
@@ -80,7 +90,7 @@ class BertSelfAttention(nn.Module):
             p = self.dropout.p if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, A, T, d)
             probs = None
-        return y.transpose(1, 2).reshape(B, T, H), probs  # (B, T, H); (B, A, T, T) or None
+        return y.transpose(1, 2).reshape(B, T, H), probs  # (B, T, H); (B, A, T, P + T) or None
 
 
 def _post_ln(c: BertConfig) -> nn.Module:
@@ -113,8 +123,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(c)
         self.output = BertSelfOutput(c, c.hidden_size)
 
-    def forward(self, x, bias, need_weights):
-        y, probs = self.self(self.ln(x), bias, need_weights)
+    def forward(self, x, bias, need_weights, prefix=None):
+        y, probs = self.self(self.ln(x), bias, need_weights, prefix)
         return self.output(y, x), probs
 
 
@@ -136,8 +146,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(c)
         self.output = BertSelfOutput(c, c.intermediate_size)  # HF's BertOutput has the same shape
 
-    def forward(self, x, bias, need_weights):
-        x, probs = self.attention(x, bias, need_weights)
+    def forward(self, x, bias, need_weights, prefix=None):
+        x, probs = self.attention(x, bias, need_weights, prefix)
         return self.output(self.intermediate(self.ln(x)), x), probs
 
 
@@ -149,11 +159,12 @@ class BertEncoder(nn.Module):
         self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
         self.ln = _pre_ln(c)  # pre-LN: the residual stream is normalised once, at the end
 
-    def forward(self, x, bias, output_attentions: bool):
-        """(last hidden state, L+1 hidden states, L attention maps or Nones) from x (B, T, H)."""
+    def forward(self, x, bias, output_attentions: bool, prefix=None):
+        """(last hidden state, L+1 hidden states, L attention maps or Nones) from x (B, T, H);
+        `prefix`: one (keys, values) per layer, or None."""
         hidden, attns = [x], []
-        for layer in self.layer:
-            x, probs = layer(x, bias, output_attentions)
+        for i, layer in enumerate(self.layer):
+            x, probs = layer(x, bias, output_attentions, None if prefix is None else prefix[i])
             hidden.append(x)
             attns.append(probs)
         x = hidden[-1] = self.ln(x)  # pre-LN, as MegatronBert: the last hidden state is normalised
@@ -190,11 +201,34 @@ def mask_bias(attention_mask, dtype, causal: bool = False):
     return attention_bias(attention_mask, attention_mask.size(1), dtype, causal)  # (B, 1, T, T)
 
 
-def check_length(input_ids, c: BertConfig):
-    T = input_ids.size(1) + c.position_offset
+def check_length(input_ids, c: BertConfig, virtual: int = 0):
+    T = input_ids.size(1) + c.position_offset + virtual
     if T > c.max_position_embeddings:
         raise ValueError(f"sequence length {input_ids.size(1)} exceeds max_position_embeddings "
-                         f"({c.max_position_embeddings}{f' less {c.position_offset} unused' if c.position_offset else ''})")
+                         f"({c.max_position_embeddings}{f' less {c.position_offset} unused' if c.position_offset else ''}"
+                         f"{f' less {virtual} virtual tokens' if virtual else ''})")
+
+
+def virtual_inputs(encoder, input_ids, attention_mask, causal: bool):
+    """What prompt and prefix tuning add to an encoder's inputs (bertlab.methods.virtual): the prompt
+    (P, E) or None; the prefix's (keys, values) per layer, each (B, A, P, d), or None; the attention
+    mask with P ones before the text (the virtual tokens are always seen, as peft does); and the
+    positions the prefix takes. Without them: (None, None, attention_mask, 0)."""
+    prompt, prefix = getattr(encoder, "prompt", None), getattr(encoder, "prefix", None)
+    if prompt is None and prefix is None:
+        return None, None, attention_mask, 0
+    if causal:
+        raise ValueError("left-context-only attention is for the plain model, not one with virtual tokens")
+    n = (prompt if prompt is not None else prefix).size(0)
+    check_length(input_ids, encoder.config, n)
+    mask = torch.cat([attention_mask.new_ones(attention_mask.size(0), n), attention_mask], dim=1)  # (B, P + T)
+    if prefix is None:
+        return prompt, None, mask, 0
+    c = encoder.config  # peft's layout: (P, 2L * H) -> per layer l keys at 2l, values at 2l + 1
+    kv = prefix.view(n, -1, c.num_attention_heads, c.head_dim).permute(1, 2, 0, 3)  # (2L, A, P, d)
+    B = input_ids.size(0)
+    layers = [(kv[2 * i].expand(B, -1, -1, -1), kv[2 * i + 1].expand(B, -1, -1, -1)) for i in range(kv.size(0) // 2)]
+    return None, layers, mask, n
 
 
 class BertModel(nn.Module):
@@ -206,6 +240,7 @@ class BertModel(nn.Module):
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -215,8 +250,9 @@ class BertModel(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        x, hidden, attns = self.encoder(x, mask_bias(attention_mask, x.dtype, causal), output_attentions)
+        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        x = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, H); T grows by P with a prompt
+        x, hidden, attns = self.encoder(x, mask_bias(attention_mask, x.dtype, causal), output_attentions, prefix)
         return BertOutput(
             last_hidden_state=x,
             pooler_output=self.pooler(x) if self.pooler is not None else None,

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from bertlab import BertConfig, BertForPreTraining, fast
-from bertlab.heads import BertForSequenceClassification, add_lora
+from bertlab.heads import BertForSequenceClassification
+from bertlab.methods import add_lora
 
 TOL = 1e-5
 TINY = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

@@ -21,15 +21,11 @@ from bertlab.data.tasks import (
 from bertlab.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
-    LoRALinear,
-    add_lora,
     freeze_encoder,
-    has_lora,
     load_classifier,
-    merge_lora,
-    merged_state_dict,
     trainable_parameters,
 )
+from bertlab.methods import LoRALinear, add_lora, has_lora, merge_lora, merged_state_dict
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import ptb_words
 from bertlab.train.finetune import (

@@ -13,7 +13,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "bertlab"
 CORE = {"config", "model", "fast", "tokenizer", "tokenizer_parts", "checkpoint", "heads", "heads_family", "cache", "family"}
-CORE_PACKAGES = {"variants"}  # the family's models: core like model.py
+CORE_PACKAGES = {"variants", "methods"}  # the family's models and the fine-tuning methods: core like model.py
 # what each layer may import (besides itself)
 ALLOWED = {"core": {"core"}, "analysis": {"core"}, "data": {"core"}, "train": {"core", "data", "analysis"},
            "app": {"core", "data", "analysis", "train"}}

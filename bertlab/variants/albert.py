@@ -24,7 +24,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import ACT, BertEmbeddings, BertOutput, BertSelfAttention, check_length, init_weights, mask_bias
+from ..model import (
+    ACT,
+    BertEmbeddings,
+    BertOutput,
+    BertSelfAttention,
+    check_length,
+    init_weights,
+    mask_bias,
+    virtual_inputs,
+)
 
 
 class AlbertEmbeddings(BertEmbeddings):
@@ -50,8 +59,8 @@ class AlbertAttention(BertSelfAttention):
         self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.output_dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, x, bias, need_weights: bool):  # x (B, T, H)
-        y, probs = super().forward(x, bias, need_weights)  # (B, T, H); (B, A, T, T) or None
+    def forward(self, x, bias, need_weights: bool, prefix=None):  # x (B, T, H)
+        y, probs = super().forward(x, bias, need_weights, prefix)  # (B, T, H); (B, A, T, T) or None
         return self.LayerNorm(x + self.output_dropout(self.dense(y))), probs
 
 
@@ -67,8 +76,8 @@ class AlbertLayer(nn.Module):
         self.activation = ACT[c.hidden_act]
         self.dropout = nn.Dropout(c.hidden_dropout_prob)  # as the original; transformers leaves it out
 
-    def forward(self, x, bias, need_weights: bool):
-        a, probs = self.attention(x, bias, need_weights)  # (B, T, H)
+    def forward(self, x, bias, need_weights: bool, prefix=None):
+        a, probs = self.attention(x, bias, need_weights, prefix)  # (B, T, H)
         h = self.ffn_output(self.activation(self.ffn(a)))  # (B, T, I) -> (B, T, H)
         return self.full_layer_layer_norm(self.dropout(h) + a), probs
 
@@ -80,10 +89,11 @@ class AlbertLayerGroup(nn.Module):
         super().__init__()
         self.albert_layers = nn.ModuleList(AlbertLayer(c) for _ in range(c.inner_group_num))
 
-    def forward(self, x, bias, need_weights: bool):
+    def forward(self, x, bias, need_weights: bool, prefix=None):
+        """`prefix`: one (keys, values) per inner layer, or None."""
         attns = []
-        for layer in self.albert_layers:
-            x, probs = layer(x, bias, need_weights)
+        for i, layer in enumerate(self.albert_layers):
+            x, probs = layer(x, bias, need_weights, None if prefix is None else prefix[i])
             attns.append(probs)
         return x, attns
 
@@ -102,13 +112,16 @@ class AlbertTransformer(nn.Module):
         c = self.config
         return self.albert_layer_groups[step // (c.num_hidden_layers // c.num_hidden_groups)]
 
-    def forward(self, x, bias, output_attentions: bool):
+    def forward(self, x, bias, output_attentions: bool, prefix=None):
         """(last hidden state, L+1 hidden states, L * inner_group_num attention maps or Nones) from
-        the embeddings x (B, T, E)."""
+        the embeddings x (B, T, E). `prefix`: one (keys, values) per attention map (its own for every
+        step, though the weights are shared), or None."""
         x = self.embedding_hidden_mapping_in(x)  # (B, T, H)
         hidden, attns = [x], []
+        n = self.config.inner_group_num
         for step in range(self.config.num_hidden_layers):
-            x, probs = self.group_of(step)(x, bias, output_attentions)
+            kv = None if prefix is None else prefix[step * n:(step + 1) * n]
+            x, probs = self.group_of(step)(x, bias, output_attentions, kv)
             hidden.append(x)
             attns.extend(probs)
         return x, hidden, attns
@@ -133,6 +146,7 @@ class AlbertModel(nn.Module):
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertTransformer(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)  # tanh after it, as BERT's
+        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -142,8 +156,9 @@ class AlbertModel(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        e = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
-        x, hidden, attns = self.encoder(e, mask_bias(attention_mask, e.dtype, causal), output_attentions)
+        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        e = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, E)
+        x, hidden, attns = self.encoder(e, mask_bias(attention_mask, e.dtype, causal), output_attentions, prefix)
         return BertOutput(
             last_hidden_state=x,  # (B, T, H)
             pooler_output=torch.tanh(self.pooler(x[:, 0])),  # (B, H) from [CLS]

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import ACT, BertOutput, BertSelfAttention, check_length, init_weights, mask_bias
+from ..model import ACT, BertOutput, BertSelfAttention, check_length, init_weights, mask_bias, virtual_inputs
 
 LN_EPS = 1e-12  # what transformers' DistilBERT uses everywhere, whatever the config says
 
@@ -31,9 +31,13 @@ class Embeddings(nn.Module):
         self.LayerNorm = _ln(c)
         self.dropout = nn.Dropout(c.hidden_dropout_prob)
 
-    def forward(self, input_ids):  # (B, T)
-        pos = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(pos)  # (B, T, H)
+    def forward(self, input_ids, prompt=None, past: int = 0):  # (B, T)
+        """`prompt` and `past`: prompt and prefix tuning's, as in bertlab.model.BertEmbeddings."""
+        x = self.word_embeddings(input_ids)
+        if prompt is not None:
+            x = torch.cat([prompt.to(x.dtype).expand(x.size(0), -1, -1), x], dim=1)  # (B, P + T, H)
+        pos = torch.arange(past, past + x.size(1), device=input_ids.device)  # (T,)
+        x = x + self.position_embeddings(pos)  # (B, T, H)
         return self.dropout(self.LayerNorm(x))
 
 
@@ -50,8 +54,8 @@ class MultiHeadSelfAttention(nn.Module):
         self.out_lin = nn.Linear(c.hidden_size, c.hidden_size)
         self.dropout = nn.Dropout(c.attention_probs_dropout_prob)  # on the attention probabilities
 
-    def forward(self, x, bias, need_weights: bool):  # x (B, T, H); bias (B, 1, T, T) or None
-        y, probs = self.attend(self.q_lin(x), self.k_lin(x), self.v_lin(x), bias, need_weights)
+    def forward(self, x, bias, need_weights: bool, prefix=None):  # x (B, T, H); bias (B, 1, T, T) or None
+        y, probs = self.attend(self.q_lin(x), self.k_lin(x), self.v_lin(x), bias, need_weights, prefix)
         return self.out_lin(y), probs  # (B, T, H); (B, A, T, T) or None
 
 
@@ -77,8 +81,8 @@ class TransformerBlock(nn.Module):
         self.ffn = FFN(c)
         self.output_layer_norm = _ln(c)
 
-    def forward(self, x, bias, need_weights):
-        y, probs = self.attention(x, bias, need_weights)
+    def forward(self, x, bias, need_weights, prefix=None):
+        y, probs = self.attention(x, bias, need_weights, prefix)
         x = self.sa_layer_norm(y + x)
         return self.output_layer_norm(self.ffn(x) + x), probs
 
@@ -107,6 +111,7 @@ class DistilBertModel(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.transformer = Transformer(config)
+        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -114,11 +119,12 @@ class DistilBertModel(nn.Module):
         check_length(input_ids, self.config)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        x = self.embeddings(input_ids)  # (B, T, H)
+        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        x = self.embeddings(input_ids, prompt, past)  # (B, T, H)
         bias = mask_bias(attention_mask, x.dtype, causal)  # (B, 1, T, T) or None
         hidden, attns = [x], []
-        for block in self.transformer.layer:
-            x, probs = block(x, bias, output_attentions)
+        for i, block in enumerate(self.transformer.layer):
+            x, probs = block(x, bias, output_attentions, None if prefix is None else prefix[i])
             hidden.append(x)
             attns.append(probs)
         return BertOutput(last_hidden_state=x,

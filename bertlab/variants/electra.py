@@ -13,7 +13,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import ACT, BertEmbeddings, BertEncoder, BertModel, BertOutput, check_length, init_weights, mask_bias
+from ..model import (
+    ACT,
+    BertEmbeddings,
+    BertEncoder,
+    BertModel,
+    BertOutput,
+    check_length,
+    init_weights,
+    mask_bias,
+    virtual_inputs,
+)
 
 
 class ElectraEmbeddings(BertEmbeddings):
@@ -39,6 +49,7 @@ class ElectraModel(nn.Module):
         if config.embedding_dim != config.hidden_size:
             self.embeddings_project = nn.Linear(config.embedding_dim, config.hidden_size)
         self.encoder = BertEncoder(config)
+        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
@@ -48,10 +59,11 @@ class ElectraModel(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        x = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, E)
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)  # (B, T, H)
-        x, hidden, attns = self.encoder(x, mask_bias(attention_mask, x.dtype, causal), output_attentions)
+        x, hidden, attns = self.encoder(x, mask_bias(attention_mask, x.dtype, causal), output_attentions, prefix)
         return BertOutput(
             last_hidden_state=x,
             pooler_output=None,  # ELECTRA has no pooler

@@ -19,10 +19,11 @@ from ..config import BertConfig
 from ..model import ACT, BertEmbeddings, BertEncoder, BertModel, BertOutput, BertPooler, init_weights
 
 
-def position_ids(input_ids, pad_token_id: int):
-    """(B, T) positions: pad_token_id + 1, + 2, ... over the non-pad tokens, pad_token_id on pads."""
+def position_ids(input_ids, pad_token_id: int, past: int = 0):
+    """(B, T) positions: pad_token_id + 1, + 2, ... over the non-pad tokens, pad_token_id on pads
+    (after `past` positions taken by prefix tuning's virtual tokens, as transformers counts them)."""
     real = input_ids.ne(pad_token_id).long()  # (B, T)
-    return real.cumsum(dim=1) * real + pad_token_id
+    return (real.cumsum(dim=1) + past) * real + pad_token_id
 
 
 class RobertaEmbeddings(BertEmbeddings):
@@ -32,9 +33,17 @@ class RobertaEmbeddings(BertEmbeddings):
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size,
                                                 padding_idx=c.pad_token_id)
 
-    def forward(self, input_ids, token_type_ids):  # (B, T) each
-        pos = position_ids(input_ids, self.pad_token_id)  # (B, T)
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+    def forward(self, input_ids, token_type_ids, prompt=None, past: int = 0):  # (B, T) each
+        """As BERT's; with a prompt every position is numbered in turn, pads included, as transformers
+        numbers the input vectors peft hands it (the pads are masked out anyway)."""
+        pos = position_ids(input_ids, self.pad_token_id, past)  # (B, T)
+        x = self.word_embeddings(input_ids)
+        if prompt is not None:
+            n = prompt.size(0)
+            x = torch.cat([prompt.to(x.dtype).expand(x.size(0), -1, -1), x], dim=1)  # (B, P + T, E)
+            token_type_ids = F.pad(token_type_ids, (n, 0))
+            pos = torch.arange(x.size(1), device=x.device)[None] + self.pad_token_id + 1  # (1, P + T)
+        x = x + self.token_type_embeddings(token_type_ids)
         x = x + self.position_embeddings(pos)
         return self.dropout(self.LayerNorm(x))  # (B, T, H)
 
@@ -48,6 +57,7 @@ class RobertaModel(BertModel):
         self.embeddings = RobertaEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
 

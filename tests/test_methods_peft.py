@@ -212,3 +212,43 @@ def test_zz_report_measured_differences():
     for k, v in sorted(MEASURED.items()):
         print(f"{k}: {v:.2e}")
     assert all(v <= TOL for v in MEASURED.values())
+
+
+@pytest.mark.parametrize("kind,method", [("token", "lora"), ("qa", "lora"), ("token", "prefix"), ("qa", "ia3")])
+def test_token_and_qa_heads_save_for_peft(kind, method, tmp_path, vocab_tokenizer):
+    """Tagging (TOKEN_CLS) and extractive QA (QUESTION_ANS, qa_outputs saved): the same folder format."""
+    import peft
+    import transformers
+    c = BertConfig(vocab_size=vocab_tokenizer.vocab_size, **SMALL)
+    cls = classifier_class(c, kind)
+    ours = cls(c, 2) if kind == "qa" else cls(c, 3, list("abc"))
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text(json.dumps(ours.hf_config()))
+    auto = transformers.AutoModelForQuestionAnswering if kind == "qa" else transformers.AutoModelForTokenClassification
+    torch.manual_seed(0)
+    hf = auto.from_config(transformers.AutoConfig.from_pretrained(tmp_path / "base"))
+    noisy(hf.parameters(), 0.1)
+    hf.save_pretrained(tmp_path / "base")
+    vocab_tokenizer.save_pretrained(tmp_path / "base")
+    ours, tok = load_classifier(tmp_path / "base")
+    apply_method(ours, spec_for(method))
+    noisy([p for p in ours.parameters() if p.requires_grad], 0.3)
+    save_finetuned(ours, tok, tmp_path / "m", spec_for(method), str(tmp_path / "base"), adapter_folder=tmp_path / "a")
+    folder = tmp_path / ("a" if method in ("lora", "ia3") else "m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = peft.PeftModel.from_pretrained(auto.from_pretrained(tmp_path / "base", attn_implementation="eager"),
+                                                folder).eval()
+    ids, tt, am = batch(c)
+    # peft 0.21's PeftModelForQuestionAnswering.forward drops token_type_ids for LoRA and IA3 (it does not
+    # pass them on): the question's and the context's segments would be lost, so QA calls its base_model
+    run = theirs.base_model if kind == "qa" else theirs
+    with torch.no_grad():
+        mine, other = ours.eval()(ids, tt, am), run(input_ids=ids, attention_mask=am, token_type_ids=tt)
+    if kind == "qa":
+        assert json.loads((folder / CONFIG).read_text())["modules_to_save"] == ["qa_outputs"]
+        pairs = [(mine.start_logits, other.start_logits), (mine.end_logits, other.end_logits)]
+    else:
+        pairs = [(mine.logits, other.logits)]
+    keep = am.bool()
+    assert all((a[keep] - b[keep]).abs().max() <= TOL for a, b in pairs), kind

@@ -76,13 +76,13 @@ def adapter_config(model: nn.Module, base: str, pooler: bool = False) -> dict:
             raise ValueError("LoRA layers of different ranks or alphas have no single adapter_config")
         return {**common, "r": rank, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": sorted(lora),
                 "bias": "none", "fan_in_fan_out": False, "init_lora_weights": True, "use_rslora": False,
-                "use_dora": False, "rank_pattern": {}, "alpha_pattern": {}, "layers_to_transform": None,
-                "layers_pattern": None}
+                "use_dora": False, "lora_bias": False, "rank_pattern": {}, "alpha_pattern": {},
+                "layers_to_transform": None, "layers_pattern": None, "exclude_modules": None, "target_parameters": None}
     if method == "ia3":
         ia3 = _wrapped(model, IA3Linear)
         return {**common, "target_modules": sorted(ia3),
                 "feedforward_modules": sorted(n for n, m in ia3.items() if m.scale_input),
-                "fan_in_fan_out": False, "init_ia3_weights": True}
+                "fan_in_fan_out": False, "init_ia3_weights": True, "exclude_modules": None}
     enc = encoder_of(model)
     virtual = enc.prefix if method == "prefix" else enc.prompt
     out = {**common, "num_virtual_tokens": virtual.size(0), "num_transformer_submodules": 1,
@@ -90,7 +90,7 @@ def adapter_config(model: nn.Module, base: str, pooler: bool = False) -> dict:
     if method == "prefix":
         return {**out, "token_dim": c.hidden_size, "encoder_hidden_size": c.hidden_size, "prefix_projection": False}
     return {**out, "token_dim": c.embedding_dim, "prompt_tuning_init": "RANDOM", "prompt_tuning_init_text": None,
-            "tokenizer_name_or_path": None}
+            "tokenizer_name_or_path": None, "tokenizer_kwargs": None}
 
 
 def adapter_tensors(model: nn.Module, pooler: bool = False) -> dict[str, torch.Tensor]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 from pathlib import Path
 
@@ -101,6 +102,16 @@ FINETUNE_PANELS = [
                   ("eval", "accuracy", "validation acc.", "#d62728", "diamond"),
                   ("eval", "macro_f1", "validation macro-F1", "#9467bd", "square")]),
 ]
+# the second panel of a task without one label per text (multi-label, regression, QA): its own scores
+PROBLEM_PANELS = {
+    "multi": ("Scores", [("eval", "micro_f1", "validation micro-F1", "#d62728", "diamond"),
+                         ("eval", "macro_f1", "validation macro-F1", "#9467bd", "square"),
+                         ("eval", "accuracy", "validation exact label sets", "#2ca02c", "circle")]),
+    "regression": ("Correlation with the labels", [("eval", "pearson", "validation Pearson r", "#d62728", "diamond"),
+                                                   ("eval", "spearman", "validation Spearman ρ", "#9467bd", "square")]),
+    "qa": ("Answers", [("eval", "exact_match", "validation exact match", "#d62728", "diamond"),
+                       ("eval", "f1", "validation F1", "#9467bd", "square")]),
+}
 NOTE = dict(showarrow=False, xref="paper", yref="paper", font=dict(size=12, color="#6b7280"))
 
 
@@ -150,11 +161,17 @@ def pretrain_figures(runs: dict[str, list[dict]]) -> list[go.Figure]:
 
 
 def finetune_figure(runs: dict[str, list[dict]]) -> go.Figure:
-    return runs_figure(runs, FINETUNE_PANELS, cols=2, height=400, title="Fine-tuning curves")
+    """Loss, and the task's scores: accuracy for one label, else its problem's (PROBLEM_PANELS)."""
+    keys = {k for rows in runs.values() for r in rows if r.get("split") == "eval" for k in r}
+    problem = next((p for p, k in (("qa", "exact_match"), ("regression", "pearson"), ("multi", "micro_f1"))
+                    if k in keys), None)
+    panels = FINETUNE_PANELS if problem is None else [FINETUNE_PANELS[0], PROBLEM_PANELS[problem]]
+    return runs_figure(runs, panels, cols=2, height=400, title="Fine-tuning curves")
 
 
-def confusion_figure(conf: dict | None) -> go.Figure:
-    """Rows: the true label, columns: the prediction; each cell also shows its share of the row."""
+def confusion_figure(conf: dict | None, whose: str = "") -> go.Figure:
+    """Rows: the true label, columns: the prediction; each cell also shows its share of the row.
+    `whose`: the run it belongs to, named in the title (a comparison shows its best run's)."""
     fig = go.Figure()
     if not conf or not conf.get("confusion"):
         fig.add_annotation(text="The confusion matrix appears after the first validation.", showarrow=False,
@@ -172,8 +189,8 @@ def confusion_figure(conf: dict | None) -> go.Figure:
     fig.update_xaxes(title="predicted label", side="bottom")
     size = 320 + 14 * max(0, len(labels) - 4)
     fig.update_layout(height=min(size, 800), margin=dict(l=60, r=10, t=50, b=50),
-                      title=dict(text=f"Confusion matrix (validation, accuracy {conf.get('accuracy', 0):.1%})",
-                                 font_size=15))
+                      title=dict(text=f"Confusion matrix{' of ' + whose if whose else ''} (validation, "
+                                      f"accuracy {conf.get('accuracy', 0):.1%})", font_size=15))
     return fig
 
 
@@ -257,3 +274,78 @@ def race_figures(runs: dict[str, list[dict]], flops_per_step: dict[str, float | 
                           uirevision="keep")
         figs.append(fig)
     return figs
+
+
+# Fine-tuning methods: a colour and a marker per method, the same in every chart of the Fine-tune tab.
+METHOD_STYLE = {"full": ("#1f77b4", "circle"), "frozen": ("#7f7f7f", "x"), "bitfit": ("#bcbd22", "triangle-down"),
+                "lora": ("#d62728", "diamond"), "ia3": ("#9467bd", "star"), "prefix": ("#2ca02c", "triangle-right"),
+                "prompt": ("#17becf", "triangle-up"), "adapter": ("#ff7f0e", "square")}
+
+
+def method_style(method: str) -> tuple[str, str]:
+    return METHOD_STYLE.get(method, ("#8c564b", "circle"))
+
+
+def compare_figure(rows: list[dict], metric: str, metric_label: str) -> go.Figure:
+    """The comparison's one chart: each method's score (mean over seeds, the bar its spread) against
+    the share of parameters it trains, on a log axis; the full fine-tune's score as a dotted line."""
+    done = [r for r in rows if r.get(f"{metric}_mean") is not None and r.get("trainable_share")]
+    if not done:
+        return empty_figure("Each method's point appears<br>when its first run ends.", height=160)
+    fig = go.Figure()
+    percent = metric in ("accuracy", "exact_match")
+    for r in done:
+        color, symbol = method_style(r["method"])
+        spread = r.get(f"{metric}_spread")
+        fig.add_trace(go.Scatter(
+            x=[100 * r["trainable_share"]], y=[r[f"{metric}_mean"]], mode="markers+text", name=r["method"],
+            text=[r["method"]], textposition="top center", textfont=dict(color=color, size=12),
+            marker=dict(color=color, symbol=symbol, size=13, line=dict(width=1, color="white")),
+            error_y=dict(type="data", array=[spread], visible=True, color=color) if spread else None,
+            hovertemplate=f"{r['method']}: %{{y:{'.1%' if percent else '.3f'}}} with %{{x:.3g}} % of the parameters "
+                          f"trained ({r['trainable_params']:,})<extra></extra>"))
+    full = next((r for r in done if r["method"] == "full"), None)
+    if full is not None:
+        fig.add_hline(y=full[f"{metric}_mean"], line=dict(color=method_style("full")[0], dash="dot", width=1))
+    # room around the points for their names and bars: half a decade left and right, a tenth above and below
+    xs = [math.log10(100 * r["trainable_share"]) for r in done]
+    ys = [r[f"{metric}_mean"] + s * (r.get(f"{metric}_spread") or 0) for r in done for s in (-1, 1)]
+    pad = max(0.05, 0.15 * (max(ys) - min(ys)))
+    fig.update_xaxes(type="log", title_text="trainable parameters (% of the model, log scale)", ticksuffix=" %",
+                     dtick=1, range=[min(xs) - 0.5, max(xs) + 0.5])
+    fig.update_yaxes(title_text=metric_label, tickformat=".0%" if percent else ".2f",
+                     range=[min(ys) - pad, max(ys) + 1.5 * pad])
+    fig.update_layout(height=380, margin=dict(l=55, r=15, t=50, b=50), showlegend=False, uirevision="keep",
+                      title=dict(text=f"{metric_label[:1].upper() + metric_label[1:]} against the share of "
+                                      f"parameters trained", font_size=15))
+    return fig
+
+
+def compare_curves(runs: dict[tuple[str, int], list[dict]], metric: str, metric_label: str) -> go.Figure:
+    """The comparison's learning curves overlaid, one colour per method (its first seed solid, the
+    others thin): training loss, and the validation score at each evaluation."""
+    if not any(runs.values()):
+        return empty_figure("No measurements yet:<br>each run's curves appear as it trains.", height=160)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["Training loss", f"Validation {metric_label}"],
+                        horizontal_spacing=0.1)
+    first: dict[str, int] = {}
+    for (method, seed), rows in runs.items():
+        color, symbol = method_style(method)
+        lead = first.setdefault(method, seed) == seed
+        for col, split, key in ((1, "train", "loss"), (2, "eval", metric)):
+            x, y = _series(rows, split, key)
+            if not x:
+                continue
+            fig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines+markers" if split == "eval" else "lines", name=method, legendgroup=method,
+                showlegend=lead and col == 1 or (lead and col == 2 and not _series(rows, "train", "loss")[0]),
+                line=dict(color=color, width=2.5 if lead else 1), opacity=1 if lead else 0.5,
+                marker=dict(symbol=symbol, size=8, color=color, line=dict(width=1, color="white")),
+                hovertemplate=f"{method} seed {seed}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"), row=1, col=col)
+    fig.update_xaxes(title_text="step", title_standoff=2, rangemode="tozero", matches="x")
+    if metric in ("accuracy", "exact_match"):
+        fig.update_yaxes(tickformat=".0%", row=1, col=2)
+    fig.update_layout(height=420, margin=dict(l=45, r=10, t=60, b=40), uirevision="keep",
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font_size=12),
+                      title=dict(text="Learning curves, one colour per method", font_size=15))
+    return fig

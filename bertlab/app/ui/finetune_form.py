@@ -1,0 +1,190 @@
+"""The Fine-tune tab's form: tasks, the eight methods with a plain word on each and the fields each
+needs, and the form read into a FinetuneSpec (checked against this server's caps)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from ...checkpoint import count_params, resolve_folder
+from ...config import BertConfig
+from ...data.tasks import load_task, task_kind
+from ...tokenizer import SubwordTokenizer
+from ...train.finetune import trainable_estimate
+from ...train.specs import FinetuneSpec
+from ..limits import check_upload, limits
+from . import jobs_ui, models
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
+# examples/ (README there): a file for every other head, with the settings it needs
+EXAMPLES = {"example-pairs": ("same_sentiment.csv", dict(pair_column="text_b", max_len=96)),
+            "example-regression": ("polarity.csv", dict(problem="regression")),
+            "example-multi": ("aspects.jsonl", dict(problem="multi")),
+            "example-qa": ("movie_qa.json", dict(problem="qa", max_len=128))}
+TASKS = {"Sentiment: Rotten Tomatoes sentences (shipped)": "sentiment",
+         "Part of speech: the same sentences, silver tags (shipped)": "pos",
+         **{label: key for label, key in (
+             ("Example: sentence pairs, the same sentiment or not (shipped)", "example-pairs"),
+             ("Example: regression, a polarity score (shipped)", "example-regression"),
+             ("Example: multi-label, aspects of a review (shipped)", "example-multi"),
+             ("Example: question answering on film reviews (shipped)", "example-qa"))
+            if (EXAMPLES_DIR / EXAMPLES[key][0]).is_file()},
+         "Upload: a CSV/JSONL of texts and labels": "upload-csv",
+         "Upload: a CoNLL file (word and tag per line)": "upload-conll",
+         "Upload: a SQuAD-format JSON (questions and answers)": "upload-qa"}
+METHOD_LABELS = {"full": "Full fine-tuning", "frozen": "Frozen encoder (head only)", "bitfit": "BitFit (biases only)",
+                 "lora": "LoRA", "ia3": "IA³", "prefix": "Prefix tuning", "prompt": "Prompt tuning",
+                 "adapter": "Adapters (Houlsby)"}
+LABEL_TO_METHOD = {v: k for k, v in METHOD_LABELS.items()}
+METHOD_NOTES = {
+    "full": "Every weight may change. Usually the best score, but each task keeps a whole copy of the model.",
+    "frozen": "BERT stays as it is; only the new head on top learns. It shows what the pre-trained vectors "
+              "already hold.",
+    "bitfit": "Only the biases (the *+ b* of every layer) and the head learn: about a thousandth of the "
+              "weights (Ben Zaken et al., 2022).",
+    "lora": "Beside each chosen weight matrix *W*, a small low-rank update *B·A* (rank *r*, scaled by alpha / r) "
+            "learns; *B* starts at zero, so training starts from BERT itself. It merges into *W* afterwards: "
+            "no extra cost when predicting (Hu et al., 2021).",
+    "ia3": "One learned scale per channel of the keys, the values and the feed-forward layer multiplies what "
+           "BERT computes: the fewest parameters of all (Liu et al., 2022).",
+    "prefix": "Every layer gets keys and values of a few learned *virtual tokens* that each real token can "
+              "attend to; BERT's weights stay fixed (Li and Liang, 2021).",
+    "prompt": "A few learned *virtual token* embeddings go in front of the text, at the input only: the "
+              "smallest change, and the slowest to learn on a small model (Lester et al., 2021).",
+    "adapter": "A small bottleneck (down to the adapter size, then up) after the attention and after the "
+               "feed-forward block of every layer; its up-projection starts at zero, so the model starts "
+               "exactly as the base (Houlsby et al., 2019).",
+}
+TARGET_LABELS = {"query": "query", "key": "key", "value": "value", "attention_output": "attention output",
+                 "ffn": "feed-forward", "dense": "every dense layer"}
+PROBLEM_LABELS = {"auto": "auto (from the task)", "single": "one label per text", "multi": "several labels per text",
+                  "regression": "a number (regression)", "qa": "extractive QA (SQuAD)"}
+POOLING_LABELS = {"auto": "auto (the model's own)", "pooler": "pooler ([CLS] + dense + tanh)", "cls": "[CLS] vector",
+                  "mean": "mean of the tokens", "max": "max over the tokens"}
+POS_LABELS = 45  # the Penn Treebank tag set, for the size estimate before the data is read
+
+
+def _key(labels: dict, value, default: str) -> str:
+    """A choice's key from its label (the form) or the key itself (an API caller)."""
+    if value in (None, ""):
+        return default
+    return value if value in labels else next((k for k, v in labels.items() if v == value), value)
+
+
+def method_of(label) -> str:
+    return _key(METHOD_LABELS, label, "full")
+
+
+def method_note(label) -> str:
+    m = method_of(label)
+    return f"**{METHOD_LABELS.get(m, m)}.** {METHOD_NOTES.get(m, '')}"
+
+
+def method_fields(label) -> tuple:
+    """(note, LoRA's fields, virtual tokens, adapter size, gradual unfreezing): each shown only for its method."""
+    m = method_of(label)
+    return (method_note(label), gr.update(visible=m == "lora"), gr.update(visible=m in ("prefix", "prompt")),
+            gr.update(visible=m == "adapter"), gr.update(visible=m == "full"))
+
+
+def task_key(task) -> str | None:
+    """The task a form value names: a TASKS label or value; never a path of the server."""
+    return TASKS.get(task) or (task if task in TASKS.values() else None)
+
+
+def kind_of(task, problem="auto") -> str:
+    t = task_key(task) or "sentiment"
+    if t in EXAMPLES:
+        return "qa" if t == "example-qa" else "sequence"
+    if t == "upload-qa" or _key(PROBLEM_LABELS, problem, "auto") == "qa":
+        return "qa"
+    if t == "upload-conll":
+        return "token"
+    if t == "upload-csv":
+        return "sequence"
+    return task_kind(t)
+
+
+def spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout=0.0,
+              lora_targets=("query", "value"), virtual_tokens=20, adapter_size=64, problem="auto",
+              pooling="auto", pair_column=None) -> FinetuneSpec:
+    targets = tuple(_key(TARGET_LABELS, t, t) for t in (lora_targets or ()))
+    return FinetuneSpec(method=method_of(method), lora_rank=int(lora_rank or 0), lora_alpha=float(lora_alpha or 0),
+                        layer_decay=float(layer_decay), gradual_unfreeze=bool(unfreeze) and method_of(method) == "full",
+                        lr=float(lr) if lr else None, lora_dropout=float(lora_dropout or 0),
+                        lora_targets=targets, virtual_tokens=int(virtual_tokens or 0),
+                        adapter_size=int(adapter_size or 0), problem=_key(PROBLEM_LABELS, problem, "auto"),
+                        pooling=_key(POOLING_LABELS, pooling, "auto"),
+                        pair_column=(pair_column or "").strip() or None)
+
+
+def params_md(choice, task, method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout=0.0,
+              lora_targets=("query", "value"), virtual_tokens=20, adapter_size=64, problem="auto",
+              pooling="auto") -> str:
+    try:
+        model, _ = models.get(choice)
+        spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout, lora_targets,
+                         virtual_tokens, adapter_size, problem, pooling)
+        kind = kind_of(task, problem)
+        n_labels = POS_LABELS if kind == "token" else 2
+        trainable, total = trainable_estimate(model.config, kind, n_labels, spec)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        return f"⚠️ {e}"
+    return (f"**{METHOD_LABELS[spec.method]}** trains **{trainable:,}** of {total:,} parameters "
+            f"(**{trainable / total:.2%}**) at learning rate {spec.lr:g}"
+            + (" (this method's default)" if not lr else "") + ".")
+
+
+FORM = ("choice", "task", "upload", "text_column", "label_column", "method", "epochs", "lr", "lora_rank",
+        "lora_alpha", "layer_decay", "unfreeze", "max_examples", "max_len", "batch", "lora_dropout", "lora_targets",
+        "virtual_tokens", "adapter_size", "problem", "pooling", "pair_column")
+
+
+def form_spec(choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
+              layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0, lora_targets=("query", "value"),
+              virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="") -> FinetuneSpec:
+    """The form as a FinetuneSpec; an uploaded file is staged privately and read once, so a bad one
+    is said here rather than in a log."""
+    lim = limits()
+    spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout, lora_targets,
+                     virtual_tokens, adapter_size, problem, pooling, pair_column).replace(
+        epochs=epochs, batch_size=batch, max_len=max_len, text_column=text_column or "text",
+        label_column=label_column or "label", threads=lim.job_threads, seed=0, max_examples=max_examples or None,
+        model="default" if choice in (None, "", models.DEFAULT) else str(models.resolve(choice)))
+    if spec.epochs > lim.max_epochs:
+        raise ValueError(f"{spec.epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
+    config = BertConfig.from_json_file(resolve_folder(None if spec.model == "default" else spec.model) / "config.json")
+    if (n := count_params(config)) > lim.max_params:
+        raise ValueError(f"this model has {n:,} parameters; this server fine-tunes at most {lim.max_params:,} "
+                         f"(BERTLAB_MAX_PARAMS)")
+    t = task_key(task)
+    if t is None:
+        raise ValueError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+    if t.startswith("upload"):
+        src = check_upload(upload, "labelled file")
+        spec = spec.replace(task=str(jobs_ui.stage_upload(src)), problem="qa" if t == "upload-qa" else spec.problem)
+        try:
+            tok = SubwordTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))
+            with jobs_ui.upload_named(src, spec.task):
+                load_task(spec.task, tok, spec.max_len, **task_options(spec))
+        except BaseException:
+            jobs_ui.discard_staged(spec)
+            raise
+        return spec
+    if t in EXAMPLES:  # the example's own settings, where the form left them at their defaults
+        name, own = EXAMPLES[t]
+        keep = dict(pair_column=spec.pair_column or own.get("pair_column"),
+                    problem=own.get("problem", spec.problem) if spec.problem == "auto" else spec.problem,
+                    max_len=max(spec.max_len, own.get("max_len", 0)))
+        return spec.replace(task=str(EXAMPLES_DIR / name), **keep)
+    return spec.replace(task=t)
+
+
+def task_options(spec: FinetuneSpec) -> dict:
+    """load_task's keywords from a spec: the columns, and the pair column and problem where given."""
+    kw = dict(text_column=spec.text_column, label_column=spec.label_column)
+    if spec.pair_column:
+        kw["pair_column"] = spec.pair_column
+    if spec.problem != "auto":
+        kw["problem"] = spec.problem
+    return kw

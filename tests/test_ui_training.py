@@ -101,8 +101,9 @@ def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
     assert re.search(r"trains \*\*[\d,]+\*\* of [\d,]+ parameters", md) and "default" in md
     frozen = finetune_tab.params_md(None, form["task"], "Frozen encoder (head only)", 4, 8, 1.0, False, 0)
     assert "trains **514** of" in frozen  # the default's hidden 256: a 256 x 2 head and 2 biases
-    with pytest.raises(ValueError, match="gradual unfreezing"):
-        finetune_tab.form_spec(**{**form, "unfreeze": True})
+    # gradual unfreezing is full's own box, shown only for it: a ticked box left behind does not count
+    assert not finetune_tab.form_spec(**{**form, "unfreeze": True}).gradual_unfreeze
+    assert finetune_tab.form_spec(**{**form, "unfreeze": True, "method": "Full fine-tuning"}).gradual_unfreeze
     with pytest.raises(ValueError, match="BERTLAB_MAX_EPOCHS"):
         finetune_tab.form_spec(**{**form, "epochs": 1000})
     csv = next(iter(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv"))
@@ -125,13 +126,17 @@ def test_training_api_says_what_is_wrong(client):
            ("/pretrain_resume", dict(name="nothing-here"), "nothing to resume"),
            ("/finetune_start", dict(epochs=1000), "BERTLAB_MAX_EPOCHS"),
            ("/finetune_start", dict(task="Upload: a CSV/JSONL of texts and labels"), "no labelled file uploaded"),
+           ("/finetune_compare", dict(methods=["LoRA"]), "pick at least two methods"),
+           ("/finetune_compare", dict(seeds=4), "Seeds"),  # Gradio's own range check, named
+           ("/finetune_compare", dict(epochs=1000), "BERTLAB_MAX_EPOCHS"),
            ("/finetune_try", dict(name="nothing-here", text="good film"), "no saved model yet"),
            ("/finetune_try", dict(name="../../etc", text="good film"), "bad run name"),
            ("/pretrain_stop", dict(name="../../etc"), "bad run name")]
     for api, kw, words in bad:
         # owner: any private string (the browser keeps a random one); whoever has it may stop the run
         base = {"/finetune_try": {}, "/pretrain_start": {"owner": "api-1", "name": "", "upload": None, "hub_name": ""},
-                "/finetune_start": {"owner": "api-1", "name": "", "upload": None}}.get(api, {"owner": "api-1"})
+                "/finetune_start": {"owner": "api-1", "name": "", "upload": None},
+                "/finetune_compare": {"owner": "api-1", "name": "", "upload": None}}.get(api, {"owner": "api-1"})
         with pytest.raises(AppError) as e:
             client.predict(**{**base, **kw}, api_name=api)
         assert words in str(e.value) and "Traceback" not in str(e.value), (api, str(e.value))

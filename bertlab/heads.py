@@ -1,20 +1,23 @@
-"""Task heads on the encoder, and LoRA: the models that fine-tuning trains.
+"""Task heads on the encoder: the models that fine-tuning trains (bertlab.methods: what trains in them).
 
-Every family member has a sequence and a token classifier, named and computed as Hugging Face's
-(`BertForSequenceClassification`, `AlbertForTokenClassification`, ..., `DistilBertFor*`): the
-encoder under the member's base_model_prefix (`bert.*`, `electra.*`, ...) and the member's own head
+Every family member has a sequence classifier, a token classifier and an extractive question
+answerer, named and computed as Hugging Face's (`BertForSequenceClassification`,
+`AlbertForTokenClassification`, `ElectraForQuestionAnswering`, ..., `DistilBertFor*`): the encoder
+under the member's base_model_prefix (`bert.*`, `electra.*`, ...) and the member's own head
 (heads_family.py says how they differ). `save_classifier` writes a config.json with `architectures`,
-`id2label` and `label2id`, so `transformers.<that class>.from_pretrained(folder)` loads what we save,
-and `load_classifier` reads the folders transformers saves.
+`id2label`, `label2id` and `problem_type`, so `transformers.<that class>.from_pretrained(folder)`
+loads what we save, and `load_classifier` reads the folders transformers saves.
 
-LoRA (Hu et al. 2021) learns a low-rank change to a frozen weight: W' = W + (alpha / r) · B A with
-A (r × in) and B (out × r). B starts at zero, so training starts from exactly the pre-trained model.
-`merge_lora` folds B A into W, after which the model is a plain classifier again (no extra cost at all).
+Every model says what it predicts: `.problem` is "single" (one label: cross-entropy), "multi" (any
+number of labels: a sigmoid per label, binary cross-entropy), "regression" (one number: MSE) or
+"qa" (an answer span: cross-entropy over start and end positions); `.kind` is "sequence", "token" or
+"qa". A sentence head may pool otherwise than its family (`pooling`: heads_family.py): cls (BERT,
+ALBERT), mean and max are saved as the usual class plus `"bertlab_pooling"` in config.json, which
+bertlab reads back; transformers ignores it and would pool as its class does (other logits).
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +40,19 @@ class ClassifierOutput:
     logits: torch.Tensor | None = None  # (B, C) per sequence, or (B, T, C) per token
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    start_logits: torch.Tensor | None = None  # (B, T), question answering (logits: (B, T, 2))
+    end_logits: torch.Tensor | None = None
 
 
-def _labels(num_labels: int, id2label) -> list[str]:
-    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 2:
+PROBLEMS = ("single", "multi", "regression", "qa")
+PROBLEM_TYPES = {"single": "single_label_classification", "multi": "multi_label_classification",
+                 "regression": "regression"}  # config.json's problem_type, as transformers names them
+
+
+def _labels(num_labels: int, id2label, problem: str = "single") -> list[str]:
+    if problem == "regression" and num_labels != 1:
+        raise ValueError(f"a regression head has one output (num_labels 1), got {num_labels!r}")
+    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < (problem == "regression" or 2):
         raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")
     if id2label is None:
         return [f"LABEL_{i}" for i in range(num_labels)]
@@ -57,24 +69,39 @@ class _Classifier(nn.Module):
     model_type = "bert"
     base_model_prefix = "bert"
     per_token = False  # a label per token rather than one per sequence
+    kind = "sequence"  # "token" where per_token, "qa" for the question answerers
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.per_token:
+            cls.kind = "token"
 
     def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None,
-                 classifier_dropout: float | None = None):
+                 classifier_dropout: float | None = None, problem: str | None = None, pooling: str = "auto"):
+        """`problem` None: "regression" for one label, else "single" (transformers' rule)."""
         super().__init__()
         if config.model_type != self.model_type:
             raise ValueError(f"{self.architecture} needs a {self.model_type} config, got model_type "
                              f"{config.model_type!r}: use {classifier_class(config, self.kind).__name__}")
-        self.config, self.num_labels = config, num_labels
-        self.id2label = _labels(num_labels, id2label)
-        self.classifier_dropout = classifier_dropout
-        pooled = fam.MEMBERS[config.model_type].pooled and not self.per_token
+        problem = problem or ("regression" if num_labels == 1 else "single")
+        if problem not in PROBLEMS[:3] or (self.per_token and problem != "single"):
+            raise ValueError(f"a {self.kind} classifier's problem is {' or '.join(PROBLEMS[:1 if self.per_token else 3])}, "
+                             f"got {problem!r}")
+        if self.per_token and pooling != "auto":
+            raise ValueError(f"pooling is for sentence heads; a token classifier reads every token (got {pooling!r})")
+        self.config, self.num_labels, self.problem = config, num_labels, problem
+        self.id2label = _labels(num_labels, id2label, problem)
+        self.classifier_dropout, self.pooling = classifier_dropout, pooling
+        pooled = (fam.MEMBERS[config.model_type].pooled and not self.per_token
+                  and fam.custom_pooling(config.model_type, pooling) is None)
         setattr(self, self.base_model_prefix, fam.encoder(config, pooler=pooled))
         fam.add_head(self, config, num_labels, self.per_token,
                      fam.head_dropout(config, self.per_token, classifier_dropout))
 
-    @property
-    def kind(self) -> str:
-        return "token" if self.per_token else "sequence"
+    def init_kwargs(self) -> dict:
+        """What builds a twin: type(model)(model.config, **model.init_kwargs())."""
+        return dict(num_labels=self.num_labels, id2label=self.id2label, classifier_dropout=self.classifier_dropout,
+                    problem=self.problem, pooling=self.pooling)
 
     @property
     def label2id(self) -> dict[str, int]:
@@ -82,17 +109,26 @@ class _Classifier(nn.Module):
 
     def hf_config(self) -> dict:
         """config.json for transformers: the encoder's fields plus the head's."""
+        how = fam.custom_pooling(self.config.model_type, self.pooling) if self.kind == "sequence" else None
         return {**self.config.to_hf_dict(self.architecture), "num_labels": self.num_labels,
                 "id2label": {str(i): n for i, n in enumerate(self.id2label)}, "label2id": self.label2id,
+                **({"problem_type": PROBLEM_TYPES[self.problem]} if self.problem in ("multi", "regression") else {}),
+                **({"bertlab_pooling": how} if how else {}),
                 **fam.dropout_config(self.config, self.per_token, self.classifier_dropout)}
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None,
                 output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
+        """`labels`: class ids (B,) or (B, T) with -100 left out (single); 0/1 per label (B, C)
+        (multi); numbers (B,) (regression)."""
         out = encoder_of(self)(input_ids, token_type_ids, attention_mask, output_attentions,
                                output_hidden_states)
-        logits = fam.head_logits(self, out, self.per_token)  # (B, T, C) per token, (B, C) per sequence
+        logits = fam.head_logits(self, out, self.per_token, attention_mask)  # (B, T, C) per token, (B, C)
         loss = None
-        if labels is not None:  # labels of -100 are left out
+        if labels is not None and self.problem == "regression":  # as transformers: MSE on the one output
+            loss = F.mse_loss(logits.reshape(-1).float(), labels.reshape(-1).float())
+        elif labels is not None and self.problem == "multi":  # a sigmoid per label
+            loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        elif labels is not None:  # labels of -100 are left out
             loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1),
                                    ignore_index=-100)
         return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
@@ -152,118 +188,81 @@ class DistilBertForTokenClassification(_Classifier):
     per_token = True
 
 
-HEADS = {c.architecture: c for c in _Classifier.__subclasses__()}
+class _QuestionAnswering(_Classifier):
+    """Extractive QA: every token's last hidden state -> qa_outputs Linear(H, 2) -> a start and an end
+    logit per token (no pooler; DistilBERT's qa_dropout first). Question as segment A, context as B."""
+    kind = "qa"
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, id2label=None,
+                 classifier_dropout: float | None = None, problem: str | None = "qa", pooling: str = "auto"):
+        nn.Module.__init__(self)
+        if config.model_type != self.model_type:
+            raise ValueError(f"{self.architecture} needs a {self.model_type} config, got model_type "
+                             f"{config.model_type!r}: use {classifier_class(config, 'qa').__name__}")
+        if problem not in (None, "qa") or num_labels != 2 or pooling != "auto":
+            raise ValueError(f"a question answerer has two outputs per token (start, end), problem qa and no "
+                             f"pooling; got num_labels {num_labels!r}, problem {problem!r}, pooling {pooling!r}")
+        self.config, self.num_labels, self.problem, self.pooling = config, 2, "qa", "auto"
+        self.id2label, self.classifier_dropout = _labels(2, id2label), classifier_dropout
+        setattr(self, self.base_model_prefix, fam.encoder(config, pooler=False))
+        fam.add_qa_head(self, config, classifier_dropout)
+
+    def hf_config(self) -> dict:
+        return {**self.config.to_hf_dict(self.architecture), "num_labels": 2,
+                "id2label": {str(i): n for i, n in enumerate(self.id2label)}, "label2id": self.label2id,
+                **fam.qa_dropout_config(self.config, self.classifier_dropout)}
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, start_positions=None,
+                end_positions=None, output_attentions=False, output_hidden_states=False) -> ClassifierOutput:
+        """`start_positions`, `end_positions` (B,): the answer's first and last token; positions
+        past the input are left out of the loss, as in transformers."""
+        out = encoder_of(self)(input_ids, token_type_ids, attention_mask, output_attentions,
+                               output_hidden_states)
+        start, end = fam.qa_logits(self, out)  # (B, T) each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            T = start.size(1)
+            loss = (F.cross_entropy(start.float(), start_positions.clamp(0, T), ignore_index=T)
+                    + F.cross_entropy(end.float(), end_positions.clamp(0, T), ignore_index=T)) / 2
+        return ClassifierOutput(loss, torch.stack([start, end], -1), out.hidden_states, out.attentions, start, end)
+
+
+class BertForQuestionAnswering(_QuestionAnswering):
+    architecture = "BertForQuestionAnswering"
+
+
+class AlbertForQuestionAnswering(_QuestionAnswering):
+    architecture, model_type, base_model_prefix = "AlbertForQuestionAnswering", "albert", "albert"
+
+
+class ElectraForQuestionAnswering(_QuestionAnswering):
+    architecture, model_type, base_model_prefix = "ElectraForQuestionAnswering", "electra", "electra"
+
+
+class RobertaForQuestionAnswering(_QuestionAnswering):
+    architecture, model_type, base_model_prefix = "RobertaForQuestionAnswering", "roberta", "roberta"
+
+
+class DistilBertForQuestionAnswering(_QuestionAnswering):
+    architecture, model_type, base_model_prefix = ("DistilBertForQuestionAnswering", "distilbert",
+                                                   "distilbert")
+
+
+HEADS = {c.architecture: c for c in [*_Classifier.__subclasses__(), *_QuestionAnswering.__subclasses__()]
+         if c.architecture}
 ARCHITECTURES = tuple(HEADS)
+KINDS = ("sequence", "token", "qa")
 
 
 def classifier_class(config: BertConfig, kind: str) -> type[_Classifier]:
-    """The classifier of `kind` ("sequence" or "token") for the config's family member."""
-    if kind not in ("sequence", "token"):
-        raise ValueError(f"kind must be 'sequence' or 'token', got {kind!r}")
-    return HEADS[f"{fam.MEMBERS[config.model_type].name}For{kind.title()}Classification"]
+    """The model of `kind` ("sequence", "token" or "qa") for the config's family member."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    what = "QuestionAnswering" if kind == "qa" else f"{kind.title()}Classification"
+    return HEADS[f"{fam.MEMBERS[config.model_type].name}For{what}"]
 
 
-# ---- LoRA ------------------------------------------------------------------------------------------
-
-class LoRALinear(nn.Module):
-    """y = x Wᵀ + b + (alpha/r) · x Aᵀ Bᵀ, with W and b frozen and only A and B trained."""
-
-    def __init__(self, base: nn.Linear, rank: int = 8, alpha: float = 16):
-        super().__init__()
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
-        if not alpha > 0:
-            raise ValueError(f"LoRA alpha must be positive, got {alpha!r}")
-        if rank > min(base.in_features, base.out_features):
-            raise ValueError(f"LoRA rank {rank} exceeds the layer's size ({base.out_features} x {base.in_features})")
-        self.base, self.rank, self.alpha, self.scaling = base, rank, alpha, alpha / rank
-        self.in_features, self.out_features = base.in_features, base.out_features
-        for p in base.parameters():
-            p.requires_grad_(False)
-        w = base.weight
-        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, device=w.device, dtype=w.dtype))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, device=w.device, dtype=w.dtype))
-        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # as nn.Linear and PEFT do
-
-    def delta(self) -> torch.Tensor:
-        return (self.lora_B @ self.lora_A) * self.scaling  # (out, in)
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The effective weight W + (alpha/r) B A (gradients reach A and B)."""
-        return self.base.weight + self.delta()
-
-    @property
-    def bias(self) -> torch.Tensor | None:
-        return self.base.bias
-
-    def forward(self, x):
-        return self.base(x) + F.linear(F.linear(x, self.lora_A), self.lora_B) * self.scaling
-
-    def merged_linear(self) -> nn.Linear:
-        """The base Linear with B A folded in (the base module itself is updated and returned)."""
-        with torch.no_grad():
-            self.base.weight.add_(self.delta().to(self.base.weight.dtype))
-        return self.base
-
-    def extra_repr(self) -> str:
-        return f"in={self.in_features}, out={self.out_features}, rank={self.rank}, alpha={self.alpha}"
-
-
-def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16,
-             targets: tuple[str, ...] = ("query", "value")) -> list[str]:
-    """Freeze the encoder (`model.bert`, `model.electra`, ...: family.encoder_of; or the model itself if
-    it has none) and wrap its nn.Linear layers named in `targets` with LoRA. Targets are BERT's
-    attribute names (query, key, value, dense); DistilBERT's q_lin/k_lin/v_lin and out_lin/lin1/lin2 and
-    ALBERT's ffn/ffn_output answer to them too (heads_family.LORA_NAMES). Parameters outside the
-    encoder (the classifier head) stay trainable. Returns the wrapped modules' names."""
-    if isinstance(targets, str):
-        targets = (targets,)
-    encoder = encoder_of(model)
-    prefix = model.base_model_prefix + "." if encoder is not model else ""
-    names = fam.lora_names(encoder.config.model_type, tuple(targets)) if hasattr(encoder, "config") else set(targets)
-    for p in encoder.parameters():
-        p.requires_grad_(False)
-    wrapped = []
-    for name, module in list(encoder.named_modules()):
-        for child_name, child in list(module.named_children()):
-            if child_name in names and type(child) is nn.Linear:
-                setattr(module, child_name, LoRALinear(child, rank, alpha))
-                wrapped.append(prefix + (f"{name}.{child_name}" if name else child_name))
-    if not wrapped:
-        raise ValueError(f"no nn.Linear layers named {', '.join(targets)} in the encoder to wrap with LoRA")
-    return wrapped
-
-
-def merge_lora(model: nn.Module) -> nn.Module:
-    """Fold every LoRA module into its base Linear and put that back: a plain model (in place)."""
-    for module in list(model.modules()):
-        for child_name, child in list(module.named_children()):
-            if isinstance(child, LoRALinear):
-                setattr(module, child_name, child.merged_linear())
-    return model
-
-
-@torch.no_grad()
-def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict `merge_lora(model)` would have, without changing `model`."""
-    lora = {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
-    sd = {}
-    for k, v in model.state_dict().items():
-        mod, _, leaf = k.rpartition(".")
-        if mod in lora:  # lora_A, lora_B
-            continue
-        owner = lora.get(mod.removesuffix(".base")) if mod.endswith(".base") else None
-        if owner is not None:  # the wrapped Linear's weight and bias go back under its own name
-            k = f"{mod.removesuffix('.base')}.{leaf}"
-            v = v + owner.delta().to(v.dtype) if leaf == "weight" else v
-        sd[k] = v
-    return sd
-
-
-def has_lora(model: nn.Module) -> bool:
-    return any(isinstance(m, LoRALinear) for m in model.modules())
-
+# ---- training helpers ------------------------------------------------------------------------------
 
 def freeze_encoder(model: nn.Module) -> nn.Module:
     """Train the head only: every encoder parameter (embeddings, layers, pooler) is frozen."""
@@ -300,13 +299,11 @@ def layer_index(name: str, num_layers: int) -> int:
 
 def save_classifier(model: _Classifier, tokenizer, folder: str | os.PathLike,
                     dtype: torch.dtype = torch.float32) -> Path:
-    """A Hugging Face folder (atomically): LoRA merged (on a copy; `model` is left as it is), and a
-    config.json that names the architecture and the labels."""
-    if has_lora(model):  # a plain twin loaded with the merged weights
-        with torch.random.fork_rng(devices=[]):  # building it draws initial weights: leave the RNG alone
-            plain = type(model)(model.config, model.num_labels, model.id2label, model.classifier_dropout)
-        plain.load_state_dict(merged_state_dict(model))
-        model = plain
+    """A Hugging Face folder (atomically) with a config.json that names the architecture and the
+    labels. A model with LoRA, IA3, adapters or virtual tokens is refused: bertlab.methods saves those."""
+    if any(".base." in k or k.endswith((".prompt", ".prefix")) for k in model.state_dict()):  # bertlab.methods'
+        raise ValueError("this model has wrapped layers or virtual tokens (LoRA, IA3, adapters, prefix or prompt "
+                         "tuning): save it with bertlab.methods.save_finetuned, which merges what can be merged")
     config = json.dumps(model.hf_config(), indent=2) + "\n"
     # write_model_files writes extra files last, so this config.json replaces the pre-training one.
     return save_pretrained(model, tokenizer, folder, dtype=dtype, extra_files={"config.json": config})
@@ -329,13 +326,15 @@ def read_head_config(folder: str | os.PathLike) -> tuple[str | None, list[str] |
 
 def load_classifier(path_or_hub_id: str | os.PathLike):
     """(model, tokenizer) from a folder saved by `save_classifier` or by transformers' own
-    <Member>ForSequenceClassification / <Member>ForTokenClassification (Bert, Albert, Electra,
-    Roberta, DistilBert)."""
+    <Member>ForSequenceClassification / <Member>ForTokenClassification / <Member>ForQuestionAnswering
+    (Bert, Albert, Electra, Roberta, DistilBert); config.json's problem_type (or one label:
+    regression, as transformers) gives `.problem`, and "bertlab_pooling" the pooling."""
     folder = resolve_folder(path_or_hub_id)
     arch, labels, raw = read_head_config(folder)
     if arch is None:
         raise ValueError(f"{folder}: not a fine-tuned classifier (config.json names no "
-                         f"*ForSequenceClassification or *ForTokenClassification of the BERT family); "
+                         f"*ForSequenceClassification, *ForTokenClassification or *ForQuestionAnswering "
+                         f"of the BERT family); "
                          f"fine-tune it first")
     try:
         config = BertConfig.from_dict(raw)
@@ -343,7 +342,15 @@ def load_classifier(path_or_hub_id: str | os.PathLike):
         raise ValueError(f"{folder}/config.json: {e}") from e
     cls = HEADS[arch]
     n = len(labels) if labels else int(raw.get("num_labels", 2))
-    model = cls(config, n, labels, classifier_dropout=fam.dropout_from_config(raw, config.model_type, cls.per_token))
+    problem = {v: k for k, v in PROBLEM_TYPES.items()}.get(raw.get("problem_type"))
+    if cls.kind == "qa":
+        model = cls(config, 2, labels, classifier_dropout=raw.get("qa_dropout") if config.model_type == "distilbert"
+                    else None)
+    else:
+        pooling = raw.get("bertlab_pooling") if cls.kind == "sequence" else None
+        model = cls(config, n, labels, classifier_dropout=fam.dropout_from_config(raw, config.model_type, cls.per_token),
+                    problem=problem if cls.kind == "sequence" else None,
+                    pooling=pooling if pooling in fam.POOLINGS else "auto")
     sd = {k: v for k, v in to_pretraining_keys(read_weights(folder), cls.base_model_prefix).items()
           if not k.endswith(("position_ids", "token_type_ids"))}
     missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)

@@ -12,6 +12,16 @@ Token heads are the same everywhere: every last hidden state -> dropout -> class
 before a head defaults, as in transformers, to the hidden dropout (BERT, ELECTRA, RoBERTa,
 DistilBERT's token head), to ALBERT's classifier_dropout_prob default 0.1, or to DistilBERT's
 seq_classif_dropout default 0.2; config.json carries it under the member's own key.
+
+Question answering is the same everywhere too: every last hidden state -> qa_outputs Linear(H, 2) ->
+start and end logits (DistilBERT puts its qa_dropout before it; the others no dropout, no pooler).
+
+Pooling (sentence heads): `auto` and `pooler` are the member's own head above. `cls`, `mean` and `max`
+pick the vector the head reads instead: token 0 itself, or the mean or max of the last hidden states
+over the attended tokens. BERT and ALBERT then skip their pooler (dense + tanh, trained on [CLS] by
+next-sentence or sentence-order prediction): the vector goes to dropout -> classifier. ELECTRA, RoBERTa
+and DistilBERT keep their head's own dense layer (their head reads token 0, so for them `cls` is their
+own head). Only the choices no transformers class computes are recorded (`custom_pooling`).
 """
 from __future__ import annotations
 
@@ -44,11 +54,8 @@ MEMBERS = {
     "roberta": Member("Roberta", "roberta", False, "classifier_dropout"),
     "distilbert": Member("DistilBert", "distilbert", False, "seq_classif_dropout"),
 }
-# LoRA targets are BERT's attribute names; the members that name their linear layers otherwise.
-LORA_NAMES = {
-    "distilbert": {"query": ("q_lin",), "key": ("k_lin",), "value": ("v_lin",), "dense": ("out_lin", "lin1", "lin2")},
-    "albert": {"dense": ("dense", "ffn", "ffn_output")},  # attention output, feed-forward in and out
-}
+# (LoRA's and IA3's target layers per member: bertlab.methods.lowrank.TARGETS)
+POOLINGS = ("auto", "pooler", "cls", "mean", "max")
 ALBERT_LAYERWISE = ("ALBERT shares its layer weights across depths (every layer runs the same weights), so "
                     "layer-wise learning rates and gradual unfreezing have no layers to tell apart: fine-tune "
                     "ALBERT without layer decay and without gradual unfreezing")
@@ -79,8 +86,8 @@ class ClassificationHead(nn.Module):
         self.out_proj = nn.Linear(c.hidden_size, num_labels)
         self.activation = activation
 
-    def forward(self, h):  # (B, T, H)
-        x = self.dense(self.dropout(h[:, 0]))  # (B, H)
+    def forward(self, v):  # (B, H): token 0 (as transformers), or a mean / max pooled vector
+        x = self.dense(self.dropout(v))  # (B, H)
         return self.out_proj(self.dropout(self.activation(x)))  # (B, C)
 
 
@@ -111,17 +118,67 @@ def add_head(model: nn.Module, config: BertConfig, num_labels: int, per_token: b
             getattr(model, name).apply(lambda m: init_weights(m, config))
 
 
-def head_logits(model: nn.Module, out, per_token: bool) -> torch.Tensor:
-    """(B, T, C) per token or (B, C) per sequence from the encoder's output."""
+def custom_pooling(model_type: str, pooling: str) -> str | None:
+    """The pooling as bertlab computes it when no transformers class does (cls on BERT/ALBERT, mean,
+    max), else None: the member's own head (auto, pooler, and cls where the head reads token 0)."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    if pooling in ("auto", "pooler") or (pooling == "cls" and not MEMBERS[model_type].pooled):
+        return None
+    return pooling
+
+
+def pool(h: torch.Tensor, attention_mask: torch.Tensor | None, how: str) -> torch.Tensor:
+    """(B, H) from the last hidden states (B, T, H): token 0, or the mean / max over attended tokens."""
+    if how == "cls":
+        return h[:, 0]
+    m = torch.ones(h.shape[:2], device=h.device) if attention_mask is None else attention_mask.to(h.device)
+    if m.size(1) < h.size(1):  # virtual tokens put in front of the text (prompt tuning): attended
+        m = torch.cat([m.new_ones(m.size(0), h.size(1) - m.size(1)), m], 1)
+    m = m.unsqueeze(-1).to(h.dtype)  # (B, T, 1)
+    if how == "mean":
+        return (h * m).sum(1) / m.sum(1).clamp(min=1)
+    return h.masked_fill(m == 0, torch.finfo(h.dtype).min).max(1).values  # "max"
+
+
+def head_logits(model: nn.Module, out, per_token: bool, attention_mask=None) -> torch.Tensor:
+    """(B, T, C) per token or (B, C) per sequence from the encoder's output (model.pooling: module
+    docstring)."""
     kind = model.config.model_type
     if per_token:
         return model.classifier(model.dropout(out.last_hidden_state))
-    if MEMBERS[kind].pooled:
+    how = custom_pooling(kind, getattr(model, "pooling", "auto"))
+    if how is None and MEMBERS[kind].pooled:
         return model.classifier(model.dropout(out.pooler_output))
+    v = pool(out.last_hidden_state, attention_mask, how or "cls")  # (B, H)
+    if MEMBERS[kind].pooled:  # cls / mean / max without the pooler
+        return model.classifier(model.dropout(v))
     if kind == "distilbert":
-        x = F.relu(model.pre_classifier(out.last_hidden_state[:, 0]))  # (B, H)
-        return model.classifier(model.dropout(x))
-    return model.classifier(out.last_hidden_state)
+        return model.classifier(model.dropout(F.relu(model.pre_classifier(v))))
+    return model.classifier(v)
+
+
+def add_qa_head(model: nn.Module, config: BertConfig, dropout: float | None) -> None:
+    """qa_outputs: Linear(H, 2) on every token, as every member's <Member>ForQuestionAnswering;
+    DistilBERT's qa_dropout before it."""
+    if config.model_type == "distilbert":
+        model.dropout = nn.Dropout(0.1 if dropout is None else dropout)
+    model.qa_outputs = nn.Linear(config.hidden_size, 2)
+    model.qa_outputs.apply(lambda m: init_weights(m, config))
+
+
+def qa_logits(model: nn.Module, out) -> tuple[torch.Tensor, torch.Tensor]:
+    """(start, end) logits, (B, T) each."""
+    h = out.last_hidden_state
+    if hasattr(model, "dropout"):
+        h = model.dropout(h)
+    start, end = model.qa_outputs(h).split(1, dim=-1)
+    return start.squeeze(-1), end.squeeze(-1)
+
+
+def qa_dropout_config(config: BertConfig, given: float | None) -> dict:
+    """DistilBERT saves its qa_dropout (default 0.1); the others have none."""
+    return {"qa_dropout": 0.1 if given is None else given} if config.model_type == "distilbert" else {}
 
 
 def dropout_config(config: BertConfig, per_token: bool, given: float | None) -> dict:
@@ -140,9 +197,3 @@ def dropout_from_config(raw: dict, model_type: str, per_token: bool) -> float | 
     if model_type == "distilbert" and per_token:
         return None
     return raw.get(MEMBERS[model_type].dropout_key)
-
-
-def lora_names(model_type: str, targets: tuple[str, ...]) -> set[str]:
-    """BERT-named LoRA targets (query, key, value, dense) as this member names those layers."""
-    names = LORA_NAMES.get(model_type, {})
-    return {n for t in targets for n in names.get(t, (t,))}

@@ -14,13 +14,13 @@ from bertlab.config import BertConfig
 from bertlab.data.tasks import IGNORE_INDEX, encode_tagged
 from bertlab.heads import (
     HEADS,
-    add_lora,
     classifier_class,
     freeze_encoder,
     layer_index,
     load_classifier,
     save_classifier,
 )
+from bertlab.methods import add_lora
 from bertlab.train.finetune import build_classifier, finetune, layer_decay_groups, trainable_estimate
 from bertlab.train.specs import FinetuneSpec
 
@@ -153,7 +153,7 @@ def test_heads_compute_as_their_members_do(toks):
     assert heads["electra", "sequence"] == heads["roberta", "sequence"] == ["classifier.dense", "classifier.out_proj"]
     assert heads["distilbert", "sequence"] == ["classifier", "pre_classifier"]
     assert all(heads[m, "token"] == ["classifier"] for m in FAMILY)
-    assert len(HEADS) == 10
+    assert len(HEADS) == 15  # sequence, token and question answering, for five members
     with pytest.raises(ValueError, match="needs a bert config.*RobertaForSequenceClassification"):
         HEADS["BertForSequenceClassification"](config("roberta", toks["roberta"]), 2)
 

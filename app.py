@@ -29,6 +29,7 @@ from bertlab.app.ui import (  # noqa: E402
     pretrain_tab,
     probe_tab,
     race_tab,
+    scaling_tab,
     tokenize_tab,
 )
 from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
@@ -57,7 +58,7 @@ CSS = """
 TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
         ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
         ("Architecture", architecture_tab), ("Pre-train", pretrain_tab), ("Fine-tune", finetune_tab),
-        ("Distil", distill_tab), ("Race", race_tab), ("Probing", probe_tab)]
+        ("Distil", distill_tab), ("Race", race_tab), ("Scaling", scaling_tab), ("Probing", probe_tab)]
 
 
 def pick(choice: str, current: str):

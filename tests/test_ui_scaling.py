@@ -1,0 +1,101 @@
+"""The Scaling tab: the calculator's view of a form (table, formulas, Kaplan chart), the published BERTs
+one click away, mistakes said as one message; then the served tab in Chromium at 1280×900 and 390×844
+and its /scaling endpoint through gradio_client."""
+import gradio as gr
+import orjson
+import pytest
+from browser import DESKTOP, PHONE, SHOTS, box, chromium_page, figures_fit
+
+from bertlab.analysis import compute
+from bertlab.app.ui import common, scaling_tab
+from bertlab.config import preset
+
+
+def test_bert_base_example_reads_four_days_and_electras_figure():
+    summary, table_md, formulas, fig, data = scaling_tab.calculate(*scaling_tab.example_row("bert-base"))
+    table = {r[0]: r[1] for r in data["table"]}
+    assert "| tokens D | **4.26e10** |" in table_md
+    assert "4.0 days" in summary and "6.4e19" in summary
+    assert table["tokens D"] == "4.26e10" and table["ELECTRA's train FLOPs (printed)"] == "6.4e19"
+    assert table["ELECTRA's way, counted here"].startswith("6.4")
+    assert formulas.count("**") == 2 * 8 and r"\approx 6ND" in formulas  # 8 formulas, no cost without a price
+    assert data["flops_exact"]["flops"] == compute.worked_example("bert-base")["flops_exact"]["flops"]
+    orjson.dumps(data)  # what gr.JSON does with it: string keys only
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+    line, marker = fig.data
+    (note,) = fig.layout.annotations  # placed on the log axis at log10 of L(D)
+    assert 10 ** note.y == pytest.approx(data["kaplan_d"]["loss"]) and "L(D)" in note.text
+    assert marker.x[0] == compute.non_embedding_params(preset("base")) and marker.text[0] == "BERT-base"
+
+
+def test_large_example_and_cost():
+    row = scaling_tab.example_row("bert-large")
+    assert row[0] == "large" and row[8] == 64
+    row[10] = 4.5  # dollars per chip-hour
+    summary, _, formulas, _, data = scaling_tab.calculate(*row)
+    assert data["cost"]["dollars"] == pytest.approx(4 * 24 * 4.5 * 64, rel=0.01)  # utilisation rounded
+    assert "1.9e20" in summary and formulas.count("**") == 2 * 9 and "**Cost**" in formulas
+
+
+def test_tokens_custom_speed_budget_and_other_members():
+    summary, _, _, _, data = scaling_tab.calculate("tiny", None, 32, "128", 1e7, scaling_tab.CUSTOM, "bf16",
+                                                      0.4, 1, 1e9, None, 1e18)
+    assert data["tokens"]["tokens"] == pytest.approx(1e7) and data["rate"]["flops_per_second"] == 1e9
+    assert data["budget"] == 1e18 and "ELECTRA" not in summary
+    _, _, _, fig, data = scaling_tab.calculate("roberta:base", 1000, 8, "512", None, "h100", "bf16", 0.5, 2, None,
+                                               None, None)
+    assert data["rate"]["flops_per_second"] == 989e12 and fig.data[1].text[0] == "roberta base"
+
+
+def test_measured_cpu_and_the_picked_model(monkeypatch):
+    monkeypatch.setattr(scaling_tab, "cpu_rate", lambda: 5e9)
+    _, _, _, _, data = scaling_tab.calculate("mini", 100, 8, "128", None, scaling_tab.CPU, "fp32", 1, 1, None,
+                                             None, None)
+    assert data["rate"]["flops_per_second"] == 5e9
+    monkeypatch.setattr(common, "config_of", lambda choice: preset("small") if choice == "ok" else None)
+    _, _, _, fig, _ = scaling_tab.calculate(scaling_tab.PICKED, 100, 8, "128", None, "t4", "fp32", 0.5, 1, None,
+                                            None, None, picker="ok")
+    assert "picked model" in fig.data[1].text[0]
+    with pytest.raises(gr.Error, match="does not load"):
+        scaling_tab.calculate(scaling_tab.PICKED, 100, 8, "128", None, "t4", "fp32", 0.5, 1, None, None, None,
+                              picker="gone")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({1: -5}, "steps must be more than 0"), ({1: None}, "give the steps"), ({3: "128:0.5"}, "add up to 1"),
+    ({5: "tpu-v9"}, "accelerator must be one of"), ({5: scaling_tab.CUSTOM}, "type the FLOP/s"),
+    ({5: "tpu-v3", 6: "fp32"}, "no fp32"), ({8: 0}, "count must be more than 0"), ({10: -2}, "price_per_hour"),
+    ({11: 1e40}, "at most"), ({0: "nope:base"}, "model_type"), ({2: "lots"}, "must be a number"),
+])
+def test_mistakes_are_one_message(change, message):
+    row = scaling_tab.example_row("bert-base")
+    for i, v in change.items():
+        row[i] = v
+    with pytest.raises(gr.Error, match=message) as e:
+        scaling_tab.calculate(*row)
+    assert e.value.print_exception is False
+
+
+@pytest.mark.slow
+def test_the_scaling_tab_in_a_browser_and_its_api(server, client):
+    res = client.predict(*scaling_tab.example_row("bert-large"), "", api_name="/scaling")
+    assert "1.9e20" in res[0] and "4.0 days" in res[0]
+    for size, name in ((DESKTOP, "scaling_desktop.png"), (PHONE, "scaling_phone.png")):
+        with chromium_page(size) as (browser, page, outside, errors):
+            page.goto(server)
+            page.get_by_role("tab", name="Scaling").click()
+            tab = page.locator("[role=tabpanel]:visible").first
+            tab.locator("#scaling-summary").get_by_text("4.0 days").first.wait_for(timeout=30_000)  # on load
+            tab.get_by_role("button", name="BERT-large").click()
+            tab.locator("#scaling-summary").get_by_text("1.9e20").wait_for(timeout=30_000)
+            tab.locator("#scaling-formulas .katex").first.wait_for(timeout=15_000)  # the LaTeX is typeset
+            tab.locator("#scaling-plots .js-plotly-plot").first.wait_for()
+            page.wait_for_timeout(500)
+            figures_fit(page, tab.locator("#scaling-plots"), size[0])
+            for m in tab.locator("#scaling-formulas .katex").all():  # long lines wrap, none is cut off
+                b = box(m)
+                assert b["x"] >= 0 and b["x"] + b["w"] <= size[0] + 1, (size, b, m.inner_text()[:80])
+            table = box(tab.locator("#scaling-table table"))
+            assert table["x"] + table["w"] <= size[0] + 1, table
+            page.screenshot(path=str(SHOTS / name), full_page=True)
+            assert not outside and not errors, (outside, errors)

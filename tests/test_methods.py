@@ -222,8 +222,10 @@ def test_a_few_steps_of_each_method_lower_the_loss(method, tuned_base, tmp_path)
     losses = [r["loss"] for r in read_metrics(tmp_path / "run")[0] if r.get("split") == "train"]
     first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
     assert last < 0.8 * first, (method, losses)
+    assert res["adapter_dir"] is None or method in ("lora", "ia3")
     model, _ = load_finetuned(tmp_path / "run")  # <run>/model/ reads back as the method saved it
     assert model.kind == "sequence" and model.id2label == ["no", "yes"]
     if method in ("lora", "ia3"):
+        assert res["adapter_dir"] == str(tmp_path / "run" / "adapter")
         assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()
         assert load_finetuned(tmp_path / "run" / "adapter")[0].id2label == ["no", "yes"]

@@ -235,11 +235,14 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
             evaluate(net)
         model_dir = save_finetuned(net, tok, run.path / "model", spec, folder if spec.model == "default" else spec.model,
                                    adapter_folder=run.path / "adapter")
-        log(f"saved the fine-tuned model to {model_dir}")
+        log(f"saved the fine-tuned model to {model_dir}"
+            + (f" (merged; peft's adapter folder: {run.path / 'adapter'})" if spec.method in ("lora", "ia3") else ""))
+    adapter_dir = run.path / "adapter" if model_dir and spec.method in ("lora", "ia3") else None
     res = {k: v for k, v in (evaluate.last or {}).items() if k != "count"}
     return {"state": status.get("state"), "message": status.get("message", ""), "step": status.get("step"),
             "total_steps": status.get("total_steps"), "task": data.name, "kind": kind, "problem": data.problem,
             "method": spec.method,
             "train_examples": len(data.train), "val_examples": len(data.val),
             "trainable_params": trainable, "total_params": total, **res,
-            "model_dir": str(model_dir) if model_dir else None, "seconds": round(time.time() - t0, 1)}
+            "model_dir": str(model_dir) if model_dir else None,
+            "adapter_dir": str(adapter_dir) if adapter_dir else None, "seconds": round(time.time() - t0, 1)}

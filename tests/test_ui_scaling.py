@@ -80,6 +80,14 @@ def test_mistakes_are_one_message(change, message):
 def test_the_scaling_tab_in_a_browser_and_its_api(server, client):
     res = client.predict(*scaling_tab.example_row("bert-large"), "", api_name="/scaling")
     assert "1.9e20" in res[0] and "4.0 days" in res[0]
+    from gradio_client.exceptions import AppError
+    for change, words in (({1: -1}, "Steps"), ({5: "tpu-v9"}, "not in the list of choices")):  # one clear line, no traceback
+        row = scaling_tab.example_row("bert-base")
+        for i, v in change.items():
+            row[i] = v
+        with pytest.raises(AppError) as e:
+            client.predict(*row, "", api_name="/scaling")
+        assert words in str(e.value) and "Traceback" not in str(e.value), str(e.value)
     for size, name in ((DESKTOP, "scaling_desktop.png"), (PHONE, "scaling_phone.png")):
         with chromium_page(size) as (browser, page, outside, errors):
             page.goto(server)

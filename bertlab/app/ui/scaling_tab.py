@@ -17,8 +17,9 @@ from .. import compute_cli
 from . import common
 from .common import mistakes, wire
 
-EXPLAIN = """**What does pre-training cost?** A training step pushes every token through every weight
-twice forward-and-back, so compute is about **6 FLOPs per parameter per token** (C ≈ 6ND). Divide by
+EXPLAIN = """**What does pre-training cost?** Each token meets every weight once forward (a multiply and
+an add: 2 FLOPs) and twice backward (4 more), so compute is about **6 FLOPs per parameter per
+token** (C ≈ 6ND). Divide by
 how many FLOPs a second your hardware *sustains* (its peak × a utilisation, rarely above 50 %) to
 get the time, and multiply the hours by a price. The **scaling laws** then say what more parameters
 (N) or more tokens (D) buy: Kaplan's curves on their own, Chinchilla's fit for the best split of a

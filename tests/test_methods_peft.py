@@ -252,3 +252,34 @@ def test_token_and_qa_heads_save_for_peft(kind, method, tmp_path, vocab_tokenize
         pairs = [(mine.logits, other.logits)]
     keep = am.bool()
     assert all((a[keep] - b[keep]).abs().max() <= TOL for a, b in pairs), kind
+
+
+def test_a_peft_adapter_from_the_hub_loads(bases, tmp_path, monkeypatch):
+    """A hub id of a peft adapter: resolve_folder fetches its weights and tokenizer, and
+    adapter_config.json is fetched beside them (the hub is simulated: tests run offline)."""
+    import shutil
+
+    import huggingface_hub
+    import peft
+
+    import bertlab.methods as methods
+    base, c = bases["bert"]
+    torch.manual_seed(0)
+    theirs = peft.get_peft_model(hf_base(base), peft_config("lora", "bert", c))
+    noisy([p for p in theirs.parameters() if p.requires_grad], 0.3)
+    theirs.save_pretrained(tmp_path / "saved")
+    snapshot = tmp_path / "snapshot"  # what snapshot_download leaves with bertlab's file patterns
+    snapshot.mkdir()
+    shutil.copy(tmp_path / "saved" / WEIGHTS, snapshot)
+    fetched = []
+
+    def fake_download(repo_id, filename, **kw):
+        fetched.append((repo_id, filename))
+        if not (tmp_path / "saved" / filename).exists():
+            raise FileNotFoundError(filename)
+        return str(shutil.copy(tmp_path / "saved" / filename, snapshot))
+    monkeypatch.setattr(methods, "resolve_folder", lambda name: snapshot if name == "someone/adapter" else base)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    ours, _ = load_finetuned("someone/adapter")
+    assert ("someone/adapter", CONFIG) in fetched
+    assert (ours_logits(ours, c) - hf_logits(theirs, c)).abs().max() <= TOL

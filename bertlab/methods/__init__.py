@@ -170,7 +170,25 @@ def _finetuned_folder(path_or_hub_id) -> Path:
         p = p / "model"  # a fine-tuning run: its model
     if p.is_dir() and (p / CONFIG).is_file():
         return p
-    return resolve_folder(path_or_hub_id)
+    folder = resolve_folder(path_or_hub_id)
+    if not p.exists() and not (folder / "config.json").exists() and not (folder / CONFIG).exists():
+        _hub_adapter_files(str(path_or_hub_id))  # a peft adapter on the hub: its config comes beside the weights
+    return folder
+
+
+def _hub_adapter_files(name: str) -> None:
+    """Fetch a hub repository's adapter_config.json (and bertlab.json if any) into the cached snapshot
+    that resolve_folder downloaded the weights and tokenizer into."""
+    from huggingface_hub import hf_hub_download
+    try:
+        hf_hub_download(name, CONFIG)
+    except Exception as e:  # not found, offline, or the hub client's own HTTP errors
+        raise ValueError(f"{name}: neither a model (config.json) nor a peft adapter ({CONFIG}) on the hub: "
+                         f"{type(e).__name__}") from e
+    try:
+        hf_hub_download(name, "bertlab.json")
+    except Exception:  # peft's own folders have none
+        pass
 
 
 def load_finetuned(path_or_hub_id) -> tuple[nn.Module, SubwordTokenizer]:

@@ -6,6 +6,11 @@ the virtual tokens as `prompt_embeddings`, the head as a module to save), the co
 base model's folder or hub id. So `peft.PeftModel.from_pretrained(<transformers' classifier of the
 base>, folder)` computes our logits, and folders peft wrote load here (tests/test_methods_peft.py).
 bertlab.json beside them keeps what peft has no field for (the label names, the head's settings).
+
+The head is what peft's modules_to_save names (`classifier`, `score`; `qa_outputs` for QA): every
+module outside the encoder (peft's suffix match takes DistilBERT's pre_classifier with `classifier`).
+BERT's and ALBERT's pooler stay frozen inside the encoder, as with peft; when the base checkpoint has
+none (masked-LM-only pre-training), ours is random and so is transformers', so it is saved too.
 """
 from __future__ import annotations
 

@@ -165,8 +165,10 @@ def run_compare(out_dir, spec: CompareSpec, log=print, stop_event=None, callback
         est = _estimates(out, spec, todo, parts, threads, trial_steps, stop, child_stop, say, ctx)
         state["estimate_s"] = sum(est.get(r, 0.0) for r in todo if r not in parts)
         before = time.time() - t0 + sum(p.get("wall_s", 0.0) for p in parts.values())  # trials, earlier sittings
-        say(f"{len(todo) - len(parts)} runs to train ({len(spec.methods)} methods x {spec.seeds} seed"
-            f"{'s' if spec.seeds > 1 else ''}): about {minutes(state['estimate_s'])} in all")
+        left = len(todo) - len(parts)
+        say(f"{left} run{'s' if left > 1 else ''} to train ({len(spec.methods)} methods x {spec.seeds} seed"
+            f"{'s' if spec.seeds > 1 else ''}): about {minutes(state['estimate_s'])} in all" if left else
+            f"all {len(todo)} runs are done already")
         for i, (m, s) in enumerate(todo, 1):
             if (m, s) in parts:
                 continue

@@ -69,8 +69,13 @@ def run_child(folder: str, spec: dict, threads: int, stop, part: str) -> None:
     rss0, t = rss_bytes(), time.time()
     info = {"method": spec.method, "seed": spec.seed, "spec": spec.to_dict()}
     log = _file_log(Path(folder).parent / f"{Path(folder).name}.log")
+    trained = {}
+
+    def note_peak(row: dict) -> None:  # ru_maxrss only grows: at the last evaluation, training's own peak
+        if row.get("event") == "eval":
+            trained["peak"] = peak_rss_bytes()
     try:
-        res = finetune(folder, spec, log=log, stop_event=stop)
+        res = finetune(folder, spec, log=log, stop_event=stop, callbacks=[note_peak])
     except Exception as e:  # said in the table; the traceback goes to the run's log, not the terminal
         log(traceback.format_exc())
         runs.write_json_atomic(part, {**info, "state": "failed", "message": f"{type(e).__name__}: {e}"})
@@ -81,6 +86,8 @@ def run_child(folder: str, spec: dict, threads: int, stop, part: str) -> None:
     keep = {k: v for k, v in res.items() if isinstance(v, (int, float, str)) or v is None}
     out = {**keep, **info, "seconds": round(time.time() - t, 1), "peak_mb": round((peak - rss0) / 2**20, 1),
            "rss_before_mb": round(rss0 / 2**20, 1), **saved_sizes(res.get("model_dir"), res.get("adapter_dir"))}
+    if "peak" in trained:  # up to the last evaluation, before the model is saved
+        out["train_peak_mb"] = round((trained["peak"] - rss0) / 2**20, 1)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         out["gpu_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     runs.write_json_atomic(part, out)

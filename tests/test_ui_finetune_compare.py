@@ -138,6 +138,8 @@ def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root,
     assert not timer.active and "Confusion matrix" in conf.layout.title.text
     pair, question, sub = finetune_try.inputs_for("cmp")
     assert sub["visible"] and [v for _, v in sub["choices"]] == ["frozen-seed0", "lora-seed0"]
+    scores = {r[0].split(":")[0]: float(r[2].split("%")[0]) for r in cells}
+    assert sub["value"] == f"{max(scores, key=scores.get)}-seed0"  # the try-it box starts with the best run
     assert not pair["visible"] and not question["visible"]
     label, tags = finetune_tab.try_it("cmp", "the film was great .", None, None, "lora-seed0")
     assert set(label.value["confidences"][i]["label"] for i in range(2)) == {"neg", "pos"}

@@ -8,12 +8,12 @@ from dataclasses import fields
 import gradio as gr
 
 from ...train.compare import PARTS, CompareSpec, current_results, run_name, spec_of
-from ...train.compare_report import headline, table_cells
+from ...train.compare_report import headline, metric_keys, table_cells
 from ...train.specs import FinetuneSpec
 from ..jobs import check_name
 from . import jobs_ui
 from .finetune_form import LABEL_TO_METHOD, METHOD_LABELS, form_spec
-from .train_charts import compare_curves, compare_figure, metrics
+from .train_charts import compare_curves, compare_figure, metrics, read_json
 
 SEEDS = (1, 2, 3)  # a web comparison: at most three seeds (24 runs of the eight methods)
 
@@ -127,6 +127,17 @@ def finished_runs(name) -> list[tuple[str, str]]:
         if (folder / PARTS / f"{run_name(m, s)}.json").exists() and (folder / run_name(m, s) / "model").is_dir():
             out.append((f"{METHOD_LABELS.get(m, m)}" + (f" (seed {s})" if spec.seeds > 1 else ""), run_name(m, s)))
     return out
+
+
+def best_run(name) -> str | None:
+    """The comparison's finished run with the best headline score (the try-it box starts with it)."""
+    folder, best = jobs_ui.run_dir(name), (None, float("-inf"))
+    for _, r in finished_runs(name):
+        part = read_json(folder / PARTS / f"{r}.json") or {}
+        score = next((part[k] for k in metric_keys(part) if isinstance(part.get(k), (int, float))), None)
+        if score is not None and score > best[1]:
+            best = (r, score)
+    return best[0]
 
 
 def estimate_note(picked, seeds, epochs) -> str:

@@ -12,7 +12,7 @@ from ...cache import LRU
 from ...train.runs import Run
 from . import jobs_ui
 from .common import user_error
-from .finetune_compare import finished_runs, spec_of
+from .finetune_compare import best_run, finished_runs, spec_of
 
 _models = LRU(4)  # model folder -> (stamp of its files, model, tokenizer)
 MODEL_FILES = ("config.json", "adapter_config.json")  # a full model folder, or a PEFT adapter
@@ -42,7 +42,7 @@ def inputs_for(name):
     qa = spec.get("problem") == "qa" or facts.get("kind") == "qa"
     pair = bool(spec.get("pair_column"))
     if spec_of(d) is not None:
-        picker = gr.update(visible=True, choices=runs, value=runs[0][1] if runs else None)
+        picker = gr.update(visible=True, choices=runs, value=best_run(name) or (runs[0][1] if runs else None))
     else:
         picker = gr.update(visible=False, choices=[], value=None)
     return gr.update(visible=pair), gr.update(visible=qa), picker
@@ -51,7 +51,7 @@ def inputs_for(name):
 def refresh_runs(name, current):
     runs = finished_runs(name) if jobs_ui.valid(name) else []
     names = [r for _, r in runs]
-    return gr.update(choices=runs, value=current if current in names else (names[0] if names else None))
+    return gr.update(choices=runs, value=current if current in names else (best_run(name) or (names or [None])[0]))
 
 
 def _load(folder: Path):
@@ -75,7 +75,7 @@ def try_it(name, sub, text, pair=None, question=None):
         names = [r for _, r in finished_runs(name)]
         if not names:
             raise user_error(f"Comparison {name} has no finished run yet: its models appear as its runs end.")
-        run = run / (sub if sub in names else names[0])
+        run = run / (sub if sub in names else best_run(name) or names[0])
     folder = model_folder(run)
     if folder is None:
         raise user_error(f"Run {name} has no saved model yet: it appears when the run finishes or is stopped.")

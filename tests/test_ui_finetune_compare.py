@@ -10,9 +10,11 @@ import time
 import gradio as gr
 import pytest
 import torch
+from test_classify_cli import write_tasks
 
 from bertlab import BertConfig, BertForPreTraining, save_pretrained
 from bertlab.app.ui import finetune_compare, finetune_form, finetune_tab, finetune_try
+from bertlab.train.finetune import finetune
 from bertlab.train.specs import FinetuneSpec
 
 LABELS = finetune_form.METHOD_LABELS
@@ -149,3 +151,29 @@ def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root,
     # the same name again goes on (nothing left to train), another visitor may not
     with pytest.raises(PermissionError):
         finetune_compare.start("visitor-2", "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)
+
+
+def test_try_it_asks_for_a_second_text_or_a_question_where_the_task_has_one(runs_root, tmp_path, vocab_tokenizer):
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=vocab_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64)
+    base = save_pretrained(BertForPreTraining(cfg), vocab_tokenizer, tmp_path / "base")
+    write_tasks(tmp_path)
+    for name, kw in (("pairs", dict(task="pair.csv", pair_column="second", max_len=24)),
+                     ("answers", dict(task="squad.json", max_len=48))):
+        res = finetune(runs_root / name, FinetuneSpec(model=str(base), epochs=1, batch_size=8,
+                                                      **{**kw, "task": str(tmp_path / kw["task"])}), log=lambda m: None)
+        assert res["state"] == "finished"
+    pair, question, sub = finetune_try.inputs_for("pairs")
+    assert pair["visible"] and not question["visible"] and not sub["visible"]
+    label, _ = finetune_tab.try_it("pairs", "the film was great .", "it was fun .")
+    assert {c["label"] for c in label.value["confidences"]} == {"same", "other"}
+    pair, question, _ = finetune_try.inputs_for("answers")
+    assert question["visible"] and not pair["visible"]
+    passage = "the acting was terrible . i would watch it again ."
+    _, marked = finetune_tab.try_it("answers", passage, None, "how was the acting ?")
+    spans = marked.value  # the passage, the answer marked in it
+    assert marked.visible and "".join(s["token"] for s in spans) == passage
+    assert [s["class_or_confidence"] for s in spans if s["class_or_confidence"]][0].startswith("answer ")
+    with pytest.raises(gr.Error, match="give a question"):
+        finetune_tab.try_it("answers", passage, None, "  ")

@@ -66,6 +66,8 @@ def folders(tmp_path_factory, vocab_tokenizer):
         res = finetune(d / name, FinetuneSpec(model=str(base), epochs=1, batch_size=8, **kw), log=lambda m: None)
         assert res["state"] == "finished", (name, res)
         out[name] = res["model_dir"]
+        if res.get("adapter_dir"):  # LoRA: the merged model in model_dir, peft's adapter folder beside it
+            out[f"{name}-adapter"] = res["adapter_dir"]
     return out
 
 
@@ -98,8 +100,10 @@ def test_one_label_probabilities_and_logits_match_transformers(folders, capsys):
 
 
 def test_an_adapter_folder_and_every_head(folders, capsys):
-    lora = as_json(capsys, "the plot was boring .", "--model", folders["lora"])
+    lora = as_json(capsys, "the plot was boring .", "--model", folders["lora-adapter"])
     assert set(lora["labels"]) == {"neg", "pos"} and abs(sum(lora["labels"].values()) - 1) < 1e-5
+    merged = as_json(capsys, "the plot was boring .", "--model", folders["lora"])
+    assert all(abs(lora["logits"][k] - merged["logits"][k]) < 1e-5 for k in ("neg", "pos"))  # the adapter = merged
     pair = as_json(capsys, "the film was great .", "--pair", "it was fun .", "--model", folders["pair"])
     alone = as_json(capsys, "the film was great .", "--model", folders["pair"])
     assert pair["pair"] and set(pair["labels"]) == {"same", "other"} and pair["logits"] != alone["logits"]

@@ -152,6 +152,8 @@ class FinetuneSpec(Spec):
                                   "prefix": 1e-2, "prompt": 3e-2, "adapter": 1e-3}
     # where LoRA and IA3 may go: BERT's names (heads_family maps each member's own)
     TARGETS: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "dense")
+    # LoRA's best set on the shipped model + sentiment (bench/FINETUNE.md); the paper's default is query, value
+    LORA_DEFAULT: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn")
     PROBLEMS: ClassVar[tuple[str, ...]] = ("auto", "single", "multi", "regression", "qa")
     POOLINGS: ClassVar[tuple[str, ...]] = ("auto", "pooler", "cls", "mean", "max")
     model: str = opt("default", "model folder, run folder or hub id ('default': the shipped model)")
@@ -164,7 +166,7 @@ class FinetuneSpec(Spec):
     batch_size: int = opt(32, "examples per batch", POSITIVE)
     lora_rank: int = opt(8, "LoRA rank r", POSITIVE)
     lora_alpha: float = opt(16.0, "LoRA alpha (updates are scaled by alpha / r)", POSITIVE_NUM)
-    lora_targets: tuple[str, ...] = opt(("query", "value"), "layers LoRA wraps: query key value attention_output "
+    lora_targets: tuple[str, ...] = opt(LORA_DEFAULT, "layers LoRA wraps: query key value attention_output "
                                                             "ffn (dense = every dense layer)")
     lora_dropout: float = opt(0.0, "dropout on LoRA's input", DROPOUT)
     virtual_tokens: int = opt(20, "prefix / prompt tuning: learned virtual tokens", between(1, 512))

@@ -106,7 +106,7 @@ def kind_of(task, problem="auto") -> str:
 
 
 def spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout=0.0,
-              lora_targets=("query", "value"), virtual_tokens=20, adapter_size=64, problem="auto",
+              lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto",
               pooling="auto", pair_column=None) -> FinetuneSpec:
     targets = tuple(_key(TARGET_LABELS, t, t) for t in (lora_targets or ()))
     return FinetuneSpec(method=method_of(method), lora_rank=int(lora_rank or 0), lora_alpha=float(lora_alpha or 0),
@@ -119,7 +119,7 @@ def spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dro
 
 
 def params_md(choice, task, method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout=0.0,
-              lora_targets=("query", "value"), virtual_tokens=20, adapter_size=64, problem="auto",
+              lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto",
               pooling="auto") -> str:
     try:
         model, _ = models.get(choice)
@@ -141,8 +141,8 @@ FORM = ("choice", "task", "upload", "text_column", "label_column", "method", "ep
 
 
 def form_spec(choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
-              layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0, lora_targets=("query", "value"),
-              virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="") -> FinetuneSpec:
+              layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0,
+              lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="") -> FinetuneSpec:
     """The form as a FinetuneSpec; an uploaded file is staged privately and read once, so a bad one
     is said here rather than in a log."""
     lim = limits()

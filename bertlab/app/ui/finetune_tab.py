@@ -6,6 +6,7 @@ import gradio as gr
 
 from ...train.finetune import CONFUSION_FILE
 from ...train.runs import Run
+from ...train.specs import FinetuneSpec
 from ..jobs import check_name
 from . import common, finetune_compare, finetune_try, jobs_ui
 from .common import user_error
@@ -93,7 +94,7 @@ def view(name, overlay, owner):
 
 
 def start(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
-          layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0, lora_targets=("query", "value"),
+          layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0, lora_targets=FinetuneSpec.LORA_DEFAULT,
           virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="", overlay=None):
     """Start (or queue) one fine-tuning run of the form."""
     form = [choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha, layer_decay,
@@ -110,7 +111,7 @@ def start(owner, name, choice, task, upload, text_column, label_column, method, 
 
 def compare(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank,
             lora_alpha, layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0,
-            lora_targets=("query", "value"), virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto",
+            lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto",
             pair_column="", methods=tuple(METHOD_LABELS.values()), seeds=1, overlay=None):
     """The picked methods on the same task, data and seeds: one job (finetune_compare); the form's
     method is not used, its learning rate only when set."""
@@ -162,7 +163,8 @@ def build(picker: gr.Dropdown) -> None:
                 lora_rank = gr.Number(8, label="LoRA rank r", precision=0, minimum=1, maximum=256, min_width=100)
                 lora_alpha = gr.Number(16, label="LoRA alpha", minimum=0.1, min_width=100)
                 lora_dropout = gr.Number(0, label="LoRA dropout", minimum=0, maximum=0.9, step=0.05, min_width=100)
-            lora_targets = gr.CheckboxGroup(list(TARGET_LABELS.values()), value=["query", "value"],
+            lora_targets = gr.CheckboxGroup(list(TARGET_LABELS.values()),
+                                            value=[TARGET_LABELS[t] for t in FinetuneSpec.LORA_DEFAULT],
                                             label="Layers LoRA adapts", elem_id="finetune-lora-targets")
         with gr.Group(visible=False, elem_id="finetune-virtual") as tokens_box:
             virtual_tokens = gr.Number(20, label="Virtual tokens", precision=0, minimum=1, maximum=512)

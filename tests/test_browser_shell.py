@@ -6,7 +6,7 @@ import pytest
 from browser import DESKTOP, PHONE, SHOTS, chromium_page
 
 TABS = ["Tokenize", "Masking lab", "Fill-mask", "Next sentence", "Attention", "Embeddings", "Architecture",
-        "Pre-train", "Fine-tune", "Distil", "Race", "Probing"]
+        "Pre-train", "Fine-tune", "Distil", "Race", "Scaling", "Probing"]
 
 
 @pytest.mark.slow

@@ -172,6 +172,32 @@ def test_peft_saved_loads_into_ours_with_equal_logits_and_counts(method, member,
     assert trainable_parameters(fresh)[0] == theirs.get_nb_trainable_parameters()[0]
 
 
+@pytest.mark.parametrize("member", ["bert", "albert"])
+def test_a_trained_pooler_is_peft_modules_to_save(member, bases, tmp_path):
+    """train_pooler = peft's modules_to_save ["classifier", "pooler"]: the same count, and the saved
+    adapter loads in peft with the trained pooler (equal logits)."""
+    import peft
+    base, c = bases[member]
+    ours, tok = load_classifier(base)
+    spec = spec_for("lora").replace(train_pooler=True)
+    added = apply_method(ours, spec)
+    assert added[-1] == f"{member}.pooler"
+    targets = (["query", "key", "value", "attention.dense", "ffn", "ffn_output"] if member == "albert" else
+               ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"])
+    theirs = peft.get_peft_model(hf_base(base), peft.LoraConfig(
+        task_type="SEQ_CLS", r=2, lora_alpha=4, target_modules=targets, modules_to_save=["classifier", "pooler"]))
+    assert trainable_parameters(ours)[0] == theirs.get_nb_trainable_parameters()[0]
+    noisy([p for p in ours.parameters() if p.requires_grad], 0.3)
+    mine = ours_logits(ours, c)
+    save_finetuned(ours, tok, tmp_path / "model", spec, str(base), adapter_folder=tmp_path / "adapter")
+    cfg = json.loads((tmp_path / "adapter" / CONFIG).read_text())
+    assert "pooler" in cfg["modules_to_save"]
+    loaded = peft.PeftModel.from_pretrained(hf_base(base), tmp_path / "adapter")
+    assert (mine - hf_logits(loaded, c)).abs().max() <= TOL
+    with pytest.raises(ValueError, match="no pooler"):
+        apply_method(load_classifier(bases["electra"][0])[0], spec)
+
+
 def test_peft_prefix_and_prompt_change_bert(bases):
     """transformers 5.23 feeds peft's prefix into BERT (a cache of P keys and values, positions after
     it) and the prompt as input vectors: both change the logits, and ours follow."""

@@ -55,6 +55,26 @@ ADAPTERS_FILE, ADAPTER_KEY = "adapters.safetensors", "bertlab_adapter_size"
 def apply_method(model: nn.Module, spec) -> list[str]:
     """Freeze what `spec.method` leaves alone and wrap what it adds (in place); returns the names of
     the modules or tensors it adds or unfreezes in the encoder ([] for full and frozen)."""
+    added = _apply(model, spec)
+    if getattr(spec, "train_pooler", False) and spec.method not in ("full", "frozen"):
+        added += train_pooler(model)
+    return added
+
+
+def train_pooler(model: nn.Module) -> list[str]:
+    """Unfreeze the encoder's pooler (BERT, ALBERT): the sentence head reads [CLS] through it, and a
+    pooler pre-trained for next-sentence prediction is a poor fit for a new task if it stays frozen."""
+    pooler = getattr(encoder_of(model), "pooler", None)
+    params = list(pooler.parameters()) if isinstance(pooler, nn.Module) else []
+    if not params or getattr(model, "kind", "sequence") != "sequence":
+        raise ValueError("train_pooler: this model's head has no pooler to train (only BERT's and ALBERT's "
+                         "sentence heads read [CLS] through one)")
+    for p in params:
+        p.requires_grad_(True)
+    return [f"{model.base_model_prefix}.pooler"]
+
+
+def _apply(model: nn.Module, spec) -> list[str]:
     method = spec.method
     if method == "full":
         return []
@@ -126,7 +146,8 @@ def save_finetuned(model: nn.Module, tok, folder: str | os.PathLike, spec, base_
     if method not in PEFT_METHODS:
         raise ValueError(f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     base = _base_name(base_folder)
-    pooler = _random_pooler(model, base)  # then peft's folder must carry ours
+    # a trained pooler, or one the base lacks (random), travels in peft's folder (modules_to_save)
+    pooler = bool(getattr(spec, "train_pooler", False)) or _random_pooler(model, base)
     if method in MERGEABLE:
         save_classifier(merged_copy(model), tok, folder)
         write_adapter(model, tok, adapter_folder or folder.with_name(folder.name + "-adapter"), base, pooler)

@@ -171,6 +171,8 @@ class FinetuneSpec(Spec):
     lora_dropout: float = opt(0.0, "dropout on LoRA's input", DROPOUT)
     virtual_tokens: int = opt(20, "prefix / prompt tuning: learned virtual tokens", between(1, 512))
     adapter_size: int = opt(64, "adapter: bottleneck width of each Houlsby adapter", POSITIVE)
+    train_pooler: bool = opt(False, "bitfit, lora, ia3, prefix, prompt, adapter: also train BERT's and ALBERT's pooler "
+                                    "(dense + tanh on [CLS]; peft: modules_to_save classifier + pooler)")
     problem: str = opt("auto", "single (one label) | multi (several labels per text) | regression (a number) | "
                                "qa (SQuAD) ; auto: from the task", choices=PROBLEMS)
     pooling: str = opt("auto", "sentence heads: pooler | cls | mean | max (auto: the family's own head)",

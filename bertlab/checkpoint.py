@@ -21,7 +21,7 @@ from .tokenizer import WordPieceTokenizer
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "assets" / "default-model"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
-HUB_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+HUB_FILES = ["config.json", "adapter_config.json", "*.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
              "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 TIED = BertForPreTraining.tied_keys
 HEADS = BertForPreTraining.head_names

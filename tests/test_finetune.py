@@ -437,3 +437,13 @@ def test_gradual_unfreezing_schedule_and_flags(tmp_path, tiny_dir, vocab_tokeniz
                    gradual_unfreeze=True)
     assert res["state"] == "finished" and res["accuracy"] > 0.75, res
     assert json.loads((tmp_path / "run" / "spec.json").read_text())["gradual_unfreeze"] is True
+
+
+def test_the_command_line_prints_each_problems_own_figures(tmp_path, tiny_dir, capsys):
+    """A regression run's summary is its MSE loss, Pearson, Spearman and RMSE (not accuracy)."""
+    rows = ["text,score"] + [f"the film was {'good ' * (i % 4)}and long,{(i % 4) / 3:.3f}" for i in range(40)]
+    (tmp_path / "scores.csv").write_text("\n".join(rows) + "\n")
+    assert main(["finetune", "--model", str(tiny_dir), "--task", str(tmp_path / "scores.csv"), "--label-column",
+                 "score", "--problem", "regression", "--epochs", "1", "--out", str(tmp_path / "r")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("validation:"))
+    assert "pearson" in line and "spearman" in line and "rmse" in line and "accuracy" not in line

@@ -197,7 +197,11 @@ def cmd_finetune(a) -> int:
     unit = "texts" if res["kind"] == "sequence" else "tokens"
     print(f"\n{res['state']} at step {res['step']} of {res['total_steps']} in {res['seconds']:.0f} s "
           f"({res['method']}: {res['trainable_params']:,} of {res['total_params']:,} parameters trained)")
-    if "accuracy" in res:
+    others = {"multi": ("accuracy", "micro_f1", "macro_f1"), "regression": ("pearson", "spearman", "rmse"),
+              "qa": ("exact_match", "f1")}.get(res.get("problem", "single"))
+    if others:  # the problem's own figures (examples/README.md says what each means)
+        print("validation: " + "  ".join(f"{k.replace('_', ' ')} {res[k]:.3f}" for k in ("loss", *others) if k in res))
+    elif "accuracy" in res:
         print(f"validation: loss {res['loss']:.4f}  accuracy {res['accuracy']:.1%}  macro-F1 {res['macro_f1']:.3f}  "
               f"(always guessing the commonest label: {res['majority_baseline']:.1%} of {sum(res['support'])} {unit})")
         labels = res["labels"]

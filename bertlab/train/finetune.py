@@ -96,8 +96,8 @@ def trainable_estimate(config: BertConfig, kind: str, num_labels: int, spec: Fin
     """(trainable, total) for a method before any weights load: the model is built on the meta device."""
     check_layerwise(config, spec)
     cls = classifier_class(config, kind)
-    with torch.device("meta"):
-        net = cls(config, num_labels)
+    with torch.device("meta"):  # BERT's and ALBERT's cls/mean/max pooling skip the pooler: it is not built
+        net = cls(config, num_labels, pooling=spec.pooling) if kind == "sequence" else cls(config, num_labels)
     apply_method(net, spec)
     return trainable_parameters(net)
 
@@ -218,7 +218,8 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     trainable, total = trainable_parameters(net)
     run.write_facts(trainable_params=trainable, total_params=total)
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
-        + (f"; LoRA rank {spec.lora_rank} on {len(wrapped)} layers" if spec.method == "lora" else ""))
+        + (f"; LoRA rank {spec.lora_rank} on {sum(not w.endswith('.pooler') for w in wrapped)} layers"
+           if spec.method == "lora" else "") + ("; the pooler trains too" if spec.train_pooler else ""))
 
     batcher = TaskBatcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed,
                                          problem=data.problem)

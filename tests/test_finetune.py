@@ -354,8 +354,8 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
     def log(msg):
         if msg.startswith("step 2/"):
             stop.set()  # seen after the next step: a checkpoint at step 3, state "stopped"
-    kw = dict(model=str(tiny_dir), task=str(csv), method="lora", epochs=2, batch_size=8, lora_rank=2,
-              text_column="review", label_column="stars", log_every=1)
+    kw = dict(model=str(tiny_dir), task=str(csv), method="lora", lora_targets=("query", "value"), epochs=2,
+              batch_size=8, lora_rank=2, text_column="review", label_column="stars", log_every=1)
     first = finetune(tmp_path / "run", log=log, stop_event=stop, **kw)
     assert first["state"] == "stopped" and first["step"] == 3 and (tmp_path / "run" / "model").is_dir()
     res = finetune(tmp_path / "run", log=lambda m: None, resume=True, **kw)
@@ -365,7 +365,7 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
     from bertlab.train.finetune import (
         trainable_estimate,  # what the tab shows before a run starts
     )
-    spec = FinetuneSpec(method="lora", lora_rank=2)
+    spec = FinetuneSpec(method="lora", lora_rank=2, lora_targets=("query", "value"))
     assert trainable_estimate(tiny_config(vocab_tokenizer.vocab_size), "sequence", 2, spec) == \
         (res["trainable_params"], res["total_params"])
     assert Run(tmp_path / "run").facts()["trainable_params"] == res["trainable_params"]

@@ -259,7 +259,7 @@ def pretrained(tmp_path_factory, toks):
 RUNS = {  # one method or option per member, so that together they cover them all
     "bert": dict(method="full"), "albert": dict(method="frozen", lr=1e-2),
     "electra": dict(method="full", layer_decay=0.8, gradual_unfreeze=True),
-    "roberta": dict(method="full", task="token"), "distilbert": dict(method="lora", lora_rank=2),
+    "roberta": dict(method="full", task="token"), "distilbert": dict(method="lora", lora_rank=2, lora_targets=("query", "value")),
 }
 
 

@@ -90,7 +90,8 @@ def test_each_method_on_each_member(member):
         elif method == "bitfit":
             assert enc and all(n.endswith(".bias") for n in enc) and set(names) == enc
         elif method == "lora":
-            assert enc == {f"{w}.lora_{x}" for w in names for x in "AB"} and len(names) == 2 * n
+            # the default targets: query, key, value, attention output, feed-forward in and out
+            assert enc == {f"{w}.lora_{x}" for w in names for x in "AB"} and len(names) == 6 * n
         elif method == "ia3":
             assert enc == {f"{w}.ia3_l" for w in names} and len(names) == 4 * n
             assert sorted(m.get_submodule(w).scale_input for w in names) == [False] * 2 * n + [True] * 2 * n

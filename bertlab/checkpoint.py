@@ -242,12 +242,19 @@ def save_pretrained(model: BertForPreTraining, tokenizer: WordPieceTokenizer | N
                              f"nothing was written; choose a new or empty folder")
         if not overwrite:
             raise ValueError(f"{folder} holds a model already: pass --overwrite to replace it")
+    return write_folder_atomically(folder, lambda tmp: write_model_files(tmp, model, tokenizer, dtype,
+                                                                         extra_files or {}))
+
+
+def write_folder_atomically(folder: Path, fill) -> Path:
+    """`fill(tmp)` writes a sibling temp folder, which then replaces `folder` in one rename: a crash
+    leaves the old folder or the new one, never half of either."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        write_model_files(tmp, model, tokenizer, dtype, extra_files or {})
+        fill(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -167,7 +167,7 @@ def test_peft_saved_loads_into_ours_with_equal_logits_and_counts(method, member,
     assert tok.vocab_size == c.vocab_size
     # the same method applied here trains as many parameters as peft's
     fresh, _ = load_classifier(base)
-    spec = FinetuneSpec(method=method, lora_rank=2, lora_alpha=4.0, virtual_tokens=3)
+    spec = FinetuneSpec(method=method, lora_rank=2, lora_alpha=4.0, virtual_tokens=3, lora_targets=("query", "value"))
     apply_method(fresh, spec)
     assert trainable_parameters(fresh)[0] == theirs.get_nb_trainable_parameters()[0]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
+from ..checkpoint import write_folder_atomically
 from ..family import encoder_of
 from .lowrank import IA3Linear, LoRALinear, _replace
 from .virtual import attention_maps
@@ -133,25 +133,14 @@ def write_adapter(model: nn.Module, tokenizer, folder: str | os.PathLike, base: 
     if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not (folder / CONFIG).is_file())):
         raise ValueError(f"{folder} exists and is not an adapter folder: nothing was written; choose a new "
                          f"or empty folder")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+
+    def fill(tmp: Path) -> None:
         (tmp / CONFIG).write_text(json.dumps(adapter_config(model, base, pooler), indent=2) + "\n")
         save_file(adapter_tensors(model, pooler), tmp / WEIGHTS, metadata={"format": "pt"})
         (tmp / SIDECAR).write_text(json.dumps(sidecar(model), indent=2) + "\n")
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = folder.parent / f".{folder.name}.old-{os.getpid()}"
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
-    return folder
+    return write_folder_atomically(folder, fill)
 
 
 def read_adapter(folder: Path) -> tuple[dict, dict[str, torch.Tensor], dict]:

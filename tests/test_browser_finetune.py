@@ -54,7 +54,7 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         tab.get_by_label("LoRA rank r").wait_for()
         assert tab.locator("#finetune-lora-targets").is_visible() and not tab.locator("#finetune-unfreeze").is_visible()
         tab.locator("#finetune-method-note").get_by_text("low-rank").wait_for()
-        tab.locator("#finetune-lora-targets").get_by_text("key", exact=True).click()  # query, key and value now
+        tab.locator("#finetune-lora-targets").get_by_text("key", exact=True).click()  # key off: the count follows
         tab.locator("#finetune-params").get_by_text(re.compile(r"LoRA\*\* trains|LoRA trains")).wait_for()
         page.screenshot(path=str(SHOTS / "finetune_lora_fields.png"))
         _pick_method(tab, "Prefix tuning")

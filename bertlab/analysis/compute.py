@@ -100,6 +100,8 @@ def parse_schedule(text) -> list[tuple[int, float]]:
     """'128' or '128:0.9,512:0.1' (sequence length: share of the steps) -> [(128, 0.9), (512, 0.1)]."""
     if isinstance(text, (int, float)):
         text = str(int(text))
+    if len(str(text)) > 200:  # a schedule is a few lengths; a long paste is a mistake, not worth echoing
+        raise ValueError(f"seq-len is {len(str(text)):,} characters long: give a length like 128, or 128:0.9,512:0.1")
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     if not parts:
         raise ValueError("seq-len is empty: give a length like 128, or 128:0.9,512:0.1")

@@ -200,9 +200,9 @@ class JobManager:
             job.spec = job.spec.replace(**fields)
 
     def _check_startable(self, name: str, owner: str | None, resume: bool) -> None:
+        self._check_owner(name, owner)  # first: a stranger's run is not theirs, running or not
         if (pid := self._running_pid(name)) is not None:
             raise ValueError(f"run {name} is already being trained (process {pid}); stop it or wait for it to end")
-        self._check_owner(name, owner)
         if not resume and any((self.root / name / n).exists() for n in _PREPARED):
             raise ValueError(f"run {name} exists: resume it or pick another name")
 

@@ -21,13 +21,13 @@ EXAMPLES = {"example-pairs": ("same_sentiment.csv", dict(pair_column="text_b", m
             "example-regression": ("polarity.csv", dict(problem="regression")),
             "example-multi": ("aspects.jsonl", dict(problem="multi")),
             "example-qa": ("movie_qa.json", dict(problem="qa", max_len=128))}
-TASKS = {"Sentiment: Rotten Tomatoes sentences (shipped)": "sentiment",
-         "Part of speech: the same sentences, silver tags (shipped)": "pos",
+TASKS = {"Sentiment: Rotten Tomatoes (shipped)": "sentiment",
+         "Part of speech: silver tags (shipped)": "pos",
          **{label: key for label, key in (
-             ("Example: sentence pairs, the same sentiment or not (shipped)", "example-pairs"),
-             ("Example: regression, a polarity score (shipped)", "example-regression"),
-             ("Example: multi-label, aspects of a review (shipped)", "example-multi"),
-             ("Example: question answering on film reviews (shipped)", "example-qa"))
+             ("Example: pairs, same sentiment?", "example-pairs"),
+             ("Example: regression, polarity", "example-regression"),
+             ("Example: multi-label, aspects", "example-multi"),
+             ("Example: question answering", "example-qa"))
             if (EXAMPLES_DIR / EXAMPLES[key][0]).is_file()},
          "Upload: a CSV/JSONL of texts and labels": "upload-csv",
          "Upload: a CoNLL file (word and tag per line)": "upload-conll",

@@ -7,6 +7,7 @@ import torch
 
 from ..methods import load_finetuned
 from ..tokenizer import ptb_words
+from .predict import check_text
 
 MAX_CHARS = 200_000  # beyond this, tokenizing alone would stall a shared CPU; the model reads a few hundred pieces
 MAX_ANSWER_TOKENS = 30  # the longest answer span considered (transformers' pipeline default)
@@ -31,11 +32,12 @@ def kind_of(model) -> str:
 
 
 def _text(text, what: str, required: bool = True) -> str | None:
-    if text is not None and not isinstance(text, str):
-        raise ValueError(f"the {what} must be text, got {type(text).__name__}")
-    if text is None or not text.strip():
-        if required:
-            raise ValueError(f"the {what} is empty: type a sentence")
+    """predict.check_text, with a wrong type as a ValueError (one line in the CLI) and a length cap."""
+    try:
+        text = check_text(text, what, required)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    if text is None:
         return None
     if len(text) > MAX_CHARS:
         raise ValueError(f"the {what} has {len(text):,} characters; give at most {MAX_CHARS:,} "

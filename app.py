@@ -23,6 +23,7 @@ from bertlab.app.ui import (  # noqa: E402
     fill_mask_tab,
     finetune_tab,
     jobs_ui,
+    links,
     masking_tab,
     models,
     nsp_tab,
@@ -94,10 +95,11 @@ def build_app() -> gr.Blocks:
         picker.focus(refresh, None, picker, api_name=False)
         demo.load(pick, [picker, model], [card, model, picker], api_name=False)
         jobs_ui.session()  # this browser's id, at the top level: a component inside a closed tab is not mounted
-        with gr.Tabs(overflow_behavior="wrap", elem_id="bl-tabs"):  # on a phone: rows of tabs, none hidden
+        with gr.Tabs(overflow_behavior="wrap", elem_id="bl-tabs") as tabs:  # on a phone: rows of tabs, none hidden
             for title, tab in TABS:
-                with gr.Tab(title):
+                with gr.Tab(title, id=links.KEYS[title]):  # the key a link names (?tab=attention)
                     tab.build(model)
+        links.install(demo, tabs, [links.KEYS[title] for title, _ in TABS], picker, model)
     return quiet_gradio_checks(demo)
 
 

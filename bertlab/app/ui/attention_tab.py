@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
-from . import attention_mask, attention_math, models
+from . import attention_mask, attention_math, links, models
 from .attention_run import checked_run as _run
 from .common import (
     config_of,
@@ -263,7 +263,9 @@ def build(picker: gr.Dropdown) -> None:
             hide = gr.Checkbox(label="Hide [CLS]/[SEP]", info="drop them, rescale each row to sum to 1",
                                value=False, min_width=220)
         go_btn = gr.Button("Show attention", variant="primary")
+        links.copy_button("attention")
     ex = examples(side, EXAMPLES, [text, pair])
+    links.register("attention", text=text, pair=pair, layer=layer, head=head, hide=hide)
     caption = gr.Markdown()
     with gr.Tabs(overflow_behavior="wrap"):  # on a phone: rows of tabs, none hidden behind "…"
         with gr.Tab("One head"):

@@ -9,7 +9,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis.predict import MASK_RE, MAX_MASKS, fill_mask, with_masks
-from . import common, logit_lens, replaced_view, text_notes
+from . import common, links, logit_lens, replaced_view, text_notes
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -157,11 +157,13 @@ def build(picker: gr.Dropdown) -> None:
             causal = gr.Checkbox(label="Left context only (hide the words to the right)",
                                  value=False)
         go_btn = gr.Button("Predict", variant="primary")
+        links.copy_button("fill-mask")
         note = gr.HTML()  # results right under the controls; the explanation and examples beside them
         plot = gr.Plot(label="Probabilities per [MASK]")
         with gr.Accordion("JSON: one list per [MASK] of {score, token, token_str, sequence}", open=False):
             raw = gr.JSON(label="fill-mask JSON")
     ex = common.examples(side, EXAMPLES, [text, k, causal])
+    links.register("fill-mask", text=text, k=k, left_only=causal)
     args = dict(fn=predict, inputs=[text, k, causal, picker], outputs=[plot, raw, note])
     triggers = [text.submit, causal.input, k.release, picker.change]
     common.wire(**args, button=go_btn, api_name="fill_mask", triggers=triggers, examples=ex)

@@ -6,7 +6,7 @@ import html
 import gradio as gr
 import pandas as pd
 
-from . import common, models, text_notes
+from . import common, links, models, text_notes
 
 EXPLAIN = """**How BERT reads text.** BERT does not see words but *WordPiece* pieces from a fixed
 vocabulary (8,192 pieces here, 30,522 in bert-base). A frequent word is one piece; a rarer one is split
@@ -121,6 +121,7 @@ def build(picker: gr.Dropdown) -> None:
         pair = gr.Textbox(label="Second sentence (optional: makes a pair, segment B)", value="",
                           lines=1, max_length=common.MAX_INPUT_CHARS)
         go = gr.Button("Tokenize", variant="primary")
+        links.copy_button("tokenize")
         try:  # the example's result is on the page from the start, before the page's own load event
             first, rows, _ = tokenize(EXAMPLES[0][0], "", models.DEFAULT)
         except gr.Error:
@@ -132,5 +133,6 @@ def build(picker: gr.Dropdown) -> None:
     with gr.Accordion("JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False):
         raw = gr.JSON(label="tokenize JSON")
     ex = common.examples(side, EXAMPLES, [text, pair])
+    links.register("tokenize", text=text, pair=pair)
     common.wire(tokenize, [text, pair, picker], [view, table, raw], go, "tokenize",
                 [text.submit, pair.submit, picker.change], ex)

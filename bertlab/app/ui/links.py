@@ -1,0 +1,307 @@
+"""Deep links: the page address says which tab is open and what its inputs hold, so a teacher can
+share exactly what is on the projector.
+
+    ?tab=attention&text=the+cat+sat+.&layer=2&head=3&model=...
+    ?lesson=4                    (the Lessons tab, at lesson 4)
+
+`PARAMS` below is the contract: each tab's key and the names of its inputs. A tab registers its
+inputs in its build() with one call, `links.register("attention", text=text_box, layer=slider, ...)`,
+and puts a "copy link" button where it wants one with `links.copy_button("attention")`; app.py calls
+`links.install(...)` once. Opening a link then selects the tab, fills the inputs and runs the view
+(the tab's own page-opening events see the link's values instead of the defaults, so they draw what the
+link describes and nothing redraws it afterwards). A training tab is only filled, never started.
+
+Layers and heads are counted as the UI counts them: attention's layer and head from 1; the
+embeddings layer from 0 (0 = the embedding layer's output); probing's layer as its slider (-1 = all).
+A link comes from strangers: values are checked against the component they fill (lengths bounded,
+numbers clamped to the slider's range, a choice must be one offered), unknown names are ignored,
+and what is wrong is said in one warning, never a traceback.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import urllib.parse
+from dataclasses import dataclass, field
+
+import gradio as gr
+from gradio.context import LocalContext
+
+from . import models
+
+# tab title (as in app.py's TABS) -> key in the address
+KEYS = {"Tokenize": "tokenize", "Masking lab": "masking", "Fill-mask": "fill-mask", "Next sentence": "nsp",
+        "Attention": "attention", "Embeddings": "embeddings", "Architecture": "architecture",
+        "Pre-train": "pretrain", "Fine-tune": "finetune", "Distil": "distill", "Race": "race",
+        "Scaling": "scaling", "Probing": "probing", "Lessons": "lessons"}
+
+# key -> the names of the inputs a link may set, in the order a copied link lists them
+PARAMS = {
+    "tokenize": ("text", "pair"),
+    "masking": ("text", "rate", "whole_word", "seed", "n"),
+    "fill-mask": ("text", "k", "left_only"),
+    "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
+    "attention": ("text", "pair", "layer", "head", "hide"),  # layer, head from 1
+    "embeddings": ("word", "sentences", "layer", "pooling", "special"),  # layer 0 = embeddings
+    "architecture": ("family", "preset", "batch", "seq_len"),
+    "pretrain": ("recipe", "arch", "steps", "batch", "lr", "mask_rate", "objective"),
+    "finetune": ("task", "method", "epochs"),
+    "distill": ("layers", "steps", "temperature"),
+    "race": ("minutes", "seeds"),
+    "scaling": ("model_size", "steps", "batch", "seq_len", "accel", "dtype", "util", "count"),
+    "probing": ("task", "feature", "probe", "sample", "layer"),
+    "lessons": ("lesson",),
+}
+TRAINING = {"pretrain", "finetune", "distill", "race"}  # filled from a link, never run from one
+MAX_TEXT = 2000  # characters of one value from a link (browsers and servers refuse much longer addresses)
+MAX_PARAMS = 40
+
+
+def url(tab: str, **params) -> str:
+    """The relative link ("?tab=...&...") to `tab` with `params`; for "Try it" buttons and tests.
+    Booleans become 1/0; None is left out. Raises ValueError for a name the tab does not take."""
+    if tab not in PARAMS:
+        raise ValueError(f"No tab {tab!r}: one of {', '.join(PARAMS)}.")
+    bad = set(params) - set(PARAMS[tab]) - {"model"}
+    if bad:
+        raise ValueError(f"The {tab} tab takes {', '.join(PARAMS[tab])} (and model), not {', '.join(sorted(bad))}.")
+    q = {"tab": tab} | {k: int(v) if isinstance(v, bool) else v for k, v in params.items() if v is not None}
+    return "?" + urllib.parse.urlencode(q, quote_via=urllib.parse.quote)
+
+
+def _links(root=None) -> dict:
+    """This app's registrations, kept on the Blocks being built (so two apps never mix)."""
+    root = root or gr.context.Context.root_block
+    if root is None:
+        raise RuntimeError("links.register and links.copy_button belong inside a tab's build().")
+    return root.__dict__.setdefault("_bl_links", {})
+
+
+def register(tab: str, **inputs) -> None:
+    """Let a link fill these components: name=component, with names from PARAMS[tab]."""
+    if tab not in PARAMS:
+        raise ValueError(f"No tab {tab!r} in links.PARAMS.")
+    bad = set(inputs) - set(PARAMS[tab])
+    if bad:
+        raise ValueError(f"Add {', '.join(sorted(bad))} to links.PARAMS[{tab!r}] first: it is the links' contract.")
+    _links().setdefault(tab, {}).setdefault("inputs", {}).update(inputs)
+
+
+def copy_button(tab: str) -> None:
+    """A "copy link" button with a small box that shows the link (the clipboard is refused on plain
+    http and on some phones). Wired by install(), once the tab's inputs are registered."""
+    with gr.Row(elem_classes="bl-link", equal_height=True):
+        btn = gr.Button("🔗 Copy link", size="sm", scale=0, min_width=120, elem_classes="bl-copy-link")
+        box = gr.Textbox(show_label=False, container=False, interactive=False, max_lines=1, scale=1, min_width=160,
+                         placeholder="a link to this view, with its inputs", buttons=["copy"],
+                         elem_classes="bl-link-url")
+    _links().setdefault(tab, {})["copy"] = (btn, box)
+
+
+# ---- reading a link ---------------------------------------------------------------------------
+
+@dataclass
+class Link:
+    tab: str | None = None
+    values: dict = field(default_factory=dict)  # name -> checked value
+    model: str | None = None
+    problems: list = field(default_factory=list)  # one short sentence each
+
+    def message(self) -> str:
+        return "This link had a problem: " + " ".join(self.problems) if self.problems else ""
+
+
+def _choices(comp) -> list[tuple[str, object]]:
+    return [c if isinstance(c, (tuple, list)) else (str(c), c) for c in (getattr(comp, "choices", None) or [])]
+
+
+def check_value(comp, raw: str, name: str):
+    """(value for comp, problem or ""): raw text from the address as this component's kind of value."""
+    if isinstance(comp, gr.Checkbox):
+        v = raw.strip().lower()
+        if v in ("1", "true", "yes", "on"):
+            return True, ""
+        if v in ("0", "false", "no", "off", ""):
+            return False, ""
+        return None, f"{name} must be 1 or 0, not {raw[:20]!r}."
+    if isinstance(comp, (gr.Slider, gr.Number)):
+        try:
+            v = float(raw)
+        except ValueError:
+            return None, f"{name} must be a number, not {raw[:20]!r}."
+        if not math.isfinite(v):
+            return None, f"{name} must be a finite number."
+        lo, hi = getattr(comp, "minimum", None), getattr(comp, "maximum", None)
+        note = ""
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            v = min(max(v, lo if lo is not None else v), hi if hi is not None else v)
+            note = f"{name} {raw[:20]} is outside {_fmt(lo)} to {_fmt(hi)}: {_fmt(v)} is used."
+        step = getattr(comp, "step", None) if isinstance(comp, gr.Slider) else None
+        if step and lo is not None:
+            v = min(lo + round((v - lo) / step) * step, hi if hi is not None else math.inf)
+        whole = (isinstance(comp, gr.Number) and comp.precision == 0) or \
+                (isinstance(comp, gr.Slider) and float(step or 0).is_integer() and float(lo or 0).is_integer())
+        return (int(round(v)) if whole else round(v, 6)), note
+    if isinstance(comp, (gr.Dropdown, gr.Radio)):
+        for label, value in _choices(comp):
+            if raw in (str(value), label) or raw.strip().lower() in (str(value).lower(), label.lower()):
+                return value, ""
+        offered = ", ".join(str(v) for _, v in _choices(comp)[:8])
+        return None, f"{name} {raw[:30]!r} is not one of the choices ({offered})."
+    if isinstance(comp, gr.Textbox):
+        limit = min(MAX_TEXT, getattr(comp, "max_length", None) or MAX_TEXT)
+        if len(raw) > limit:
+            return None, f"{name} has {len(raw):,} characters; a link carries at most {limit:,}."
+        return "".join(ch for ch in raw if ch in "\n\t" or ch >= " "), ""
+    return None, f"{name} cannot be set from a link."
+
+
+def _fmt(x) -> str:
+    return "no limit" if x is None else f"{x:g}"
+
+
+def parse(query, registered: dict, tabs=None) -> Link:
+    """The link in `query` (a mapping of the address's parameters) checked against the registered
+    components, {tab: {"inputs": {name: component}}}, and the page's tab keys (`tabs`, by default
+    every key of PARAMS). Pure: no model is loaded."""
+    q = {str(k): str(v) for k, v in list(dict(query).items())[:MAX_PARAMS]}
+    tabs = [t for t in PARAMS if t in (PARAMS if tabs is None else tabs)]
+    link = Link()
+    tab = q.get("tab", "").strip().lower()[:40] or ("lessons" if "lesson" in q else "")
+    if tab in tabs:
+        link.tab = tab
+    elif tab:
+        link.problems.append(f"There is no tab {tab!r}; the tabs are {', '.join(tabs)}.")
+    if link.tab:
+        for name, comp in registered.get(link.tab, {}).get("inputs", {}).items():
+            if name in q:
+                value, problem = check_value(comp, q[name], name)
+                if problem:
+                    link.problems.append(problem)
+                if value is not None:
+                    link.values[name] = value
+    if "model" in q:
+        m = q["model"].strip()
+        if m and len(m) <= 200 and all(ch >= " " for ch in m):
+            link.model = m
+        elif m:
+            link.problems.append("model is not a model name.")
+    return link
+
+
+def _request_link(registered: dict, tabs) -> Link | None:
+    req = LocalContext.request.get(None)
+    params = getattr(req, "query_params", None)
+    if not params:
+        return None
+    link = parse(params, registered, tabs)
+    return link if (link.tab or link.model) else None
+
+
+# ---- wiring -----------------------------------------------------------------------------------
+
+def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown, model: gr.Textbox) -> None:
+    """Call once, after every tab is built: opening a link selects its tab and fills its inputs (one
+    warning for what was wrong), every event that runs when the page opens sees the link's values,
+    and each copy button builds the link from its tab's current values."""
+    registered = _links(demo)
+    comps = [(tab, name, c) for tab, r in registered.items() for name, c in r.get("inputs", {}).items()]
+
+    def apply(request: gr.Request):
+        link = parse(getattr(request, "query_params", {}) or {}, registered, keys)
+        if link.model and not _loads(link.model):
+            link.problems.append(f"The model {link.model[:60]!r} could not be loaded; the shipped one is used.")
+            link.model = None
+        if link.problems:
+            gr.Warning(link.message())
+        fills = [link.values[name] if tab == link.tab and name in link.values else gr.skip()
+                 for tab, name, _ in comps]
+        return [gr.Tabs(selected=link.tab) if link.tab else gr.skip(),
+                link.model if link.model else gr.skip(), *fills]
+
+    demo.load(apply, None, [tabs, picker, *(c for *_, c in comps)], api_name=False, show_progress="hidden")
+    _see_links_on_open(demo, registered, keys, picker, model)
+    for tab, r in registered.items():
+        if "copy" in r:
+            btn, box = r["copy"]
+            names = list(r.get("inputs", {}))
+            btn.click(None, [*r.get("inputs", {}).values(), model], box, api_name=False,
+                      js=_copy_js(tab, names))
+
+
+def _copy_js(tab: str, names: list[str]) -> str:
+    return f"""(...v) => {{
+  const names = {json.dumps(names)}, p = new URLSearchParams({{tab: {json.dumps(tab)}}});
+  names.forEach((n, i) => {{ let x = v[i];
+    if (x === null || x === undefined || Array.isArray(x) || typeof x === "object") return;
+    p.set(n, typeof x === "boolean" ? (x ? "1" : "0") : String(x)); }});
+  const m = v[names.length];
+  if (m && m !== {json.dumps(models.DEFAULT)}) p.set("model", m);
+  const link = location.origin + location.pathname + "?" + p.toString();
+  try {{ navigator.clipboard.writeText(link).catch(() => {{}}); }} catch (e) {{}}
+  return link;
+}}"""
+
+
+def _opens_page(demo, fn) -> bool:
+    """Whether this event runs when the page opens: a load event, or one chained after one."""
+    seen = set()
+    while fn is not None and fn._id not in seen:
+        seen.add(fn._id)
+        if any(t[1] == "load" and t[0] in (None, demo._id) for t in fn.targets):
+            return True
+        fn = demo.fns.get(fn.trigger_after) if fn.trigger_after is not None else None
+    return False
+
+
+def _plain(fn) -> bool:
+    """A function we can call with the same positional inputs (no request, progress or event data)."""
+    if fn is None or inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn) \
+            or inspect.isasyncgenfunction(fn):
+        return False
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return not any(any(s in str(p.annotation) for s in ("Request", "Progress", "EventData"))
+                   or isinstance(p.default, gr.Progress) for p in ps)
+
+
+def _see_links_on_open(demo, registered: dict, keys, picker, model) -> None:
+    """Every event that runs when the page opens and reads a linked input is given the link's value
+    instead of the default the browser still shows at that moment; the model too. Training tabs
+    keep their defaults here: their form is filled by apply(), nothing is run."""
+    by_id = {c._id: (tab, name) for tab, r in registered.items() if tab not in TRAINING
+             for name, c in r.get("inputs", {}).items()}
+    model_ids = {picker._id, model._id}
+    for block_fn in list(demo.fns.values()):
+        ids = [getattr(c, "_id", None) for c in block_fn.inputs]
+        if not block_fn.inputs or not _plain(block_fn.fn) or not _opens_page(demo, block_fn):
+            continue
+        if not any(i in by_id or i in model_ids for i in ids):
+            continue
+        block_fn.fn = _substituting(block_fn.fn, ids, by_id, model_ids, registered, keys)
+
+
+def _substituting(fn, ids, by_id, model_ids, registered, keys):
+    def with_link(*args):
+        link = _request_link(registered, keys)
+        if link is not None:
+            args = list(args)
+            for k, i in enumerate(ids[:len(args)]):
+                if i in by_id and by_id[i][0] == link.tab and by_id[i][1] in link.values:
+                    args[k] = link.values[by_id[i][1]]
+                elif i in model_ids and link.model and _loads(link.model):
+                    args[k] = link.model
+        return fn(*args)
+    with_link.__name__ = getattr(fn, "__name__", "fn")
+    return with_link
+
+
+def _loads(choice: str) -> bool:
+    try:
+        models.get(choice)
+        return True
+    except (ValueError, OSError):
+        return False

@@ -24,10 +24,12 @@ def _cont_table(tok) -> torch.Tensor:
     return table
 
 
-def mask_kwargs(tok, rate: float) -> dict:
-    """The arguments pre-training's Batcher passes: [MASK] and the random replacements from the tokenizer."""
+def mask_kwargs(tok, rate: float, mask_frac: float = 0.8, random_frac: float = 0.1) -> dict:
+    """The arguments pre-training's Batcher passes: [MASK] and the random replacements from the tokenizer;
+    the shares of the selected tokens that become [MASK] and a random token (the rest stay)."""
     special = special_token_ids(tok)
-    return dict(mask_token_id=special.mask, random_ids=special.random, rate=float(rate))
+    return dict(mask_token_id=special.mask, random_ids=special.random, rate=float(rate),
+                mask_frac=float(mask_frac), random_frac=float(random_frac))
 
 
 def prepare(tok, ids, whole_word: bool):
@@ -38,11 +40,13 @@ def prepare(tok, ids, whole_word: bool):
     return ids, special, words
 
 
-def preview(tok, ids, rate: float = 0.15, whole_word: bool = False, seed: int = 0) -> dict:
-    """One draw: per position the rule code, the id the model sees, and the label (original id)."""
+def preview(tok, ids, rate: float = 0.15, whole_word: bool = False, seed: int = 0, mask_frac: float = 0.8,
+            random_frac: float = 0.1) -> dict:
+    """One draw: per position the rule code, the id the model sees, and the label (original id). The
+    shares only move the rule thresholds: the same seed selects the same positions whatever they are."""
     ids_t, special, words = prepare(tok, ids, whole_word)
     g = torch.Generator().manual_seed(int(seed))
-    m = mask_tokens(ids_t, special, word_ids=words, generator=g, **mask_kwargs(tok, rate))
+    m = mask_tokens(ids_t, special, word_ids=words, generator=g, **mask_kwargs(tok, rate, mask_frac, random_frac))
     return {"rule": m.rule.tolist(), "input_ids": m.input_ids.tolist(), "labels": m.labels.tolist(),
             "word_ids": None if words is None else words.tolist(),
             "eligible": int((~special).sum())}
@@ -59,7 +63,7 @@ def expected_share(rate: float, word_lengths: list[int]) -> float:
 
 
 def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_samples: int = 200,
-                 seed: int = 0) -> dict:
+                 seed: int = 0, mask_frac: float = 0.8, random_frac: float = 0.1) -> dict:
     """Count what `n_samples` independent masks of one sequence (one per epoch, as in training) did."""
     n = n_samples
     if isinstance(n, bool) or not isinstance(n, (int, float)) or int(n) != n or not 1 <= n <= MAX_SAMPLES:
@@ -71,7 +75,8 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
         raise ValueError("nothing to mask: every token is [CLS], [SEP], [UNK] or [MASK]")
     B = lambda x: None if x is None else x[None].expand(n, -1).contiguous()  # noqa: E731
     g = torch.Generator().manual_seed(int(seed) + 1_000_003)  # not the preview's draw
-    m = mask_tokens(B(ids_t), B(special), word_ids=B(words), generator=g, **mask_kwargs(tok, rate))
+    m = mask_tokens(B(ids_t), B(special), word_ids=B(words), generator=g,
+                    **mask_kwargs(tok, rate, mask_frac, random_frac))
     counts = {name: int((m.rule == code).sum()) for code, name in RULE_NAMES.items() if code}
     selected = sum(counts.values())
     lengths = [1] * eligible if words is None else \
@@ -82,7 +87,8 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
         "expected_share": expected_share(float(rate), lengths), "rate": float(rate),
         "counts": counts,
         "split": {k: (v / selected if selected else 0.0) for k, v in counts.items()},
-        "expected_split": {"[MASK]": 0.8, "random": 0.1, "kept": 0.1},
+        "expected_split": {"[MASK]": float(mask_frac), "random": float(random_frac),
+                           "kept": max(0.0, 1.0 - float(mask_frac) - float(random_frac))},
         # whole words share one rule, so the split is over words there, and noisier per token
         "whole_word": bool(whole_word),
     }

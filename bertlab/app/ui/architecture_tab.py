@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from ...analysis import sizing
 from ...config import MODEL_TYPES, BertConfig, preset, preset_names
 from ...family import NAMES
-from . import common, models
+from . import architecture_variants, common, models
 from .common import MODEL_ERRORS, load_model, mistakes, wire
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
@@ -389,6 +389,7 @@ def build(picker: gr.Textbox) -> None:
                         + "\n\n" + KNOWN_NOTE)
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
+    architecture_variants.build()  # every family member at every preset, side by side
     shape, extra = boxes[:len(FIELDS)], boxes[len(FIELDS):]
     inputs = shape + [batch, seq_len, picker, family] + extra
     outputs = [summary, params_plot, mem_plot, flops_plot, table, picked, raw]

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
-from . import attention_mask, attention_math, links, models
+from . import attention_finder, attention_mask, attention_math, links, models
 from .attention_run import checked_run as _run
 from .common import (
     config_of,
@@ -292,6 +292,7 @@ def build(picker: gr.Dropdown) -> None:
             follow = [attention_mask.build(text, pair, layer, head, picker)]
         with gr.Tab("Q·K·V by hand"):
             follow.append(attention_math.build(text, pair, layer, head, picker))
+        follow.append(attention_finder.build(text, pair, picker))  # its own sub-tab
     with gr.Accordion("JSON (what the API returns)", open=False):
         raw = gr.JSON(label="tokens, attention of the selected head, head_stats, rollout")
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ...data import masking_lab
 from ...data.masking import KEPT, MASKED, RANDOM
-from . import common, text_notes
+from . import common, masking_score, text_notes
 
 EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 % of the tokens are
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and
@@ -182,3 +182,4 @@ def build(picker: gr.Dropdown) -> None:
                 [text.submit, whole.input, rate.release, n.release, picker.change, seed.input, seed.submit,
                  rate.input, n.input], ex, trigger_mode="always_last")
     again.click(resample, inputs, [seed, view, plot, raw], api_name=False)
+    masking_score.build(text, rate, whole, seed, picker)  # the draw scored by the model

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from .config import BertConfig
 
@@ -151,6 +152,26 @@ class BertLayer(nn.Module):
         return self.output(self.intermediate(self.ln(x)), x), probs
 
 
+def run_layer(stack: nn.Module, layer: nn.Module, *args):
+    """layer(*args); under activation checkpointing (`stack.gradient_checkpointing`, training with
+    gradients) only the layer's inputs are kept and backward runs it again: the same numbers for
+    about a third more compute and one layer's activations instead of all of them."""
+    if stack.gradient_checkpointing and stack.training and torch.is_grad_enabled():
+        return checkpoint(layer, *args, use_reentrant=False)  # keeps the RNG state: same dropout
+    return layer(*args)
+
+
+def set_gradient_checkpointing(model: nn.Module, on: bool = True) -> nn.Module:
+    """Switch activation checkpointing on (or off) in every layer stack of `model` (any family member,
+    a classifier, ELECTRA's generator + discriminator pair)."""
+    stacks = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")]
+    if not stacks:
+        raise ValueError(f"{type(model).__name__} has no layer stack to checkpoint")
+    for m in stacks:
+        m.gradient_checkpointing = on
+    return model
+
+
 class BertEncoder(nn.Module):
     """The layer stack; RoBERTa and ELECTRA use it as is (their checkpoint keys are BERT's)."""
 
@@ -158,13 +179,14 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(c) for _ in range(c.num_hidden_layers))
         self.ln = _pre_ln(c)  # pre-LN: the residual stream is normalised once, at the end
+        self.gradient_checkpointing = False  # set_gradient_checkpointing
 
     def forward(self, x, bias, output_attentions: bool, prefix=None):
         """(last hidden state, L+1 hidden states, L attention maps or Nones) from x (B, T, H);
         `prefix`: one (keys, values) per layer, or None."""
         hidden, attns = [x], []
         for i, layer in enumerate(self.layer):
-            x, probs = layer(x, bias, output_attentions, None if prefix is None else prefix[i])
+            x, probs = run_layer(self, layer, x, bias, output_attentions, None if prefix is None else prefix[i])
             hidden.append(x)
             attns.append(probs)
         x = hidden[-1] = self.ln(x)  # pre-LN, as MegatronBert: the last hidden state is normalised

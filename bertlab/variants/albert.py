@@ -32,6 +32,7 @@ from ..model import (
     check_length,
     init_weights,
     mask_bias,
+    run_layer,
     virtual_inputs,
 )
 
@@ -106,6 +107,7 @@ class AlbertTransformer(nn.Module):
         self.config = c
         self.embedding_hidden_mapping_in = nn.Linear(c.embedding_dim, c.hidden_size)
         self.albert_layer_groups = nn.ModuleList(AlbertLayerGroup(c) for _ in range(c.num_hidden_groups))
+        self.gradient_checkpointing = False  # bertlab.model.set_gradient_checkpointing: a step at a time
 
     def group_of(self, step: int) -> AlbertLayerGroup:
         """The shared weights step `step` (from 0) runs."""
@@ -121,7 +123,7 @@ class AlbertTransformer(nn.Module):
         n = self.config.inner_group_num
         for step in range(self.config.num_hidden_layers):
             kv = None if prefix is None else prefix[step * n:(step + 1) * n]
-            x, probs = self.group_of(step)(x, bias, output_attentions, kv)
+            x, probs = run_layer(self, self.group_of(step), x, bias, output_attentions, kv)
             hidden.append(x)
             attns.extend(probs)
         return x, hidden, attns

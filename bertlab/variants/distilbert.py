@@ -12,7 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import ACT, BertOutput, BertSelfAttention, check_length, init_weights, mask_bias, virtual_inputs
+from ..model import (ACT, BertOutput, BertSelfAttention, check_length, init_weights, mask_bias, run_layer,
+                     virtual_inputs)
 
 LN_EPS = 1e-12  # what transformers' DistilBERT uses everywhere, whatever the config says
 
@@ -91,6 +92,7 @@ class Transformer(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()
         self.layer = nn.ModuleList(TransformerBlock(c) for _ in range(c.num_hidden_layers))
+        self.gradient_checkpointing = False  # bertlab.model.set_gradient_checkpointing
 
 
 def check_config(c: BertConfig) -> None:
@@ -124,7 +126,8 @@ class DistilBertModel(nn.Module):
         bias = mask_bias(attention_mask, x.dtype, causal)  # (B, 1, T, T) or None
         hidden, attns = [x], []
         for i, block in enumerate(self.transformer.layer):
-            x, probs = block(x, bias, output_attentions, None if prefix is None else prefix[i])
+            x, probs = run_layer(self.transformer, block, x, bias, output_attentions,
+                                 None if prefix is None else prefix[i])
             hidden.append(x)
             attns.append(probs)
         return BertOutput(last_hidden_state=x,

@@ -12,6 +12,7 @@ from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset, preset_names
 from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
 from ...train.specs import PretrainSpec
+from .. import classroom
 from ..jobs import check_name
 from ..limits import check_upload, limits
 from . import jobs_ui, models
@@ -199,14 +200,18 @@ def view(name, overlay, owner):
 
 def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
           hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln, overlay,
-          arch="BERT", generator_size=0.25, rtd_weight=50.0):
-    """Validate the form and launch the run (or queue it); named so the API reads like the form."""
+          arch="BERT", generator_size=0.25, rtd_weight=50.0, student=""):
+    """Validate the form and launch the run (or queue it); named so the API reads like the form.
+    `student`: the name the class chart shows for the run (optional)."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
+        student = classroom.check_display_name(student)
         spec = form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
                          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln,
                          arch, generator_size, rtd_weight)
         jobs_ui.launch(owner, name, spec)
+        if student:
+            classroom.name_run(jobs_ui.manager(), name, jobs_ui.visitor(owner), student)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("pretrain"), value=name), *view(name, overlay, owner))
@@ -246,6 +251,8 @@ def build(picker: gr.Dropdown) -> None:
             with gr.Row():
                 name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64,
                                   min_width=280)  # 280: side by side on a laptop, one above the other on a phone
+                student = gr.Textbox(label="Your name (shown on the class chart)", placeholder="optional",
+                                     max_length=classroom.MAX_NAME, min_width=280, elem_id="pretrain-student")
                 start_from = gr.Dropdown([SCRATCH] + models.choices(), value=SCRATCH, label="Start from",
                                          info="continue a model (e.g. at 128 tokens after a 32-token run)",
                                          min_width=280)
@@ -326,7 +333,7 @@ def build(picker: gr.Dropdown) -> None:
     size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
     gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)
-    start_btn.click(start, [owner, name, *form, overlay, arch, generator_size, rtd_weight], [watch, *outs],
+    start_btn.click(start, [owner, name, *form, overlay, arch, generator_size, rtd_weight, student], [watch, *outs],
                     api_name="pretrain_start",
                     concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")

@@ -270,3 +270,21 @@ def test_the_class_section_in_a_browser_and_through_the_api(classroom_app):
     for i in range(4):  # with the two above: five wrong from this address
         _refused(client, "/class_clear", token=f"guess-{i}", confirm=True)
     assert "too many" in _refused(client, "/class_clear", token=TOKEN, confirm=True)
+
+
+def test_the_command_line_ranks_and_clears(tmp_path, monkeypatch, capsys):
+    from bertlab.app.cli import main as cli
+    root = tmp_path / "runs"
+    pretrain_run(root, "ann-1", ANN, [0.1, 0.3])
+    pretrain_run(root, "cli-1", None, [0.2])
+    runs.write_json_atomic(root / "ann-1" / classroom.STUDENT, {"display_name": "Ann"})
+    assert cli(["class", "--runs", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Ann" in lines[1] and "ann-1" in lines[1] and "30.0%" in lines[1] and "cli-1" in lines[2]
+    monkeypatch.delenv("BERTLAB_TEACHER_TOKEN", raising=False)
+    assert cli(["class", "--runs", str(root), "--clear"]) != 0
+    assert "BERTLAB_TEACHER_TOKEN" in capsys.readouterr().err and (root / "ann-1").exists()
+    monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", TOKEN)
+    assert cli(["class", "--runs", str(root), "--clear", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == ["ann-1"]
+    assert sorted(p.name for p in root.iterdir()) == ["cli-1"]

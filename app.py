@@ -23,6 +23,7 @@ from bertlab.app.ui import (  # noqa: E402
     fill_mask_tab,
     finetune_tab,
     jobs_ui,
+    lessons_tab,
     links,
     masking_tab,
     models,
@@ -56,7 +57,9 @@ CSS = """
 }
 """
 
-TABS = [("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
+# Lessons first: a student who opens the app meets the course, which leads through the other tabs
+# (a teacher's link, ?tab=..., opens any other tab directly).
+TABS = [("Lessons", lessons_tab), ("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
         ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
         ("Architecture", architecture_tab), ("Pre-train", pretrain_tab), ("Fine-tune", finetune_tab),
         ("Distil", distill_tab), ("Race", race_tab), ("Scaling", scaling_tab), ("Probing", probe_tab)]

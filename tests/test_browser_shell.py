@@ -5,7 +5,7 @@ import re
 import pytest
 from browser import DESKTOP, PHONE, SHOTS, chromium_page
 
-TABS = ["Tokenize", "Masking lab", "Fill-mask", "Next sentence", "Attention", "Embeddings", "Architecture",
+TABS = ["Lessons", "Tokenize", "Masking lab", "Fill-mask", "Next sentence", "Attention", "Embeddings", "Architecture",
         "Pre-train", "Fine-tune", "Distil", "Race", "Scaling", "Probing"]
 
 
@@ -15,6 +15,7 @@ def test_a_picker_typo_is_one_message_and_the_working_model_stays(server):
         page.goto(server)
         card = page.locator("#model-card")
         card.get_by_text("default (shipped)").wait_for(timeout=30_000)
+        page.get_by_role("tab", name="Tokenize").click()  # the app opens on Lessons
         panel = page.locator("[role=tabpanel]:visible").first
         panel.get_by_text("tokens for").first.wait_for(timeout=30_000)  # Tokenize shows the example on load
         box = page.get_by_role("combobox", name="Model")

@@ -1,0 +1,112 @@
+"""Lessons 1-5: what BERT reads and what it was trained to do (tokens, masking, fill-mask, sentence
+pairs, attention). Each question's inputs are the ones checks.py runs the model on."""
+from __future__ import annotations
+
+from . import checks as C
+from .lesson import Lesson, TryIt
+
+TOKENS = Lesson(
+    1, "tokens", "Tokens: what BERT actually reads",
+    explain=r"""BERT never sees words. A **WordPiece** tokenizer cuts text into pieces from a fixed
+vocabulary (8,192 pieces in the shipped model, 30,522 in bert-base): a frequent word is one piece, a
+rare one is several, and a piece that continues a word starts with `##`. `[CLS]` opens every input
+and `[SEP]` closes each sentence. The vocabulary is built by repeatedly gluing the pair of pieces
+with the best score
+
+$$\text{score}(a, b) = \frac{\text{count}(ab)}{\text{count}(a)\,\text{count}(b)}$$
+
+so pairs that occur together more often than their parts alone become new pieces.""",
+    try_its=(TryIt(f"Tokenize “{C.TOKENS_WORD}”", "tokenize", {"text": C.TOKENS_WORD}),
+             TryIt("Tokenize a sentence with rare words and an emoji", "tokenize",
+                   {"text": "the overacting in this rewatchable sequel was unwatchable 😍"})),
+    expect="""Common words (*the*, *sequel*) stay whole; a word the vocabulary lacks is spelt from
+smaller pieces, so almost nothing becomes `[UNK]` — only characters the vocabulary has never seen,
+such as many emoji. How a word is split depends on the corpus the tokenizer was trained on: movie
+reviews for the shipped model. The pieces need not be the parts a person would see (*re·watch·able*):
+they are whatever the vocabulary happened to keep, and another model splits the same word differently.""",
+    question=f"Into how many pieces does the model's tokenizer cut the word **{C.TOKENS_WORD}** "
+             "(not counting `[CLS]` and `[SEP]`)?",
+    placeholder="a number, e.g. 2")
+
+MASKING = Lesson(
+    2, "masking", "Masking: how BERT makes its own exercises",
+    explain=r"""Pre-training needs no labels: BERT hides words and learns to guess them back. About
+15 % of the pieces are *selected*; of those, 80 % become `[MASK]`, 10 % a random piece and 10 % stay
+as they are, so the model must check every position, not only the `[MASK]`s. The loss is the
+average surprise at the selected positions $M$ of the corrupted text $\tilde{x}$:
+
+$$\mathcal{L}_{\text{MLM}} = -\frac{1}{|M|}\sum_{i \in M} \log p_\theta\left(x_i \mid \tilde{x}\right)$$
+
+The draw is new every time a sentence is seen (*dynamic masking*); a seed makes one draw repeatable.""",
+    try_its=(TryIt(f"Open draw #{C.MASK_SEED} of a review sentence", "masking",
+                   {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": False, "seed": C.MASK_SEED}),
+             TryIt("The same sentence with whole-word masking", "masking",
+                   {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": True, "seed": C.MASK_SEED})),
+    expect="""One draw rarely shows 80/10/10 exactly: on one short sentence a handful of pieces
+are selected and each one rolls its own die. The chart below the draw counts many draws, and there the
+shares settle near 15 % and 80/10/10. With whole-word masking, all pieces of a word are chosen
+together (`overact ##ing`), which makes the guess harder: the model cannot read half a word.""",
+    question=f"In draw **#{C.MASK_SEED}** (rate {C.MASK_RATE:.0%}, no whole-word masking), how many of "
+             "the selected pieces are replaced by `[MASK]`?",
+    placeholder="a number")
+
+FILL = Lesson(
+    3, "fill", "Fill-mask: reading from both sides",
+    explain=r"""At each `[MASK]` the model's last vector $h_i$ goes through the masked-LM head, a
+layer and a product with the word table $W_e$, and a softmax gives every piece of the vocabulary a
+probability:
+
+$$p(w \mid \tilde{x}) = \operatorname{softmax}\left(W_e\, g(h_i) + b\right)_w$$
+
+Because every layer lets each token look at **all** the others, $h_i$ depends on the words to the
+left *and* to the right of the gap: that is the "B" in BERT (bidirectional). A left-to-right model
+such as GPT only sees the words before the gap.""",
+    try_its=(TryIt("The gap with both sides", "fill-mask", {"text": C.FILL_TEXT, "left_only": False}),
+             TryIt("The same gap, left context only", "fill-mask", {"text": C.FILL_TEXT, "left_only": True})),
+    expect="""With both sides, the words after the gap (*recommend this film*) pull the guesses
+towards adverbs that fit "would … recommend": *highly*, *strongly* (or *not*). With the left context
+only the model sees just "i would …" and guesses verbs that often follow it: the right-hand words were
+doing most of the work.""",
+    question="With **Left context only** ticked, what is the model's top guess for "
+             f"“{C.FILL_TEXT}”?",
+    placeholder="one word")
+
+NSP = Lesson(
+    4, "nsp", "Next sentence and sentence order",
+    explain=r"""Original BERT had a second task: given `[CLS] A [SEP] B [SEP]`, did B really come next
+in the document (half the time) or is it a random sentence? A small head reads the `[CLS]` vector
+through the *pooler*:
+
+$$P(\text{IsNext}) = \operatorname{softmax}\left(W\tanh\left(W_p\, h_{[\text{CLS}]} + b_p\right)\right)_{\text{IsNext}}$$
+
+RoBERTa showed the task can be dropped without loss; ALBERT replaced it by **sentence order**
+(are A and B in their original order?), which cannot be solved by noticing a change of topic.""",
+    try_its=(TryIt("Rank four candidate next sentences", "nsp", {"a": C.NSP_A, "b": "\n".join(C.NSP_B)}),),
+    expect="""The two sentences about the film come out on top and the recipe last: a change of topic
+is easy to spot. Read the **ranking**, not the yes/no: a small model says "next" to many pairs that
+are not (the tab shows how often it is right on held-out pairs). Between the two on-topic sentences
+the model often hesitates — telling *which* fitting sentence really came next is the hard part.""",
+    question="Which candidate sentence B does the model rank **first** (type the sentence, or its line "
+             "number in the list of candidates)?",
+    placeholder="the sentence, or its line number (1-4)")
+
+ATTENTION = Lesson(
+    5, "attention", "Attention heads: where each token looks",
+    explain=r"""In every layer, each head turns every token into a *query*, a *key* and a *value*;
+a token's output is a mix of all values, weighted by how well its query matches each key:
+
+$$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$$
+
+Each row of the softmax shares out 100 % of one token's attention. Heads learn habits (Clark et
+al. 2019): some look at the previous or the next token, some "park" on `[CLS]` or `[SEP]`, a few
+follow syntax.""",
+    try_its=(TryIt("Open the sentence at layer 2, head 1", "attention", {"text": C.ATTN_TEXT, "layer": 2, "head": 1}),),
+    expect="""Open the **Overview** and **Head statistics** views: the squares labelled *previous*
+are heads that put most of each token's attention on the token just before it — the nearest word is
+the best single clue, and learning to look there is how a model leaves the "bag of words" stage of
+pre-training. Sort the statistics table by *previous* to find the strongest one.""",
+    question=f"In “{C.ATTN_TEXT}”, which head puts the largest share of attention on the **previous** "
+             "token? Answer with its layer and head, e.g. “layer 1 head 2”.",
+    placeholder="layer … head …")
+
+LESSONS = [TOKENS, MASKING, FILL, NSP, ATTENTION]

@@ -1,0 +1,118 @@
+"""Lessons 6-10: what the vectors hold and how models are made (embeddings, pre-training,
+fine-tuning, probing, the family and its scaling). Each question's inputs are checks.py's."""
+from __future__ import annotations
+
+from . import checks as C
+from .lesson import Lesson, TryIt
+
+EMBEDDINGS = Lesson(
+    6, "embeddings", "Embeddings and word senses",
+    explain=r"""BERT's first vector for a piece is a table lookup — the piece's row plus a vector for
+its position and one for its segment: $x_i = E_{\text{tok}}[w_i] + E_{\text{pos}}[i] + E_{\text{seg}}[s_i]$.
+Each layer then mixes in the other words, so the same word drifts apart in different sentences:
+*score* as film music and *score* as a rating. Vectors are compared by the angle between them:
+
+$$\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\,\lVert v \rVert}$$
+
+1 means the same direction; the lower, the more the contexts changed the word.""",
+    try_its=(TryIt(f"Follow “{C.EMB_WORD}” through four sentences", "embeddings",
+                   {"word": C.EMB_WORD, "sentences": "\n".join(C.EMB_SENTENCES)}),
+             TryIt("Try “bank”: river or money?", "embeddings",
+                   {"word": "bank", "sentences": "we had a picnic on the river bank .\nthe bank refused to lend "
+                    "them any money .\nthey sat by the bank of the river all day .\nhe robbed a bank in the first scene ."})),
+    expect="""At layer 0 every pair is nearly identical (same word, only the position differs); the
+lines fall as the layers add context. In a model that separates the senses, the pairs with the same
+sense (S1–S2 music, S3–S4 rating) stay highest. A small model that read only movie reviews may not
+separate a sense it rarely saw — the notes under the chart measure it for this model.""",
+    question=f"At the **last** layer, which two sentences give “{C.EMB_WORD}” the most similar vectors? "
+             "Answer with their numbers, e.g. “S1 and S3”.",
+    placeholder="S… and S…")
+
+PRETRAIN = Lesson(
+    7, "pretrain", "Pre-train your own BERT",
+    explain=r"""A BERT's size is fixed by four numbers: layers $L$, hidden width $H$, heads and the
+feed-forward width (usually $4H$). Each layer holds about $12H^2$ weights (attention's four
+$H \times H$ matrices and the feed-forward's two $H \times 4H$), and the word table $V \times H$ more:
+
+$$N \approx V H + 12\,L H^2$$
+
+In a small model the word table dominates. Training shows a plateau first: the model guesses the most
+common words whatever the context (the *unigram* line), until attention learns to look at the
+neighbours and the masked-token accuracy leaves that line.""",
+    try_its=(TryIt("Open the “tiny and fast” recipe (nothing starts until you press Start)", "pretrain",
+                   {"recipe": C.PRETRAIN_RECIPE}),
+             TryIt("Size the same model in the Architecture tab", "architecture", {"family": "bert", "preset": "tiny"})),
+    expect="""The form shows the model's parameters and training memory before anything runs. If you
+start it, the curves begin on the unigram line and, after a few hundred steps, the accuracy leaves it
+at the same moment as the attention to neighbouring tokens rises. The *Watch it learn* rows show the
+guesses turning from `. the ,` into words that fit.""",
+    question="How many parameters (with the pre-training heads) does the model of the **Tiny and fast** "
+             "recipe have?",
+    placeholder="a number, e.g. 2,345,678 or 2.3M")
+
+FINETUNE = Lesson(
+    8, "finetune", "Fine-tuning, and training only a little",
+    explain=r"""Fine-tuning puts a small head on the `[CLS]` vector and trains on labelled examples.
+*Full* fine-tuning lets every weight change; the **parameter-efficient** methods train a sliver.
+LoRA freezes each chosen matrix $W$ ($d_{out} \times d_{in}$) and learns a low-rank update beside it:
+
+$$W' = W + \frac{\alpha}{r}\,B A, \qquad B \in \mathbb{R}^{d_{out}\times r},\; A \in \mathbb{R}^{r \times d_{in}}$$
+
+so it trains $r\,(d_{in} + d_{out})$ numbers per matrix instead of $d_{in}\,d_{out}$; $B$ starts at
+zero, so training starts from BERT itself.""",
+    try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
+                   {"task": "Sentiment: Rotten Tomatoes (shipped)", "method": "LoRA"}),
+             TryIt("The same with full fine-tuning", "finetune",
+                   {"task": "Sentiment: Rotten Tomatoes (shipped)", "method": "Full fine-tuning"})),
+    expect="""The line under the method says how many parameters it trains: LoRA a few per cent,
+full fine-tuning all of them. *Compare methods* trains all eight on the same data and plots score
+against parameters trained: on this small model full fine-tuning is best, and LoRA gets close for
+a fraction of the weights. (The bench notes in the repository give the measured numbers.)""",
+    question=f"How many parameters does **LoRA** (rank {C.LORA['lora_rank']}, its default layers) train "
+             "for sentiment on the model in use?",
+    placeholder="a number, e.g. 123,456")
+
+PROBING = Lesson(
+    9, "probing", "Probing: what each layer knows",
+    explain=r"""A *probe* is a small classifier trained on one layer's frozen vectors. If it reads the
+part of speech of each word well from layer 2, that information is *decodable* there. But a probe
+can also memorise words; so it is compared with a **control task** (each word type gets a fixed random
+tag, Hewitt & Liang 2019) that only memorising can solve:
+
+$$\text{selectivity} = \text{accuracy}_{\text{task}} - \text{accuracy}_{\text{control}}$$
+
+High selectivity means the layer holds the property itself, not just which word it is.""",
+    try_its=(TryIt(f"Probe part of speech on {C.PROBE['sample']} sentences (press Run probes)", "probing",
+                   {"task": C.PROBE["task"], "feature": C.PROBE["feature"], "probe": C.PROBE["kind"],
+                    "sample": C.PROBE["sample"]}),),
+    expect="""Layer 0 (the embeddings: word + position, no context) already scores well, because most
+words have one usual tag — but its control is high too. Higher layers mix in context, so the control
+(pure memorising) drops while the task stays high: selectivity peaks in a middle or upper layer. A
+random model of the same shape (compared by default) is a humbling baseline.""",
+    question=f"Which layer is the **most selective** for part of speech ({C.PROBE['sample']} sentences, "
+             "linear probe, first piece of each word)?",
+    placeholder="a layer number (0 = embeddings)")
+
+VARIANTS = Lesson(
+    10, "variants", "The family and its scaling",
+    explain=r"""BERT's descendants change one thing each. **RoBERTa**: more data, no next-sentence task,
+a byte-level vocabulary. **DistilBERT**: half the layers, trained to copy BERT. **ELECTRA**: a small
+generator fills the masks and the model learns which tokens were replaced — a lesson from every token.
+**ALBERT**: one set of layer weights shared by all layers, and words stored in $E$ dimensions and
+projected up: the word table costs
+
+$$V E + E H \quad\text{instead of}\quad V H$$
+
+Scaling laws then say what size to train: compute is about $C \approx 6ND$ FLOPs for $N$ parameters
+and $D$ tokens, and Chinchilla's optimum is about $D \approx 20N$.""",
+    try_its=(TryIt("Size ALBERT base", "architecture", {"family": C.VARIANT[0], "preset": C.VARIANT[1]}),
+             TryIt("Size BERT base beside it", "architecture", {"family": "bert", "preset": "base"}),
+             TryIt("What pre-training BERT base cost", "scaling", {"model_size": "base"})),
+    expect="""ALBERT base runs exactly as many layers as BERT base (the same compute per sentence) but
+stores about a tenth of the weights: one layer's weights, and a thin word table. The table under the
+charts puts every published model beside a BERT of the same shape. The Scaling tab turns a size and
+a number of tokens into FLOPs, hours and a price.""",
+    question="How many parameters does **ALBERT base** have without its pre-training heads?",
+    placeholder="a number, e.g. 12.3M")
+
+LESSONS = [EMBEDDINGS, PRETRAIN, FINETUNE, PROBING, VARIANTS]

@@ -13,18 +13,19 @@ from ...family import NAMES
 from . import common
 
 EXPLAIN = """**The variants table.** Every family member at every preset, counted by the same formulas.
-*Parameters* is what is stored; *fp32 weights* is 4 bytes each; *fp32 training* adds gradients, AdamW's
-two moments and the activations of one sequence; *FLOPs* is the arithmetic of one forward pass.
-Read across a row of the chart: **ALBERT** stores far fewer parameters than a BERT of its width but does
-the same arithmetic (its layers share weights); **DistilBERT** halves BERT-base's layers and so its
-FLOPs; **RoBERTa** is BERT-base plus a 50k-word vocabulary; **ELECTRA**'s generators are the small
-models trained beside its discriminators."""
+*Parameters* is what is stored; *fp32 weights* is 4 bytes each; *fp32 inference* adds the working
+memory of one sequence; *fp32 training* adds gradients, AdamW's two moments and the activations of one
+sequence; *FLOPs* is the arithmetic of one forward pass. In the chart, points at one height do the same
+arithmetic: **ALBERT**'s sit far left of BERT's (its layers share one set of weights: fewer parameters,
+the same FLOPs); **DistilBERT**-base does half BERT-base's FLOPs (6 layers, not 12); **RoBERTa** is
+BERT plus a 50k-word vocabulary (more parameters, the same FLOPs); **ELECTRA**'s generators are the
+small models trained beside its discriminators."""
 
 SCOPES = ["encoder (as published)", "with pre-training heads"]
 FAMILY_COLOURS = {"bert": "#1f77b4", "albert": "#2ca02c", "electra": "#d62728", "distilbert": "#9467bd",
                   "roberta": "#ff7f0e"}
-HEADERS = ["family", "preset", "layers", "hidden", "E", "heads", "FFN", "vocab", "parameters",
-           "fp32 weights", "fp32 inference", "fp32 training", "forward FLOPs"]
+HEADERS = ["family", "preset", "layers", "hidden", "E", "heads", "vocab", "parameters",
+           "fp32 weights", "fp32 inference", "fp32 training", "FLOPs"]
 MAX_LEN = 512  # every preset reads 512 tokens
 
 
@@ -60,8 +61,7 @@ def variant_rows(seq_len: int = 128, heads: bool = False) -> list[dict]:
 def table(rows: list[dict]) -> pd.DataFrame:
     h = sizing.humanize
     return pd.DataFrame([[NAMES[r["family"]], r["preset"], r["layers"], r["hidden"],
-                          r["embedding"] if r["embedding"] != r["hidden"] else "", r["heads"], r["intermediate"],
-                          f"{r['vocab']:,}", h(r["parameters"]), h(r["fp32_weights"], "B"),
+                          r["embedding"] if r["embedding"] != r["hidden"] else "", r["heads"], f"{r['vocab']:,}", h(r["parameters"]), h(r["fp32_weights"], "B"),
                           h(r["fp32_inference"], "B"), h(r["fp32_training"], "B"), h(r["flops"], "FLOPs")]
                          for r in rows], columns=HEADERS)
 
@@ -109,9 +109,9 @@ def build() -> None:
         go_btn = gr.Button("Compare the variants")
     ex = common.examples(side, [[128, SCOPES[0]], [512, SCOPES[1]]], [length, scope],
                          example_labels=["128 tokens, encoders", "512 tokens, with heads"])
-    plot = gr.Plot(label="Parameters against FLOPs")
-    out = gr.Dataframe(headers=HEADERS, interactive=False, wrap=False, label="Every variant",
-                       elem_id="arch-variants-table")
+    plot = gr.Plot(label="Parameters against FLOPs", elem_id="arch-variants-plot")
+    out = gr.Dataframe(headers=HEADERS, interactive=False, wrap=False, label="Every variant (FFN = 4 × hidden)",
+                       elem_id="arch-variants-table", max_height=1200)
     with gr.Accordion("JSON (exact parameters, bytes and FLOPs)", open=False):
         raw = gr.JSON()
     common.wire(variants, [length, scope], [out, plot, raw], go_btn, "variants",

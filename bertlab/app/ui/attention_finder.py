@@ -172,17 +172,18 @@ def build(text, pair, picker):
             x = gr.Dropdown(label="From token (X)", choices=[], min_width=160, elem_id="finder-from")
             y = gr.Dropdown(label="To token (Y)", choices=[], min_width=160, elem_id="finder-to")
         caption = gr.Markdown(elem_id="finder-caption")
-        grid = gr.Plot(label="Attention from X to Y in every head")
+        grid = gr.Plot(label="Attention from X to Y in every head", elem_id="finder-grid")
         with gr.Accordion("JSON (the grid)", open=False):
             raw = gr.JSON()
         gr.Markdown(RANK_NOTE)
         rank_btn = gr.Button("Rank the heads on the annotated sentences")
-        rank_plot = gr.Plot(label="Heads by relation")
-        rank_table = gr.Dataframe(label="Top 5 heads per relation", interactive=False, elem_id="finder-ranking")
+        rank_plot = gr.Plot(label="Heads by relation", elem_id="finder-rank-plot")
+        rank_table = gr.Dataframe(label="Top 5 heads per relation", interactive=False, elem_id="finder-ranking",
+                                  max_height=700)
         with gr.Accordion("JSON (rankings and grids)", open=False):
             rank_raw = gr.JSON()
+        gr.api(pair_api, api_name="attention_pair")  # the pickers check a value against their first (empty) choices
     gr.on([x.input, y.input], pair_view, [text, pair, x, y, picker], [grid, caption, raw], api_name=False)
-    gr.api(pair_api, api_name="attention_pair")  # the pickers check a value against their first (empty) choices
     gr.on([tab.select, rank_btn.click, picker.change], rank_heads, picker, [rank_plot, rank_table, rank_raw],
           api_name="head_finder")
     return tokens_row, [text, pair, picker, x, y], [x, y, grid, caption, raw]

@@ -25,14 +25,16 @@ is sure and right, about 2.3 when it gives the original only 10 %. Pre-training'
 is the mean over the selected positions. Expect *kept* positions to be cheap (the answer is in the
 input) and *random* ones dear (the input points the wrong way).
 
-**Move the shares.** Only the rule of each selected position changes; the same positions stay selected.
+**Move the shares.** Only the rule of each selected position changes; the same positions stay selected."""
 
-**The 100 % [MASK] ablation.** If every selected piece became `[MASK]`, the model would learn that a piece
-which is *not* `[MASK]` is always right as it stands, and keep useful vectors only where it sees `[MASK]`.
-But a fine-tuned model never sees `[MASK]`: every input piece is a real word, the case it never had to
-work on. That gap between pre-training and fine-tuning inputs is the *mismatch* the 10 % random and 10 %
-kept pieces close (Devlin et al. 2019, §3.1 and Table 8, where 100 % [MASK] did worst when BERT's
-vectors were used frozen, for named entities). Try it below: every selected position is then [MASK]."""
+ABLATION = """**The 100 % [MASK] ablation.** If every selected piece became `[MASK]`, every piece that is
+*not* `[MASK]` would be right as it stands: the model would only ever be tested where it sees `[MASK]`,
+and has little reason to build good vectors for real words. But a fine-tuned model never sees
+`[MASK]`: every input piece is a real word, the very case pre-training never tested. This gap between
+pre-training and fine-tuning inputs is the *mismatch* that BERT's 10 % random and 10 % kept pieces
+narrow (Devlin et al. 2019, §3.1; in their Table 8, 100 % `[MASK]` did worst where BERT's vectors
+were used frozen, for named entities). Click the recipe *100 % [MASK] (the ablation)*: every selected
+position is then `[MASK]`, and no loss is measured on a real word."""
 
 RECIPES = [[0.8, 0.1], [1.0, 0.0], [0.8, 0.0], [0.0, 0.0], [0.0, 1.0]]
 RECIPE_LABELS = ["BERT's 80/10/10", "100 % [MASK] (the ablation)", "80 % [MASK], 20 % kept",
@@ -119,8 +121,9 @@ def score(text, rate, whole_word, seed, mask_share, random_share, choice):
             f"**{s['mean_loss']:.2f}**. By rule: {per_rule}.")
     table = pd.DataFrame([{"position": row["position"], "original": row["original"], "rule": row["rule"],
                            "model saw": row["seen"], "loss": round(row["loss"], 3),
-                           "p(original)": round(row["prob"], 4), "rank": row["rank"],
-                           "top-5 guesses": ", ".join(f"{g} {_pct(p)}" for g, (_, p) in zip(row["guesses"], row["top"]))}
+                           "p(original)": _pct(row["prob"]), "rank": row["rank"],
+                           "top-5 guesses": ", ".join(f"{g} {_pct(p)}"
+                                                      for g, (_, p) in zip(row["guesses"], row["top"]))}
                           for row in rows])
     fig = loss_figure(rows, labels, f"Loss at each selected position<br><sub>bar label = the model's first "
                                     f"guess · mean {s['mean_loss']:.2f}</sub>")
@@ -144,14 +147,11 @@ def build(text, rate, whole, seed, picker) -> None:
                                      min_width=200)
         go_btn = gr.Button("Score this draw", variant="primary")
         said = gr.Markdown(elem_id="mask-score-said")
+        gr.Markdown(ABLATION)
     ex = common.examples(side, RECIPES, [mask_share, random_share], example_labels=RECIPE_LABELS,
                          label="Recipes: click one to score the draw with it")
-    with gr.Row():
-        with gr.Column(scale=3, min_width=300):
-            plot = gr.Plot(label="Loss per selected position")
-        with gr.Column(scale=2, min_width=300):
-            table = gr.Dataframe(label="Every selected position", interactive=False, wrap=True,
-                                 elem_id="mask-score-table")
+    plot = gr.Plot(label="Loss per selected position", elem_id="mask-score-plot")
+    table = gr.Dataframe(label="Every selected position", interactive=False, wrap=True, elem_id="mask-score-table")
     with gr.Accordion("JSON (per position: rule, loss, p(original), rank, top-5)", open=False):
         raw = gr.JSON()
     inputs = [text, rate, whole, seed, mask_share, random_share, picker]

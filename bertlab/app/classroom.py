@@ -22,7 +22,7 @@ from . import jobs
 STUDENT = "student.json"  # {"display_name": ...} in a run folder: who the class chart says trained it
 MAX_NAME = 40  # characters of a display name
 MAX_RUNS = 60  # runs in the class list, newest first: a class of thirty with two runs each
-MAX_POINTS = 200  # points of one curve (evenly thinned, the first and the last kept)
+MAX_POINTS = 120  # points of one curve (evenly thinned, the first and the last kept): a light figure
 CACHE_S = 3.0  # thirty pages refreshing share one reading of the runs folder
 MAX_TOKEN = 256  # characters of a typed teacher token
 

@@ -9,6 +9,7 @@ import html
 import re
 
 import gradio as gr
+import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
@@ -59,7 +60,7 @@ def class_figure(rows: list[dict]) -> go.Figure:
                             "its first points appear within a minute.", height=160)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.14, subplot_titles=[
         "Held-out masked-token accuracy (ranks the class)", "Masked-word loss while training"])
-    runs_of = {}
+    runs_of, traces, where = {}, [], []
     for r in shown:
         color = PALETTE[(r["group"] - 1) % len(PALETTE)]
         k = runs_of[r["group"]] = runs_of.get(r["group"], -1) + 1
@@ -67,13 +68,16 @@ def class_figure(rows: list[dict]) -> go.Figure:
             pts = r["curves"][key]
             if not pts:
                 continue
-            fig.add_trace(go.Scatter(
-                x=[p[0] for p in pts], y=[p[1] for p in pts], name=_label(r), legendgroup=r["run"],
+            where.append(row)
+            traces.append(go.Scatter(
+                x=np.array([p[0] for p in pts]), y=np.array([p[1] for p in pts], dtype=float),  # arrays: fast to check
+                name=_label(r), legendgroup=r["run"],
                 mode="lines+markers" if row == 1 else "lines",
                 showlegend=row == 1 or not r["curves"]["held_out_acc"],
                 line=dict(color=color, dash=DASHES[k % len(DASHES)], width=2.5 if row == 1 else 1.5),
                 marker=dict(size=6, color=color), opacity=1 if row == 1 else 0.8,
-                hovertemplate=f"%{{fullData.name}}<br>step %{{x}}: %{{y:{fmt}}}<extra></extra>"), row=row, col=1)
+                hovertemplate=f"%{{fullData.name}}<br>step %{{x}}: %{{y:{fmt}}}<extra></extra>"))
+    fig.add_traces(traces, rows=where, cols=[1] * len(where))  # at once: ~10x faster than one by one
     fig.update_xaxes(title_text="step", title_standoff=2, rangemode="tozero", matches="x")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
     fig.update_annotations(font_size=14)
@@ -96,11 +100,17 @@ def ranking(rows: list[dict]) -> list[list]:
             for r in rows]
 
 
+_drawn: tuple = (None, None, None)  # (the class list drawn, its figure, its table): one drawing for every page
+
+
 def view():
-    """(chart, table) of the class as it is now."""
+    """(chart, table) of the class as it is now; drawn once per class list (classroom caches it)."""
+    global _drawn
     rows = classroom.class_runs(jobs_ui.manager())
-    body = ranking(rows) or [["–", "No pre-training runs on this server yet.", "", "", "", "", ""]]
-    return class_figure(rows), body  # a plain value: the API returns {"headers", "data"}
+    if _drawn[0] is not rows:
+        body = ranking(rows) or [["–", "No pre-training runs on this server yet.", "", "", "", "", ""]]
+        _drawn = (rows, class_figure(rows), body)
+    return _drawn[1], _drawn[2]  # the table as a plain value: the API returns {"headers", "data"}
 
 
 def set_name(owner, name):

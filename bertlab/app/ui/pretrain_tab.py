@@ -15,7 +15,7 @@ from ...train.specs import PretrainSpec
 from .. import classroom
 from ..jobs import check_name
 from ..limits import check_upload, limits
-from . import jobs_ui, models
+from . import jobs_ui, links, models
 from .common import user_error
 from .train_charts import empty_figure, metrics, pretrain_figures, probe_rows
 
@@ -251,7 +251,7 @@ def build(picker: gr.Dropdown) -> None:
             with gr.Row():
                 name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64,
                                   min_width=280)  # 280: side by side on a laptop, one above the other on a phone
-                student = gr.Textbox(label="Your name (shown on the class chart)", placeholder="optional",
+                student = gr.Textbox("", label="Your name (shown on the class chart)", placeholder="optional",
                                      max_length=classroom.MAX_NAME, min_width=280, elem_id="pretrain-student")
                 start_from = gr.Dropdown([SCRATCH] + models.choices(), value=SCRATCH, label="Start from",
                                          info="continue a model (e.g. at 128 tokens after a 32-token run)",
@@ -306,6 +306,8 @@ def build(picker: gr.Dropdown) -> None:
         stop_btn = gr.Button("Stop", variant="stop", elem_id="pretrain-stop")
         resume_btn = gr.Button("Resume", elem_id="pretrain-resume")
         delete_btn = gr.Button("Delete", elem_id="pretrain-delete")
+    links.copy_button("pretrain")
+    links.register("pretrain", recipe=recipe, arch=arch)  # the recipe fills the rest (a link never starts a run)
     with gr.Row():
         watch = gr.Dropdown([], label="Run", allow_custom_value=True, info="the run shown below (yours or anyone's)",
                             scale=2, elem_id="pretrain-run")

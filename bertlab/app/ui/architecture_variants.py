@@ -102,13 +102,13 @@ def variants(seq_len=128, scope: str = SCOPES[0]):
 def build() -> None:
     """The section, under the tab's published-models table."""
     gr.Markdown("### Every variant at its presets")
-    with common.form(EXPLAIN) as side:
+    with common.form(EXPLAIN):
         with gr.Row():
             scope = gr.Radio(SCOPES, value=SCOPES[0], label="Count", min_width=220)
             length = gr.Slider(8, MAX_LEN, value=128, step=8, label="Tokens per sequence", min_width=220)
+        ex = gr.Examples([[128, SCOPES[0]], [512, SCOPES[1]]], [length, scope],  # here: on a phone, near
+                         example_labels=["128 tokens, encoders", "512 tokens, with heads"], label="Examples")
         go_btn = gr.Button("Compare the variants")
-    ex = common.examples(side, [[128, SCOPES[0]], [512, SCOPES[1]]], [length, scope],
-                         example_labels=["128 tokens, encoders", "512 tokens, with heads"])
     plot = gr.Plot(label="Parameters against FLOPs", elem_id="arch-variants-plot")
     out = gr.Dataframe(headers=HEADERS, interactive=False, wrap=False, label="Every variant (FFN = 4 × hidden)",
                        elem_id="arch-variants-table", max_height=1200)

@@ -140,16 +140,17 @@ def score(text, rate, whole_word, seed, mask_share, random_share, choice):
 def build(text, rate, whole, seed, picker) -> None:
     """The section, under the lab's statistics; it re-scores whenever the draw above changes."""
     gr.Markdown("### Score a draw: the loss at every selected position")
-    with common.form(EXPLAIN) as side:
+    with common.form(EXPLAIN):
         with gr.Row():
             mask_share = gr.Slider(0, 1, value=0.8, step=0.05, label="[MASK] share of the selected", min_width=200)
             random_share = gr.Slider(0, 1, value=0.1, step=0.05, label="random share (kept = the rest)",
                                      min_width=200)
+        # beside the sliders, not in the side column: on a phone that goes to the foot of the tab
+        ex = gr.Examples(RECIPES, [mask_share, random_share], example_labels=RECIPE_LABELS,
+                         label="Recipes: click one to score the draw with it")
         go_btn = gr.Button("Score this draw", variant="primary")
         said = gr.Markdown(elem_id="mask-score-said")
         gr.Markdown(ABLATION)
-    ex = common.examples(side, RECIPES, [mask_share, random_share], example_labels=RECIPE_LABELS,
-                         label="Recipes: click one to score the draw with it")
     plot = gr.Plot(label="Loss per selected position", elem_id="mask-score-plot")
     table = gr.Dataframe(label="Every selected position", interactive=False, wrap=True, elem_id="mask-score-table")
     with gr.Accordion("JSON (per position: rule, loss, p(original), rank, top-5)", open=False):
@@ -157,4 +158,4 @@ def build(text, rate, whole, seed, picker) -> None:
     inputs = [text, rate, whole, seed, mask_share, random_share, picker]
     common.wire(score, inputs, [said, plot, table, raw], go_btn, "mask_score",
                 [seed.change, whole.input, rate.release, text.submit, picker.change, mask_share.release,
-                 random_share.release], ex, trigger_mode="always_last")
+                 random_share.release, mask_share.input, random_share.input], ex, trigger_mode="always_last")

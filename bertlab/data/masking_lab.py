@@ -88,7 +88,7 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
         "counts": counts,
         "split": {k: (v / selected if selected else 0.0) for k, v in counts.items()},
         "expected_split": {"[MASK]": float(mask_frac), "random": float(random_frac),
-                           "kept": max(0.0, 1.0 - float(mask_frac) - float(random_frac))},
+                           "kept": max(0.0, round(1.0 - float(mask_frac) - float(random_frac), 12))},
         # whole words share one rule, so the split is over words there, and noisier per token
         "whole_word": bool(whole_word),
     }

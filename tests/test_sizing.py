@@ -23,6 +23,7 @@ from bertlab.analysis.sizing import (
     layers_stored,
     memory,
     param_counts,
+    training_phases,
 )
 from bertlab.config import PRESETS, BertConfig, preset, preset_names
 from bertlab.model import BertForPreTraining, BertModel
@@ -117,8 +118,11 @@ def test_memory_relations():
     assert train["total"] > inf["total"]
     assert train["optimizer"] == 2 * train["weights"] == 8 * param_counts(c)["total"]
     assert memory(c, 8, 128, training=True, optimizer="sgd")["optimizer"] == train["weights"]
-    t = [memory(c, b, 128, training=True)["total"] for b in (1, 2, 4)]
-    assert t[2] - t[1] == 2 * (t[1] - t[0]) > 0  # linear (affine) in batch size
+    for phase in training_phases(c, 1, 128):  # each moment is affine in the batch; the peak is their largest
+        t = [training_phases(c, b, 128)[phase]["total"] for b in (1, 2, 4)]
+        assert t[2] - t[1] == 2 * (t[1] - t[0]) >= 0
+    t = [memory(c, b, 128, training=True)["total"] for b in (1, 2, 4, 8)]
+    assert t == sorted(t) and t[0] == max(p["total"] for p in training_phases(c, 1, 128).values())
     assert memory(c, dtype="bf16")["weights"] * 2 == memory(c, dtype="fp32")["weights"]
     bf = memory(c, 8, 128, dtype="bf16", training=True)
     assert bf["weights"] == train["weights"] and bf["weight_copies"] == train["weights"] // 2  # fp32 master

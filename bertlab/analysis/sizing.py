@@ -140,8 +140,10 @@ def _mlm_positions(batch_size: int, seq_len: int, sparse_mlm: bool) -> int:
 
 def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = "fp32",
                      heads: bool = True, sparse_mlm: bool = False, mask_bytes: int = MASK_BYTES,
-                     architecture: str | None = None) -> dict[str, int]:
-    """Bytes autograd saves for backward in one training forward (post-LN).
+                     architecture: str | None = None, fused_attention: bool = False,
+                     checkpointing: bool = False) -> dict[str, int]:
+    """Bytes autograd saves for backward in one training forward (post-LN), `batch_size` being the
+    micro-batch (what one forward sees: with gradient accumulation, not the effective batch).
 
     With B batch, T length, H hidden, I intermediate, A heads, e bytes per element, each layer saves
       8·B·T·H·e  its input (Q, K, V read it), q, k, v, the context (output dense reads it),
@@ -151,9 +153,13 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
     plus dropout masks (B·A·T·T + 2·B·T·H, `mask_bytes` each; ALBERT and DistilBERT drop out one
     B·T·H less) and LayerNorm statistics, once per
     layer RUN: ALBERT's shared layers save all of this L times though they store one weight set.
-    A layer's output is the next layer's input, so it is counted once. Assumes eager attention (flash
-    keeps no B·A·T·T tensor) and a fused GELU (transformers' Python gelu_new keeps several tensors
-    more); under autocast softmax and LayerNorm stay fp32, so half figures are low.
+    A layer's output is the next layer's input, so it is counted once. `fused_attention`: SDPA's fused
+    kernel (bertlab's model in training) keeps a log-sum-exp per query (B·A·T fp32) instead of the two
+    B·A·T·T maps; on CPU it falls back to the explicit softmax when attention dropout is on. Assumes
+    a fused GELU (transformers' Python gelu_new keeps several tensors more); under autocast softmax
+    and LayerNorm stay fp32, so half figures are low.
+    `checkpointing`: each layer run keeps only its input (B·T·H·e; ALBERT's a step of inner layers)
+    and backward recomputes one at a time, so `layers` is L·B·T·H·e + one step's full activations.
     """
     _check(dtype)
     parts = _parts(c, heads, architecture)
@@ -162,8 +168,9 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
     p_att, p_hid = c.attention_probs_dropout_prob > 0, c.hidden_dropout_prob > 0
     n_act = 1 if c.hidden_act == "relu" else 2
     n_drop = 1 if c.model_type in ("albert", "distilbert") else 2  # no dropout after FFN / attention output
-    per_layer = ((8 * BT * H + n_act * BT * I + (1 + p_att) * att) * e
-                 + (p_att * att + p_hid * n_drop * BT * H) * mask_bytes + 2 * 2 * BT * STATS_BYTES)
+    maps = B * A * T * STATS_BYTES if fused_attention else (1 + p_att) * att * e + p_att * att * mask_bytes
+    per_layer = ((8 * BT * H + n_act * BT * I) * e + maps + p_hid * n_drop * BT * H * mask_bytes
+                 + 2 * 2 * BT * STATS_BYTES)
     # embeddings: LN input, dropout mask, LN stats, the int64 ids the lookups keep; the E -> H
     # projection keeps its E-wide input
     ids = (BT + T) if c.model_type == "distilbert" else (2 * BT + T)
@@ -180,35 +187,88 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
     if "rtd" in parts:  # dense H -> H, GELU, H -> 1; the loss keeps fp32 logits and float labels
         head += n_act * BT * H * e + 2 * BT * 4
     layers = layers_run(c) * per_layer
+    if checkpointing:  # the inputs of L steps, and one step (inner_group_num layers) recomputed
+        step = c.inner_group_num if c.model_type == "albert" else 1
+        layers = c.num_hidden_layers * BT * H * e + step * per_layer
     return {"embeddings": embeddings, "per_layer": per_layer, "layers": layers, "heads": head,
             "total": embeddings + layers + head}
 
 
+def training_phases(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = "fp32",
+                    optimizer: str = "adamw", heads: bool = True, sparse_mlm: bool = False,
+                    architecture: str | None = None, checkpointing: bool = False, accum: int = 1,
+                    fused_attention: bool | None = None, mask_bytes: int = MASK_BYTES) -> dict[str, dict]:
+    """What one optimizer step holds at the moments that can be its peak, each a dict of live bytes:
+    "head" (backward's start: every saved activation plus the fp32 gradients of the log-probabilities
+    and of the logits), "top layer" and "bottom layer" (backward through a layer: the activations
+    not yet used, the layer's activation gradients, the parameter gradients made so far; under
+    `checkpointing` the layer inputs and the one layer being recomputed), "optimizer" (every
+    gradient, AdamW's scratch). Gradients are made during backward (the Trainer sets them to None
+    after each step), except under accumulation (`accum` > 1), where the earlier micro-batches'
+    gradients are there all along; `batch_size` is the micro-batch. `fused_attention` None: as
+    bertlab's model on CPU, fused SDPA unless attention dropout is on."""
+    _check(dtype, optimizer)
+    parts, counts = _parts(c, heads, architecture), param_counts(c, heads, architecture)
+    P, e, W = counts["total"], DTYPE_BYTES[dtype], c.embedding_dim
+    BT, H, I, V = batch_size * seq_len, c.hidden_size, c.intermediate_size, c.vocab_size
+    fused_attention = c.attention_probs_dropout_prob == 0 if fused_attention is None else fused_attention
+    acts = activation_bytes(c, batch_size, seq_len, dtype, heads, sparse_mlm, mask_bytes, architecture,
+                            fused_attention, checkpointing)
+    base = {"weights": 4 * P, "weight_copies": e * P if e < 4 else 0, "optimizer": OPTIMIZER_BYTES[optimizer] * P}
+    G, held = 4 * P, 4 * P if accum > 1 else 0
+    M = _mlm_positions(batch_size, seq_len, sparse_mlm) if "mlm" in parts else 0
+    # the head's and (a tied decoder) the word table's gradients come first; then a layer's at a time
+    g_head = 4 * (sum(counts[k] for k in ("pooler", "mlm_head", "nsp_head", "rtd_head")) + (V * W if M else 0))
+    g_layer, stored = 4 * layer_params(c)["total"], layers_stored(c)
+    step = c.inner_group_num if c.model_type == "albert" else 1  # layers run (and recomputed) per step
+    L = c.num_hidden_layers
+    recomputed = step * acts["per_layer"] if checkpointing else 0  # not yet: backward has not reached a layer
+    phases = {"head": {**base, "gradients": held, "activations": acts["total"] - recomputed, "logits": M * V * (4 + 4),
+                       "temporaries": 0}}
+    for name, left in (("top layer", L), ("bottom layer", 1)):  # linear in between: the ends bound it
+        fresh = min(G, g_head + min((L - left) * step, stored) * g_layer)
+        if accum > 1:  # added to .grad at once, but for weights used twice: autograd sums their uses first
+            fresh = (4 * V * W if M else 0) + (fresh - g_head if layers_run(c) > stored else 0)
+        grads = held + fresh
+        kept = left * BT * H * e + step * acts["per_layer"] if checkpointing else left * step * acts["per_layer"]
+        phases[name] = {**base, "gradients": grads, "activations": acts["embeddings"] + kept, "logits": 0,
+                        "temporaries": BT * max(H, I) * e}  # an FFN gradient beside the saved GELU input
+    biggest = 4 * max(V * W, H * I)
+    phases["optimizer"] = {**base, "gradients": G, "activations": 0, "logits": 0, "temporaries": 2 * biggest}
+    for d in phases.values():
+        d["total"] = sum(d.values())
+        d["activations_per_layer"] = acts["per_layer"]  # not live at once: a figure to compare, left out of total
+    return phases
+
+
 def memory(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = "fp32",
            training: bool = False, optimizer: str = "adamw", heads: bool = True,
-           sparse_mlm: bool = False, architecture: str | None = None) -> dict[str, int]:
-    """Memory in bytes; `total` sums every entry but `activations_per_layer`. Training with bf16/fp16
-    keeps fp32 weights, gradients and optimizer states, plus autocast's half copy of the weights and
-    half-width activations (`activation_bytes`). Inference keeps the weights and one layer's (or the
-    logits') working set. Allocator overhead is not counted: expect real peaks 10-30 % higher."""
+           sparse_mlm: bool = False, architecture: str | None = None, checkpointing: bool = False,
+           accum: int = 1, fused_attention: bool | None = None, mask_bytes: int = MASK_BYTES) -> dict[str, int]:
+    """Memory in bytes; `total` sums every entry but `activations_per_layer`. Inference keeps the
+    weights and one layer's (or the logits') working set. Training: `total` is the step's peak, the
+    largest of `training_phases`, and the entries are what is live then; so `gradients` may be less
+    than all of them (at the head's backward none exist yet) and `activations` are those not yet
+    used. `batch_size` is the micro-batch: activations grow with what one forward sees, not with the
+    batch × `accum` an optimizer step averages over. bf16/fp16 training keeps fp32 weights, gradients
+    and optimizer state, plus autocast's half weight copies and half-width activations (rougher).
+    fp32 peaks match profiled CPU steps within 2 % (bench/SCALING.md, analysis.memory_measure);
+    allocator overhead and fragmentation are not counted."""
     _check(dtype, optimizer)
+    if training:
+        phases = training_phases(c, batch_size, seq_len, dtype, optimizer, heads, sparse_mlm, architecture,
+                                 checkpointing, accum, fused_attention, mask_bytes)
+        return dict(max(phases.values(), key=lambda d: d["total"]))
     parts = _parts(c, heads, architecture)
     P, e = param_counts(c, heads, architecture)["total"], DTYPE_BYTES[dtype]
     B, T, H, I, A = batch_size, seq_len, c.hidden_size, c.intermediate_size, c.num_attention_heads
     BT = B * T
     logits = (_mlm_positions(B, T, sparse_mlm) * c.vocab_size if "mlm" in parts else 0) * e
     logits += BT * e if "rtd" in parts else 0
-    if training:
-        acts = activation_bytes(c, B, T, dtype, heads, sparse_mlm, architecture=architecture)
-        d = {"weights": 4 * P, "gradients": 4 * P, "optimizer": OPTIMIZER_BYTES[optimizer] * P,
-             "weight_copies": e * P if e < 4 else 0, "activations": acts["total"],
-             "activations_per_layer": acts["per_layer"], "logits": logits}
-    else:
-        attention_phase = 4 * BT * H + 2 * B * A * T * T  # x, q, k, v, scores, probs
-        ffn_phase = BT * H + 2 * BT * I  # input, intermediate, activation output
-        per_layer = max(attention_phase, ffn_phase) * e
-        d = {"weights": e * P, "activations": max(per_layer, logits + BT * H * e),
-             "activations_per_layer": per_layer}
+    attention_phase = 4 * BT * H + 2 * B * A * T * T  # x, q, k, v, scores, probs
+    ffn_phase = BT * H + 2 * BT * I  # input, intermediate, activation output
+    per_layer = max(attention_phase, ffn_phase) * e
+    d = {"weights": e * P, "activations": max(per_layer, logits + BT * H * e), "activations_per_layer": per_layer}
     d["total"] = sum(v for k, v in d.items() if k != "activations_per_layer")
     return d
 

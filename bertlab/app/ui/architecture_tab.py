@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from ...analysis import sizing
 from ...config import MODEL_TYPES, BertConfig, preset, preset_names
 from ...family import NAMES
-from . import architecture_variants, common, models
+from . import architecture_variants, common, links, models
 from .common import MODEL_ERRORS, load_model, mistakes, wire
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
@@ -372,6 +372,7 @@ def build(picker: gr.Textbox) -> None:
             batch = gr.Slider(1, 256, value=32, step=1, label="Batch size", min_width=160)
             seq_len = gr.Slider(8, 4096, value=128, step=8, label="Sequence length (tokens)", min_width=160)
         go_btn = gr.Button("Size it", variant="primary")
+        links.copy_button("architecture")
         summary = gr.Markdown()
         params_plot = gr.Plot(label="Where the parameters are")
         picked = gr.Markdown()
@@ -391,6 +392,7 @@ def build(picker: gr.Textbox) -> None:
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
     architecture_variants.build()  # every family member at every preset, side by side
     shape, extra = boxes[:len(FIELDS)], boxes[len(FIELDS):]
+    links.register("architecture", family=family, preset=name, batch=batch, seq_len=seq_len, **dict(zip(links.ARCH_FIELDS, boxes)))
     inputs = shape + [batch, seq_len, picker, family] + extra
     outputs = [summary, params_plot, mem_plot, flops_plot, table, picked, raw]
     triggers = [b.submit for b in boxes] + [batch.release, seq_len.release, picker.change]

@@ -23,7 +23,7 @@ from ...train.runs import Run, read_status
 from ...train.specs import DistillSpec
 from ..jobs import check_name
 from ..limits import limits
-from . import common, jobs_ui, models
+from . import common, jobs_ui, links, models
 from .common import user_error
 from .train_charts import empty_figure, metrics, runs_figure
 
@@ -338,6 +338,8 @@ def build(picker: gr.Dropdown) -> None:
             start_btn = gr.Button("Start", variant="primary", elem_id="distill-start", min_width=80)
             stop_btn = gr.Button("Stop", variant="stop", elem_id="distill-stop", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="distill-delete", min_width=80)
+        links.copy_button("distill")
+        links.register("distill", layers=layers, steps=steps, temperature=temperature)  # filled, never started
     status = gr.HTML(elem_id="distill-status")
     with gr.Row(elem_id="distill-plots"):  # side by side on a laptop, stacked on a phone
         plots = [gr.Plot(empty_figure("No measurements yet: start a distillation, or pick one to watch."),

@@ -5,7 +5,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ...analysis import embeddings as E
-from . import common, contexts_view, positions_view
+from . import common, contexts_view, links, positions_view
 from .common import config_of, load_model, mistakes, user_error, whole_number, wire
 
 EXPLAIN = """**One word, many meanings.** BERT's first vector for a word (layer 0) is a table lookup:
@@ -221,6 +221,7 @@ def build_compare(picker: gr.Textbox, n: int) -> gr.Slider:
             pooling = gr.Dropdown(POOLING_CHOICES, value="mean", label="Sentence vector", min_width=170)
             special = gr.Checkbox(False, label="[CLS], [SEP] in the map", min_width=170)
         go_btn = gr.Button("Compare", variant="primary")
+        links.copy_button("embeddings")
         word_plot = gr.Plot(label="Same word, different sentences")
         notes = gr.Markdown()
         with gr.Row():
@@ -230,6 +231,7 @@ def build_compare(picker: gr.Textbox, n: int) -> gr.Slider:
             raw = gr.JSON(label="per-layer similarities, matrix, PCA coordinates")
         examples = common.examples(side, EXAMPLES, [word, sentences], example_labels=EXAMPLE_LABELS)
     inputs = [word, sentences, layer, pooling, special, picker]
+    links.register("embeddings", word=word, sentences=sentences, layer=layer, pooling=pooling, special=special)
     outputs = [word_plot, matrix_plot, pca_plot, notes, raw]
     wire(compare, inputs, outputs, go_btn, "embeddings", [word.submit, layer.release, pooling.input, special.input],
          examples, show_progress="minimal")

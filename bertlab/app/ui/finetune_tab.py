@@ -8,7 +8,7 @@ from ...train.finetune import CONFUSION_FILE
 from ...train.runs import Run
 from ...train.specs import FinetuneSpec
 from ..jobs import check_name
-from . import common, finetune_compare, finetune_try, jobs_ui
+from . import common, finetune_compare, finetune_try, jobs_ui, links
 from .common import user_error
 from .finetune_form import (  # noqa: F401  (the form's names, as tests and the API know them)
     FORM,
@@ -206,6 +206,8 @@ def build(picker: gr.Dropdown) -> None:
                               min_width=70, scale=0, elem_id="finetune-seeds")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
+        links.copy_button("finetune")
+        links.register("finetune", task=task, method=method, epochs=epochs)  # filled, never started, by a link
         with gr.Accordion("Methods to compare", open=False, elem_id="finetune-compare-options"):
             picked = gr.CheckboxGroup(list(METHOD_LABELS.values()), value=list(METHOD_LABELS.values()),
                                       show_label=False, elem_id="finetune-compare-methods")

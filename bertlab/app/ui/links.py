@@ -44,15 +44,19 @@ PARAMS = {
     "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
     "attention": ("text", "pair", "layer", "head", "hide"),  # layer, head from 1
     "embeddings": ("word", "sentences", "layer", "pooling", "special"),  # layer 0 = embeddings
-    "architecture": ("family", "preset", "batch", "seq_len"),
-    "pretrain": ("recipe", "arch", "steps", "batch", "lr", "mask_rate", "objective"),
+    # the boxes; a preset alone does not fill them (the tab fills them when a student picks one)
+    "architecture": ("family", "preset", "layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding",
+                     "groups", "batch", "seq_len"),
+    "pretrain": ("recipe", "arch"),  # the recipe fills the rest of the form
     "finetune": ("task", "method", "epochs"),
     "distill": ("layers", "steps", "temperature"),
     "race": ("minutes", "seeds"),
-    "scaling": ("model_size", "steps", "batch", "seq_len", "accel", "dtype", "util", "count"),
-    "probing": ("task", "feature", "probe", "sample", "layer"),
+    "scaling": ("model_size", "steps", "batch", "seq_len", "tokens", "accel", "dtype", "util", "count", "flops",
+                "price", "budget"),
+    "probing": ("task", "feature", "probe", "sample", "layer"),  # filled; probes run on "Run probes" (slow)
     "lessons": ("lesson",),
 }
+ARCH_FIELDS = ("layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding", "groups")  # its boxes, in order
 TRAINING = {"pretrain", "finetune", "distill", "race"}  # filled from a link, never run from one
 MAX_TEXT = 2000  # characters of one value from a link (browsers and servers refuse much longer addresses)
 MAX_PARAMS = 40
@@ -92,7 +96,7 @@ def copy_button(tab: str) -> None:
     """A "copy link" button with a small box that shows the link (the clipboard is refused on plain
     http and on some phones). Wired by install(), once the tab's inputs are registered."""
     with gr.Row(elem_classes="bl-link", equal_height=True):
-        btn = gr.Button("🔗 Copy link", size="sm", scale=0, min_width=120, elem_classes="bl-copy-link")
+        btn = gr.Button("Copy link", size="sm", scale=0, min_width=120, elem_classes="bl-copy-link")
         box = gr.Textbox(show_label=False, container=False, interactive=False, max_lines=1, scale=1, min_width=160,
                          placeholder="a link to this view, with its inputs", buttons=["copy"],
                          elem_classes="bl-link-url")
@@ -135,7 +139,7 @@ def check_value(comp, raw: str, name: str):
         lo, hi = getattr(comp, "minimum", None), getattr(comp, "maximum", None)
         note = ""
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            v = min(max(v, lo if lo is not None else v), hi if hi is not None else v)
+            v = min(max(v, -math.inf if lo is None else lo), math.inf if hi is None else hi)
             note = f"{name} {raw[:20]} is outside {_fmt(lo)} to {_fmt(hi)}: {_fmt(v)} is used."
         step = getattr(comp, "step", None) if isinstance(comp, gr.Slider) else None
         if step and lo is not None:
@@ -296,6 +300,7 @@ def _substituting(fn, ids, by_id, model_ids, registered, keys):
                     args[k] = link.model
         return fn(*args)
     with_link.__name__ = getattr(fn, "__name__", "fn")
+    with_link.substitutes = {i for i in ids if i in by_id or i in model_ids}  # for tests
     return with_link
 
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ...data import masking_lab
 from ...data.masking import KEPT, MASKED, RANDOM
-from . import common, masking_score, text_notes
+from . import common, links, masking_score, text_notes
 
 EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 % of the tokens are
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and
@@ -172,10 +172,12 @@ def build(picker: gr.Dropdown) -> None:
         with gr.Row():
             go_btn = gr.Button("Mask", variant="primary")
             again = gr.Button("Re-sample (new draw)")
+        links.copy_button("masking")
         view = gr.HTML(label="One draw")  # right under the controls; the explanation and examples beside
     plot, raw = common.plot_beside_json("Over N samples", "JSON (per token: token, selected, rule, "
                                         "replacement; statistics)", STATS_NOTE)
     ex = common.examples(side, EXAMPLES, [text, rate, whole])
+    links.register("masking", text=text, rate=rate, whole_word=whole, seed=seed, n=n)
     inputs = [text, rate, whole, seed, n, picker]
     # typing in a number box (the seed, or a slider's own box) re-runs too: the last value wins
     common.wire(mask_preview, inputs, [view, plot, raw], go_btn, "mask_preview",

@@ -11,7 +11,7 @@ from ...analysis.predict import nsp_accuracy, nsp_scores
 from ...cache import LRU
 from ...checkpoint import DEFAULT_MODEL_DIR, weights_stamp
 from ...data import nsp_pairs
-from . import common, models, text_notes
+from . import common, links, models, text_notes
 from .train_charts import empty_figure
 
 EXPLAIN = """**Does sentence B follow sentence A?** Besides filling in blanks, original BERT was
@@ -195,11 +195,13 @@ def build(picker: gr.Dropdown) -> None:
         seconds = gr.Textbox(label="Candidate sentences B (one per line)", value=EXAMPLES[0][1],
                              lines=5, max_length=BOX_B)
         go_btn = gr.Button("Rank the B's", variant="primary")
+        links.copy_button("nsp")
         ranked = gr.HTML()  # results right under the controls; the explanation and examples beside them
         trust = gr.Markdown(elem_classes="bl-nsp-trust")
         plot = gr.Plot(label="P(IsNext) per candidate")
         with gr.Accordion("JSON ranking", open=False):
             raw = gr.JSON(label="NSP JSON")
     ex = common.examples(side, EXAMPLES, [first, seconds])
+    links.register("nsp", a=first, b=seconds)
     common.wire(nsp, [first, seconds, picker], [plot, raw, ranked, trust], go_btn, "nsp",
                 [first.submit, picker.change], ex)

@@ -15,7 +15,7 @@ from ...data import probe as probe_data
 from ...train.probing import per_tag, public
 from .. import workers
 from ..limits import limits
-from . import common, models
+from . import common, links, models
 from .common import MODEL_ERRORS, config_of, mistakes, user_error, whole_number
 
 EXPLAIN = """**What does each layer know?** A *probe* is a small classifier trained on a layer's frozen
@@ -215,6 +215,7 @@ def build(picker: gr.Textbox) -> None:
             layer = gr.Slider(-1, n, value=-1, step=1, label="Per-label table at layer", scale=2, min_width=200,
                               info="−1: the best layer · 0: the embeddings")
         go_btn = gr.Button("Run probes", variant="primary")
+        links.copy_button("probing")
         note = gr.Markdown()
         plot = gr.Plot(label="Probe accuracy by layer")
         table = gr.Dataframe(label="Per label (held-out)", interactive=False, max_height=420, wrap=True,
@@ -223,6 +224,7 @@ def build(picker: gr.Textbox) -> None:
             raw = gr.JSON(label="JSON results")
         common.examples(side, EXAMPLES, [task, feature, kind, sample])
     results = gr.State()
+    links.register("probing", task=task, feature=feature, probe=kind, sample=sample, layer=layer)
     go_btn.click(run_probes, [task, upload, feature, kind, sample, compare, layer, picker],
                  [plot, table, note, raw, results], api_name="probe", concurrency_limit=2)
     layer.release(show, [results, layer], [table, note, raw], api_name=False, show_progress="hidden")

@@ -21,7 +21,7 @@ from ...train.runs import Run
 from ...train.specs import RECIPES, RaceSpec
 from ..jobs import check_name
 from ..limits import limits
-from . import common, jobs_ui
+from . import common, jobs_ui, links
 from .common import user_error
 from .train_charts import metrics, race_figures, read_json
 
@@ -261,6 +261,8 @@ def build(picker: gr.Dropdown) -> None:
             stop_btn = gr.Button("Stop", variant="stop", elem_id="race-stop", min_width=80)
             resume_btn = gr.Button("Resume", elem_id="race-resume", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="race-delete", min_width=80)
+        links.copy_button("race")
+        links.register("race", minutes=minutes, seeds=seeds)  # filled, never started, by a link
     status = gr.HTML(elem_id="race-status")
     with gr.Row(elem_id="race-plots"):  # side by side on a laptop, stacked on a phone
         first = race_figures({})[0]

@@ -1,0 +1,133 @@
+"""Deep links without a browser: a link's values are checked against the components they fill (strangers
+send links), every tab registers its inputs under the names of links.PARAMS, and the events that run when
+the page opens see the link's values (so the first drawing is the linked view)."""
+import types
+
+import gradio as gr
+import pytest
+from gradio.context import LocalContext
+
+from bertlab.app.ui import links
+
+
+def _registry():
+    with gr.Blocks() as demo:
+        text = gr.Textbox(max_length=20_000)
+        layer = gr.Slider(1, 4, value=2, step=1)
+        rate = gr.Slider(0.01, 1.0, value=0.15, step=0.01)
+        hide = gr.Checkbox()
+        seed = gr.Number(0, precision=0, minimum=0)
+        pooling = gr.Dropdown([("mean of the tokens", "mean"), ("[CLS]", "cls")], value="mean")
+        lesson = gr.Radio(["1", "2", "3"], value="1")
+        links.register("attention", text=text, layer=layer, hide=hide)
+        links.register("masking", rate=rate, seed=seed)
+        links.register("embeddings", pooling=pooling)
+        links.register("lessons", lesson=lesson)
+    return demo.__dict__["_bl_links"]
+
+
+def test_url_round_trip_and_its_contract():
+    reg = _registry()
+    q = links.url("attention", text="the cat sat .\nnext line & more", layer=3, hide=True)
+    assert q.startswith("?tab=attention&")
+    import urllib.parse
+    link = links.parse(dict(urllib.parse.parse_qsl(q[1:])), reg)
+    assert link.tab == "attention" and not link.problems
+    assert link.values == {"text": "the cat sat .\nnext line & more", "layer": 3, "hide": True}
+    assert isinstance(link.values["layer"], int)
+    with pytest.raises(ValueError, match="takes text, pair"):
+        links.url("attention", colour="red")
+    with pytest.raises(ValueError, match="No tab"):
+        links.url("nowhere")
+    with pytest.raises(ValueError, match="PARAMS"):
+        with gr.Blocks():
+            links.register("attention", colour=gr.Textbox())
+
+
+def test_strangers_values_are_checked_clamped_or_refused():
+    reg = _registry()
+    link = links.parse({"tab": "attention", "text": "x" * 5000, "layer": "99", "hide": "maybe"}, reg)
+    assert link.tab == "attention" and link.values == {"layer": 4}  # clamped to the slider's range
+    msg = link.message()
+    assert "text has 5,000 characters" in msg and "layer 99 is outside 1 to 4: 4 is used" in msg
+    assert "hide must be 1 or 0" in msg
+    link = links.parse({"tab": "attention", "layer": "nan"}, reg)
+    assert link.values == {} and "finite" in link.message()
+    link = links.parse({"tab": "attention", "layer": "two"}, reg)
+    assert link.values == {} and "must be a number" in link.message()
+    link = links.parse({"tab": "masking", "rate": "0.234", "seed": "-3.7"}, reg)
+    assert link.values == {"rate": 0.23, "seed": 0} and "seed" in link.message()  # on the slider's steps; min 0
+    link = links.parse({"tab": "embeddings", "pooling": "[CLS]"}, reg)  # a label or a value
+    assert link.values == {"pooling": "cls"} and not link.problems
+    link = links.parse({"tab": "embeddings", "pooling": "max"}, reg)
+    assert link.values == {} and "not one of the choices (mean, cls)" in link.message()
+    link = links.parse({"tab": "attention", "text": "a\x00b\x1bc\td"}, reg)
+    assert link.values["text"] == "abc\td"  # control characters dropped, tabs and newlines kept
+
+
+def test_tabs_unknown_names_lessons_and_the_model():
+    reg = _registry()
+    link = links.parse({"tab": "nope", "layer": "2"}, reg, ["tokenize", "attention"])
+    assert link.tab is None and link.values == {}
+    assert "no tab 'nope'; the tabs are tokenize, attention" in link.message()
+    link = links.parse({"tab": "ATTENTION", "utm_source": "mail", "colour": "red"}, reg)
+    assert link.tab == "attention" and not link.problems  # unknown names: ignored without a word
+    link = links.parse({"lesson": "2"}, reg)
+    assert link.tab == "lessons" and link.values == {"lesson": "2"}
+    link = links.parse({"model": "prajjwal1/bert-tiny"}, reg)
+    assert link.tab is None and link.model == "prajjwal1/bert-tiny"
+    assert links.parse({"model": "x" * 300}, reg).model is None
+    assert links.parse({}, reg).tab is None and not links.parse({}, reg).problems
+    many = {f"k{i}": "1" for i in range(100)} | {"tab": "attention"}
+    assert links.parse(many, reg).tab is None  # only the first MAX_PARAMS names are read
+
+
+@pytest.fixture(scope="module")
+def demo():
+    import app
+    return app.build_app()
+
+
+def test_every_tab_registers_under_its_keys_with_a_copy_button(demo):
+    import app
+    reg = demo.__dict__["_bl_links"]
+    keys = [links.KEYS[title] for title, _ in app.TABS]
+    for key in keys:
+        assert key in reg and set(reg[key].get("inputs", {})) <= set(links.PARAMS[key]), key
+        assert "copy" in reg[key], f"the {key} tab has no copy-link button"
+        if key != "lessons":
+            assert reg[key]["inputs"], key
+    assert set(links.PARAMS) - {"lessons"} <= set(keys)
+
+
+def _call_with_link(block_fn, args, query):
+    """Call an event's function as Gradio does, inside a request for the page address `query`."""
+    token = LocalContext.request.set(types.SimpleNamespace(query_params=query))
+    try:
+        return block_fn.fn(*args)
+    finally:
+        LocalContext.request.reset(token)
+
+
+def test_the_page_opening_events_see_the_links_values(demo):
+    from bertlab.app.ui import attention_tab
+    reg = demo.__dict__["_bl_links"]
+    comps = reg["attention"]["inputs"]
+    loads = [f for f in demo.fns.values() if f.name == "analyse" and links._opens_page(demo, f)]
+    assert len(loads) == 1
+    fn = loads[0]
+    defaults = [c.value for c in fn.inputs]
+    text = "the dog chased the ball ."
+    out = _call_with_link(fn, defaults, {"tab": "attention", "text": text, "layer": "3", "head": "2"})
+    want = attention_tab.analyse(text, "", 3, 2, False, defaults[-1])
+    assert out[-1]["layer"] == 3 and out[-1]["head"] == 2 and out[-1] == want[-1]
+    assert "dog" in " ".join(out[-1]["tokens"]) and comps["text"] in fn.inputs
+    plain = _call_with_link(fn, defaults, {})  # no link: the defaults
+    assert plain[-1]["layer"] == defaults[2] and "dog" not in " ".join(plain[-1]["tokens"])
+    other = _call_with_link(fn, defaults, {"tab": "tokenize", "text": text})  # a link to another tab
+    assert other[-1] == plain[-1]
+    # a training tab's page-opening events keep their defaults: a link fills its form, nothing else
+    linked = set().union(*(getattr(f.fn, "substitutes", set()) for f in demo.fns.values()))
+    assert comps["text"]._id in linked and reg["embeddings"]["inputs"]["word"]._id in linked
+    for tab in links.TRAINING:
+        assert not {c._id for c in reg[tab]["inputs"].values()} & linked, tab

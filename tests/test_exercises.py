@@ -121,6 +121,14 @@ def test_align_follows_the_tokenizers_offsets(vocab_tokenizer):
     assert 0 not in sum(groups, []) and len(enc) - 1 not in sum(groups, [])  # [CLS], [SEP] in no word
 
 
+def test_align_byte_level_pieces():
+    """RoBERTa-style pieces: 'Ġ' marks a space, and a lone 'Ġ' (an empty span) joins the word after it."""
+    words = ["the", "actors", "unforgettable"]  # 'the actors unforgettable'
+    offsets = [(0, 0), (0, 3), (4, 7), (7, 10), (11, 11), (11, 15), (15, 24), (0, 0)]
+    seq = [None, 0, 0, 0, 0, 0, 0, None]
+    assert hf.align(words, offsets, seq) == [[1], [2, 3], [4, 5, 6]]
+
+
 def test_a_previous_token_head_ranks_first_for_neighbours():
     n, T = 6, 8  # [CLS] w0..w5 [SEP]: word k is piece k + 1
     groups = [[k + 1] for k in range(n)]

@@ -36,11 +36,12 @@ def align(words: list[str], offsets: list[tuple[int, int]], sequence_ids: list[i
     """Piece positions of each word of ' '.join(words), from the tokenizer's character offsets (any
     family's pieces: '##ing', 'Ġword', '▁word'); specials ([CLS], [SEP], pair text) belong to none."""
     groups: list[list[int]] = [[] for _ in words]
+    spans = word_spans(words)
     for p, ((s, e), seq) in enumerate(zip(offsets, sequence_ids)):
-        if seq != 0 or e <= s:
+        if seq != 0:
             continue
-        for w, (ws, we) in enumerate(word_spans(words)):
-            if s < we and e > ws:
+        for w, (ws, we) in enumerate(spans):
+            if (s < we and e > ws) or (s == e and ws <= s < we):  # an empty span: a lone 'Ġ' before the word
                 groups[w].append(p)
                 break
     return groups

@@ -5,7 +5,7 @@ LoRA freezes each chosen weight W and learns a low-rank change beside it,
     W' = W + (alpha / r) · B A,   A: r x d_in,  B: d_out x r   (r = 8 here: a few % of the weights)
 
 We count what each of the eight methods trains, then fine-tune frozen, LoRA and full on the same
-180 Rotten Tomatoes sentences (120 more held out) and compare their learning curves and held-out accuracy.
+150 Rotten Tomatoes sentences (100 more held out) and compare their learning curves and accuracy.
 
 Run:  python examples/lesson08_finetune.py [--out FOLDER]   (about 15 s; default: a temporary folder)
 """
@@ -38,10 +38,10 @@ with tempfile.TemporaryDirectory() as tmp:
     root = Path(args.out) if args.out else Path(tmp)
     results, curves = {}, {}
     for method in ("frozen", "lora", "full"):
-        spec = FinetuneSpec(task="sentiment", method=method, max_examples=300, val_frac=0.4, epochs=2,
+        spec = FinetuneSpec(task="sentiment", method=method, max_examples=250, val_frac=0.4, epochs=2,
                             batch_size=16, max_len=32, log_every=2, seed=0)
         # The same from a terminal: python -m bertlab finetune --task sentiment --method lora
-        #   --max-examples 300 --val-frac 0.4 --batch-size 16 --max-len 32 --out runs/sst-lora
+        #   --max-examples 250 --val-frac 0.4 --batch-size 16 --max-len 32 --out runs/sst-lora
         results[method] = finetune(root / method, spec, log=lambda msg: None)
         rows, _ = read_metrics(root / method)
         curves[method] = {r["step"]: r["loss"] for r in rows if r.get("split") == "train"}
@@ -58,6 +58,6 @@ for method, res in results.items():
           f"          {res['seconds']:5.1f}")
 # Notice: full fine-tuning's loss falls fastest; the frozen encoder only moves the head, so it learns
 # slowest (its pooler was trained for next sentences, not sentiment); LoRA sits between with a few %
-# of the weights. 24 steps are a toy: on 120 held-out sentences a few points of accuracy are noise
-# (one standard error is about 4.5 points). python -m bertlab finetune --compare full,frozen,lora,...
+# of the weights. 20 steps are a toy: on 100 held-out sentences a few points of accuracy are noise
+# (one standard error is about 5 points). python -m bertlab finetune --compare full,frozen,lora,...
 # runs them properly (bench/FINETUNE.md: 78 % full, 73 % LoRA on all 8,530 sentences).

@@ -275,7 +275,10 @@ def test_the_class_section_in_a_browser_and_through_the_api(classroom_app):
 
 
 def test_the_command_line_ranks_and_clears(tmp_path, monkeypatch, capsys):
-    from bertlab.app.cli import main as cli
+    from bertlab.app.class_cli import main
+
+    def cli(argv):  # what `python -m bertlab class ...` runs
+        return main(argv[1:])
     root = tmp_path / "runs"
     pretrain_run(root, "ann-1", ANN, [0.1, 0.3])
     pretrain_run(root, "cli-1", None, [0.2])

@@ -42,3 +42,14 @@ def cmd_class(a: argparse.Namespace) -> int:
         print(f"{r['rank'] or '–':>3}  {(r['student'] or '(no name)')[:24]:<24} {r['run'][:28]:<28} {acc:>13}  "
               f"{r['step']:,} ({r['state']})")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command on its own (`python -m bertlab class` runs the same through bertlab's CLI)."""
+    p = argparse.ArgumentParser(prog="python -m bertlab class", description=__doc__)
+    add_arguments(p)
+    try:
+        return cmd_class(p.parse_args(argv))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -37,9 +37,9 @@ from bertlab.app.ui import (  # noqa: E402
 from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
 
 INTRO = """# bertlab
-See BERT work on your own sentences. Walk through the tabs from left to right: how text becomes
-tokens, how pre-training hides words, what the model guesses, where it looks. Then train your own:
-pre-train a small BERT, fine-tune it, and probe what each layer learned."""
+See BERT work on your own sentences. The **Lessons** lead through the tabs from left to right: how
+text becomes tokens, how pre-training hides words, what the model guesses, where it looks. Then train
+your own: pre-train a small BERT, fine-tune it, and probe what each layer learned."""
 
 # Gradio scopes `css` inside the page's content box; the box's own margins need a plain style sheet.
 HEAD = "<style>@media (max-width: 640px) {.gradio-container .main.app {padding: 8px 10px !important}}</style>"

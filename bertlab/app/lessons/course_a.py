@@ -61,8 +61,8 @@ $$p(w \mid \tilde{x}) = \operatorname{softmax}\left(W_e\, g(h_i) + b\right)_w$$
 Because every layer lets each token look at **all** the others, $h_i$ depends on the words to the
 left *and* to the right of the gap: that is the "B" in BERT (bidirectional). A left-to-right model
 such as GPT only sees the words before the gap.""",
-    try_its=(TryIt("The gap with both sides", "fill-mask", {"text": C.FILL_TEXT, "left_only": False}),
-             TryIt("The same gap, left context only", "fill-mask", {"text": C.FILL_TEXT, "left_only": True})),
+    try_its=(TryIt("The gap with the left context only", "fill-mask", {"text": C.FILL_TEXT, "left_only": True}),
+             TryIt("The same gap, reading both sides", "fill-mask", {"text": C.FILL_TEXT, "left_only": False})),
     expect="""With both sides, the words after the gap (*recommend this film*) pull the guesses
 towards adverbs that fit "would … recommend": *highly*, *strongly* (or *not*). With the left context
 only the model sees just "i would …" and guesses verbs that often follow it: the right-hand words were

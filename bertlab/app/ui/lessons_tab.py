@@ -25,7 +25,6 @@ INTRO = ("**The course.** Ten short lessons, in order: each explains one idea, o
          "that the **model picked at the top** answers — so the answer is checked against what the model "
          "really does, not a fixed key.")
 CSS = """
-#lesson-nav {align-items: end}
 .bl-try {display:inline-block;margin:4px 8px 4px 0;padding:6px 12px;border-radius:8px;background:#eef2ff;
   border:1px solid #6366f1;color:#3730a3 !important;text-decoration:none !important;font-weight:600}
 .bl-try:hover {background:#e0e7ff}
@@ -68,7 +67,7 @@ def try_html(lesson: Lesson) -> str:
     items = "".join(f'<a class="bl-try" href="{html.escape(links.url(t.tab, **t.params))}" target="_blank" '
                     f'rel="noopener" data-tab="{html.escape(t.tab)}">Try it: {html.escape(t.label)} ↗</a>'
                     for t in lesson.try_its)
-    return f'<div class="bl-try-its">{items}</div>'
+    return f'<style>{CSS}</style><div class="bl-try-its">{items}</div>'
 
 
 def script_parts(lesson: Lesson) -> tuple[str, str]:
@@ -131,7 +130,6 @@ def check(answer, n, choice, progress):
 
 
 def build(model: gr.Textbox) -> None:
-    gr.HTML(f"<style>{CSS}</style>", padding=False)
     progress = gr.BrowserState({"answered": {}}, storage_key=STORAGE_KEY)
     gr.Markdown(INTRO, elem_id="lesson-intro")
     bar = gr.Markdown(progress_md(None), elem_id="lesson-progress")
@@ -140,6 +138,7 @@ def build(model: gr.Textbox) -> None:
         pick = gr.Dropdown(choices(None), value=LESSONS[0].number, label="Lesson", scale=3, min_width=200,
                            elem_id="lesson-pick")
         next_btn = gr.Button("Next →", scale=0, min_width=110, variant="primary", elem_id="lesson-next")
+    links.copy_button("lessons")  # the teacher's link to the lesson on the projector
     body = gr.Markdown(latex_delimiters=LATEX, elem_id="lesson-body")
     tries = gr.HTML(elem_id="lesson-try")
     expect = gr.Markdown(elem_id="lesson-expect")
@@ -154,7 +153,6 @@ def build(model: gr.Textbox) -> None:
                               elem_id="lesson-check")
     feedback = gr.Markdown(elem_id="lesson-feedback")
     links.register("lessons", lesson=pick)
-    links.copy_button("lessons")
 
     view = [body, tries, expect, pointer, code, question, answer, feedback, bar, pick, prev_btn, next_btn]
     pick.change(show, [pick, progress], view, api_name=False, show_progress="hidden")

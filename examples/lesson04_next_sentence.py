@@ -8,7 +8,7 @@ A random B usually changes topic, so NSP can be solved by spotting the topic cha
 sentence-order task (SOP) keeps the topic and swaps A and B instead. We rank candidate B's, measure
 NSP on held-out pairs, and test whether this NSP head notices a swapped order.
 
-Run:  python examples/lesson04_next_sentence.py   (about 5 s; the first run reads the IMDB reviews once)
+Run:  python examples/lesson04_next_sentence.py   (about 7 s; the first run reads the IMDB reviews once)
 """
 import sys
 from pathlib import Path

@@ -9,7 +9,7 @@ This run is deliberately tiny (2 layers, a 2,000-piece vocabulary, 300 reviews, 
 the held-out loss fall and the masked-token accuracy hover at the "unigram" line (always guessing the
 commonest token). Leaving that plateau takes minutes to hours (the shipped model took four hours).
 
-Run:  python examples/lesson07_pretrain.py [--out FOLDER]   (about 15 s; default: a temporary folder)
+Run:  python examples/lesson07_pretrain.py [--out FOLDER]   (about 10 s; default: a temporary folder)
 """
 import argparse
 import sys

@@ -7,7 +7,7 @@ LoRA freezes each chosen weight W and learns a low-rank change beside it,
 We count what each of the eight methods trains, then fine-tune frozen, LoRA and full on the same
 150 Rotten Tomatoes sentences (100 more held out) and compare their learning curves and accuracy.
 
-Run:  python examples/lesson08_finetune.py [--out FOLDER]   (about 15 s; default: a temporary folder)
+Run:  python examples/lesson08_finetune.py [--out FOLDER]   (about 17 s; default: a temporary folder)
 """
 import argparse
 import sys

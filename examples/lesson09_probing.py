@@ -8,7 +8,7 @@ random tag), which a probe can only solve by memorising words. Read
 high selectivity means the layer makes the tag easy to read, not just the word. A randomly
 initialised model of the same shape is the baseline: what the architecture alone gives.
 
-Run:  python examples/lesson09_probing.py   (about 8 s; no model training, 20 small probes)
+Run:  python examples/lesson09_probing.py   (about 10 s; no model training, 20 small probes)
 """
 import sys
 from pathlib import Path

@@ -7,7 +7,7 @@ about 2 FLOPs per parameter per token. Training on D tokens costs about
 
 and Chinchilla's rule (Hoffmann et al. 2022) says a budget C is best spent on D ≈ 20·N tokens.
 
-Run:  python examples/lesson10_variants_scaling.py   (about 1 s; arithmetic only)
+Run:  python examples/lesson10_variants_scaling.py   (about 2 s; arithmetic only)
 """
 import sys
 from pathlib import Path

@@ -131,3 +131,17 @@ def test_the_page_opening_events_see_the_links_values(demo):
     assert comps["text"]._id in linked and reg["embeddings"]["inputs"]["word"]._id in linked
     for tab in links.TRAINING:
         assert not {c._id for c in reg[tab]["inputs"].values()} & linked, tab
+
+
+def test_every_try_it_link_of_the_lessons_is_valid(demo):
+    """The Lessons tab's "Try it" links fill real inputs with values those inputs take, without a warning."""
+    import urllib.parse
+
+    from bertlab.app.lessons import LESSONS
+    reg = demo.__dict__["_bl_links"]
+    tries = [t for lesson in LESSONS for t in lesson.try_its]
+    assert tries
+    for t in tries:
+        link = links.parse(dict(urllib.parse.parse_qsl(links.url(t.tab, **t.params)[1:])), reg)
+        assert link.tab == t.tab and not link.problems, (t, link.problems)
+        assert set(link.values) == set(t.params) - {"model"}, (t, link.values)  # every name is a registered input

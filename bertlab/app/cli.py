@@ -26,7 +26,8 @@ from ..train.loop import init_distributed
 from ..train.pretrain import pretrain
 from ..train.race import race
 from ..train.runs import read_metrics
-from . import compute_cli, finetune_cli
+from ..train.scaling import sweep
+from . import class_cli, compute_cli, finetune_cli, memory_cli, scaling_cli
 from .probe_cli import report_probe
 
 
@@ -133,6 +134,8 @@ def execute(spec: specs.Spec, out: str, resume: bool, log, stop, callbacks=()) -
         return race(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
     if spec.KIND == "distill":
         return distill(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
+    if spec.KIND == "scaling":
+        return sweep(out, spec, log=log, stop_event=stop, callbacks=callbacks)
     raise ValueError(f"a {spec.KIND} job does not train a run folder")
 
 
@@ -378,6 +381,17 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("compute", help="pre-training FLOPs, time and cost; Kaplan's and Chinchilla's scaling laws")
     compute_cli.add_arguments(k)
     k.set_defaults(run=compute_cli.cmd_compute)
+    m = sub.add_parser("memory", help="a training step's peak memory: estimated, and measured with --measure "
+                       "(activation checkpointing on and off)")
+    memory_cli.add_arguments(m)
+    m.set_defaults(run=memory_cli.cmd_memory)
+    cl = sub.add_parser("class", help="the class's runs ranked by held-out accuracy; --clear: clear them (teacher)")
+    class_cli.add_arguments(cl)
+    cl.set_defaults(run=class_cli.cmd_class)
+    sc = sub.add_parser("scaling", conflict_handler="resolve",
+                        help="a scaling sweep: several sizes (or token budgets), one recipe; fits L(N) = a·N^-α + c")
+    scaling_cli.add_arguments(sc)
+    sc.set_defaults(run=scaling_cli.cmd_scaling)
     r = sub.add_parser("run", help="execute a run folder's spec.json (what the web app's job manager launches)")
     r.add_argument("dir", help="run folder holding spec.json")
     r.set_defaults(run=cmd_run)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..config import preset, preset_names
+from ..config import PRESETS, preset, preset_names
 from ..data.corpus import OBJECTIVES
 from .spec_base import (  # noqa: F401  (re-exported: the job kinds' shared vocabulary)
     DROPOUT, MAX_STEPS, MAX_TOKENS, NON_NEGATIVE, POSITIVE, POSITIVE_NUM, Spec, TrainArgs, between, opt)
@@ -72,6 +72,9 @@ class PretrainSpec(TrainArgs):
                                "BERT's data pipeline)", NON_NEGATIVE)
     heldout: float = opt(0.02, "share of documents held out for evaluation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
     batch_size: int = opt(128, "examples per micro-batch", POSITIVE)
+    grad_checkpointing: bool = opt(False, "activation checkpointing: keep only each layer's input and recompute "
+                                          "the layer in backward (same numbers, about a third more compute, far "
+                                          "less memory; with --accum, bigger batches fit)")
     eval_batches: int = opt(16, "held-out batches per evaluation", POSITIVE)
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
     # the recipe's schedule
@@ -80,7 +83,7 @@ class PretrainSpec(TrainArgs):
     # a first run shows guesses, attention and the unigram line within seconds, not at step eval_every
     eval_early: int = opt(100, "also evaluate at steps 10, 25, 50, 100, ... up to this step, before the first "
                                "regular evaluation (0 = off)", NON_NEGATIVE)
-    RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads",)
+    RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads", "grad_checkpointing")
     DATA: ClassVar[tuple[str, ...]] = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective",
                                        "heldout", "init_from", "seed", "arch")
 
@@ -164,6 +167,8 @@ class FinetuneSpec(Spec):
     epochs: int = opt(2, "passes over the training examples", POSITIVE)
     lr: float | None = opt(None, "learning rate (default: per method, FinetuneSpec.DEFAULT_LR)", POSITIVE_NUM)
     batch_size: int = opt(32, "examples per batch", POSITIVE)
+    grad_checkpointing: bool = opt(False, "activation checkpointing: recompute each layer in backward instead of "
+                                          "keeping its activations (same numbers, less memory, more compute)")
     lora_rank: int = opt(8, "LoRA rank r", POSITIVE)
     lora_alpha: float = opt(16.0, "LoRA alpha (updates are scaled by alpha / r)", POSITIVE_NUM)
     lora_targets: tuple[str, ...] = opt(LORA_DEFAULT, "layers LoRA wraps: query key value attention_output "
@@ -193,7 +198,7 @@ class FinetuneSpec(Spec):
     device: str = opt("cpu", "cpu | cuda | auto")
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
     log_every: int | None = opt(None, "steps between training rows (default: about 4 per epoch)", POSITIVE)
-    RESUMABLE: ClassVar[tuple[str, ...]] = ("bf16", "device", "threads", "log_every")
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("bf16", "device", "threads", "log_every", "grad_checkpointing")
 
     def check(self) -> None:
         if self.lr is None:
@@ -303,8 +308,70 @@ class DistillSpec(TrainArgs):
             raise ValueError("alpha_kl, alpha_mlm and alpha_cos are all 0: nothing to learn from")
 
 
-KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec, DistillSpec)}
-RUN_KINDS = ("pretrain", "finetune", "race", "distill")  # the kinds that train into a run folder
+def parse_size(text: str) -> tuple[int, int, int]:
+    """(layers, hidden, heads) of a BERT preset name (tiny, mini, ...), LxH (heads: hidden / 64, at least 1,
+    BERT's head width) or LxHxA."""
+    t = str(text).strip().lower()
+    if t in PRESETS:
+        return PRESETS[t]
+    try:
+        parts = [int(v) for v in t.split("x")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (2, 3):
+        raise ValueError(f"size {text!r:.40} is no preset ({', '.join(PRESETS)}) nor LxH like 2x128 (or LxHxA)")
+    L, H, A = parts[0], parts[1], parts[2] if len(parts) == 3 else max(1, parts[1] // 64)
+    if not (1 <= L <= 48 and 8 <= H <= 4096 and 1 <= A <= H and H % A == 0):
+        raise ValueError(f"size {text!r:.40}: layers 1 to 48, hidden 8 to 4,096, and heads dividing hidden")
+    return L, H, A
+
+
+@dataclass
+class ScalingSpec(Spec):
+    """A scaling sweep: one pre-training recipe (MLM only, same corpus, seed and held-out examples) at
+    several model sizes with one token budget, or at one size with several budgets (train/scaling.py)."""
+    KIND: ClassVar[str] = "scaling"
+    # the sweep measured in bench/SCALING.md: 1.5 decades of non-embedding parameters
+    sizes: tuple[str, ...] = opt(("2x32", "2x64", "4x64", "2x128", "4x128"), "model shapes: presets (tiny, mini, "
+                                 "...), LxH (heads = hidden / 64) or LxHxA")
+    tokens: tuple[float, ...] = opt((1e6,), "training tokens of each run (steps x batch x max_len); several "
+                                            "with one size sweep the data")
+    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
+    max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
+    vocab_size: int = opt(8192, "WordPiece vocabulary size", between(64, 1_000_000))
+    max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
+    batch_size: int = opt(128, "examples per batch", POSITIVE)
+    lr: float = opt(1e-3, "peak learning rate (AdamW), the same for every size", POSITIVE_NUM)
+    eval_batches: int = opt(16, "held-out batches per evaluation (the same examples and masks for every run)",
+                            POSITIVE)
+    seed: int = opt(0, "random seed (the same for every run)")
+    threads: int | None = opt(None, "torch CPU threads", POSITIVE)
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("threads",)
+
+    @property
+    def mode(self) -> str:
+        return "data" if len(self.tokens) > 1 else "size"
+
+    def check(self) -> None:
+        if not self.sizes or not self.tokens:
+            raise ValueError("give at least one size and one token budget")
+        if len(self.sizes) > 1 and len(self.tokens) > 1:
+            raise ValueError("sweep either sizes (several sizes, one token budget) or data (one size, several "
+                             "token budgets), not both at once")
+        shapes = [parse_size(s) for s in self.sizes]
+        if len(set(shapes)) != len(shapes) or len(set(self.tokens)) != len(self.tokens):
+            raise ValueError("the sizes and the token budgets must each be distinct")
+        if max(len(self.sizes), len(self.tokens)) < 3:
+            raise ValueError("a sweep needs at least 3 sizes or 3 token budgets to fit a power law (4 for one "
+                             "with an irreducible loss)")
+        bad = [t for t in self.tokens if not 100 <= t <= 1e11]
+        if bad:
+            raise ValueError(f"tokens must be from 100 to 1e11 per run, got {bad[0]:g}")
+
+
+KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec, DistillSpec,
+                                                    ScalingSpec)}
+RUN_KINDS = ("pretrain", "finetune", "race", "distill", "scaling")  # the kinds that train into a run folder
 
 
 def spec_from_dict(d: dict) -> Spec:

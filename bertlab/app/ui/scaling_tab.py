@@ -14,7 +14,7 @@ from ...analysis import compute
 from ...analysis.sizing import humanize
 from ...config import PRESETS, preset
 from .. import compute_cli
-from . import common
+from . import common, links, scaling_memory, scaling_sweep
 from .common import mistakes, wire
 
 EXPLAIN = """**What does pre-training cost?** Each token meets every weight once forward (a multiply and
@@ -227,6 +227,7 @@ def build(picker: gr.Textbox) -> None:
             price = gr.Number(None, label="$ per device-hour", minimum=0, min_width=120)
             budget = gr.Number(None, label="FLOP budget (0: this run's)", minimum=0, min_width=150)
         go_btn = gr.Button("Calculate", variant="primary", elem_id="scaling-go")
+        links.copy_button("scaling")
         summary = gr.Markdown(elem_id="scaling-summary")
         table = gr.Markdown(elem_id="scaling-table")
     with gr.Row(elem_id="scaling-plots"):
@@ -238,9 +239,13 @@ def build(picker: gr.Textbox) -> None:
         raw = gr.JSON(label="every number and formula")
     inputs = [model, steps, batch, seq_len, n_tokens, accel, dtype, util, count, fps, price, budget]
     outputs = [summary, table, formulas, plot, raw]
+    links.register("scaling", model_size=model, steps=steps, batch=batch, seq_len=seq_len, tokens=n_tokens, accel=accel,
+                   dtype=dtype, util=util, count=count, flops=fps, price=price, budget=budget)
     ex = common.examples(side, [example_row(n) for n in compute.EXAMPLES], inputs,
                          label="Published BERTs: click one", example_labels=["BERT-base", "BERT-large"])
     wire(calculate, inputs + [picker], outputs, go_btn, "scaling", [b.submit for b in (steps, batch, n_tokens, count, fps,
                                                                                   price, budget)]
          + [seq_len.submit, model.input, accel.input, dtype.input, util.release], examples=ex,
          show_progress="minimal")
+    scaling_sweep.build()  # the sweep: measure a scaling law on this machine
+    scaling_memory.build()  # a training step's peak memory, estimated and measured

@@ -29,6 +29,7 @@ from ..heads import (
     trainable_parameters,
 )
 from ..methods import apply_method, save_finetuned
+from ..model import set_gradient_checkpointing
 from ..tokenizer import SubwordTokenizer
 from . import runs
 from .finetune_metrics import CONFUSION_FILE, Evaluator, classification_metrics  # noqa: F401 (re-exported)
@@ -215,6 +216,7 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     torch.manual_seed(spec.seed)  # the head's initial weights, and LoRA's A
     net, tok = build_classifier(str(folder), kind, data.labels, spec, log, problem=data.problem)
     wrapped = apply_method(net, spec)
+    set_gradient_checkpointing(net, spec.grad_checkpointing)
     trainable, total = trainable_parameters(net)
     run.write_facts(trainable_params=trainable, total_params=total)
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"

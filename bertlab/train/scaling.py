@@ -322,17 +322,18 @@ def table_md(res: dict) -> str:
         lines.append(f"| {r['name']} | {r['layers']} × {r['hidden']} | {r['non_embedding']:,} | {r['tokens']:.3g} | "
                      f"{r['flops']:.3g} | {r['loss']:.3f} | {r['acc']:.1%} | {r['minutes']:.1f} |")
     x = "non-embedding parameters N" if res["mode"] == "size" else "tokens D"
-    out = "\n".join(lines) + "\n"
+    notes = []  # each its own paragraph: Markdown joins single lines
     fit = res.get("fit") or {}
     if "offset" in fit:
-        out += f"\nL = a·x^-α + c against {x}: " + fit_line(fit["offset"], res["kaplan_alpha"])
+        notes.append(f"L = a·x^-α + c against {x}: " + fit_line(fit["offset"], res["kaplan_alpha"]))
     if "power" in fit:
-        out += f"\nL = a·x^-α (Kaplan's form, c = 0) against {x}: " + fit_line(fit["power"], res["kaplan_alpha"])
+        notes.append(f"L = a·x^-α (Kaplan's form, c = 0) against {x}: " + fit_line(fit["power"], res["kaplan_alpha"]))
     if "fit_error" in res:
-        out += f"\nNo fit: {res['fit_error']}"
+        notes.append(f"No fit: {res['fit_error']}")
     if seg := frontier_segments(res.get("frontier") or []):
-        out += "\nCompute frontier (the best run at each FLOP budget): " + ", then ".join(
-            f"{name.split('-')[0] if res['mode'] == 'size' else name} from {lo:.2g} FLOPs" for name, lo in seg)
+        notes.append("Compute frontier (the best run at each FLOP budget): " + ", then ".join(
+            f"{name.split('-')[0] if res['mode'] == 'size' else name} from {lo:.2g} FLOPs" for name, lo in seg))
     if res.get("minutes_total") is not None:
-        out += f"\n\nThe sweep took {res['minutes_total']:g} min."
+        notes.append(f"The sweep took {res['minutes_total']:g} min.")
+    out = "\n".join(lines) + "\n\n" + "\n\n".join(notes)
     return out + "\n"

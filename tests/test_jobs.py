@@ -244,6 +244,28 @@ def test_teacher_page_ids(monkeypatch):
         jobs_ui.visitor(teacher)
 
 
+def test_teacher_ids_cannot_be_forged_and_token_guesses_are_limited(monkeypatch):
+    from types import SimpleNamespace
+
+    from bertlab.app import classroom
+    from bertlab.app.ui import jobs_ui
+    now = [0.0]
+    monkeypatch.setattr(classroom, "GUARD", classroom.Guard(per_client=3, overall=10, clock=lambda: now[0]))
+    monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "s3cret")
+    page = lambda q, host: SimpleNamespace(query_params=q, client=SimpleNamespace(host=host))  # noqa: E731
+    teacher = jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.1"))
+    assert jobs_ui.is_teacher(teacher) and "s3cret" not in teacher  # the token never reaches the browser
+    for forged in ("teacher:s3cret", "teacher:" + teacher.split(":")[1] + ":" + "0" * 64, teacher[:-1] + "0"):
+        assert not jobs_ui.is_teacher(forged) or forged == teacher
+    for guess in ("a", "b", "c"):
+        assert not jobs_ui.is_teacher(jobs_ui.browser_id(None, page({"teacher": guess}, "10.0.0.2")))
+    locked = jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.2"))  # right, but too late
+    assert not jobs_ui.is_teacher(locked)
+    assert jobs_ui.is_teacher(jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.3")))  # others may
+    now[0] += 601
+    assert jobs_ui.is_teacher(jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.2")))  # aged out
+
+
 def test_a_reloaded_page_finds_its_last_run_and_its_comparison(tmp_path, monkeypatch):
     """jobs_ui.reopen: the newest live run of this browser, else its newest ended one (finished too),
     with the runs started together with it overlaid; a run picked while the page loaded stays."""

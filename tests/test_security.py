@@ -268,7 +268,12 @@ def test_the_teacher_token_and_only_it_may_act_on_any_run(hostile):
         msg = refused(client, "/pretrain_delete", owner=fake, name="bob-run")
         assert "reload" in msg and TEACHER_TOKEN not in msg
     assert (root / "bob-run").exists()
-    client.predict(owner="teacher:" + TEACHER_TOKEN, name="bob-run", api_name="/pretrain_delete")
+    refused(client, "/pretrain_delete", owner="teacher:" + TEACHER_TOKEN, name="bob-run")  # the token is not an id
+    from bertlab.app.ui.jobs_ui import teacher_id  # what a ?teacher= page stores: a nonce and its HMAC
+    forged = teacher_id(TEACHER_TOKEN[:-1] + "x", "0" * 32)
+    assert "reload" in refused(client, "/pretrain_delete", owner=forged, name="bob-run")
+    assert (root / "bob-run").exists()
+    client.predict(owner=teacher_id(TEACHER_TOKEN), name="bob-run", api_name="/pretrain_delete")
     assert not (root / "bob-run").exists()
 
 

@@ -6,6 +6,7 @@ A job belongs to the browser that started it. The id lives in the browser's loca
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import html
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from ...train.runs import list_runs
-from .. import jobs
+from .. import classroom, jobs
 from .common import user_error
 
 LIVE = ("queued", "starting", "running", "stopping")
@@ -36,12 +37,29 @@ def _teacher_token() -> str:
     return os.environ.get("BERTLAB_TEACHER_TOKEN", "").strip()
 
 
+def _client(request) -> str:
+    return getattr(getattr(request, "client", None), "host", None) or "unknown"
+
+
+def teacher_id(token: str, nonce: str | None = None) -> str:
+    """A teacher page's stored id: a random nonce and its HMAC under the token. The token itself never
+    sits in a browser, and a forged id is a 256-bit guess, so only ?teacher= needs a rate limit."""
+    nonce = nonce if nonce is not None else uuid.uuid4().hex
+    mac = hmac.new(token.encode(), f"bertlab-teacher:{nonce}".encode(), hashlib.sha256).hexdigest()
+    return f"{TEACHER}{nonce}:{mac}"
+
+
 def browser_id(current: str | None, request: gr.Request | None = None) -> str:
     """This browser's id: the stored one, or a new random one on its first visit. A page opened
-    with ?teacher=<BERTLAB_TEACHER_TOKEN> acts as the teacher from then on."""
+    with ?teacher=<BERTLAB_TEACHER_TOKEN> acts as the teacher from then on; wrong tokens count
+    against the class's guard (classroom.GUARD), as the clearing box's do."""
     token, asked = _teacher_token(), (request.query_params.get("teacher") if request is not None else None)
-    if token and isinstance(asked, str) and hmac.compare_digest(asked, token):
-        return TEACHER + token
+    if token and isinstance(asked, str):
+        try:
+            classroom.check_token(asked, _client(request), classroom.GUARD)
+            return teacher_id(token)
+        except PermissionError as e:
+            gr.Warning(str(e))
     if is_teacher(current):
         return current
     if isinstance(current, str) and current.startswith(TEACHER):
@@ -51,7 +69,10 @@ def browser_id(current: str | None, request: gr.Request | None = None) -> str:
 
 def is_teacher(owner) -> bool:
     token = _teacher_token()
-    return bool(token) and isinstance(owner, str) and hmac.compare_digest(owner, TEACHER + token)
+    if not (token and isinstance(owner, str) and owner.startswith(TEACHER)):
+        return False
+    nonce = owner[len(TEACHER):].partition(":")[0]
+    return hmac.compare_digest(owner.encode(), teacher_id(token, nonce).encode())
 
 
 def session():

@@ -59,6 +59,8 @@ def test_strangers_values_are_checked_clamped_or_refused():
     assert link.values == {"rate": 0.23, "seed": 0} and "seed" in link.message()  # on the slider's steps; min 0
     link = links.parse({"tab": "embeddings", "pooling": "[CLS]"}, reg)  # a label or a value
     assert link.values == {"pooling": "cls"} and not link.problems
+    link = links.parse({"tab": "embeddings", "pooling": "me"}, reg)  # the start of one choice
+    assert link.values == {"pooling": "mean"}
     link = links.parse({"tab": "embeddings", "pooling": "max"}, reg)
     assert link.values == {} and "not one of the choices (mean, cls)" in link.message()
     link = links.parse({"tab": "attention", "text": "a\x00b\x1bc\td"}, reg)
@@ -129,8 +131,11 @@ def test_the_page_opening_events_see_the_links_values(demo):
     # a training tab's page-opening events keep their defaults: a link fills its form, nothing else
     linked = set().union(*(getattr(f.fn, "substitutes", set()) for f in demo.fns.values()))
     assert comps["text"]._id in linked and reg["embeddings"]["inputs"]["word"]._id in linked
-    for tab in links.TRAINING:
-        assert not {c._id for c in reg[tab]["inputs"].values()} & linked, tab
+    # on a training tab a link changes only what describes the form: no page-opening event starts a job
+    starts = [f.name for f in demo.fns.values() if links._opens_page(demo, f) and "start" in (f.name or "")]
+    assert not starts, starts
+    method = reg["finetune"]["inputs"]["method"]._id
+    assert method in linked  # the method's note and parameter count follow a linked method at once
 
 
 def test_every_try_it_link_of_the_lessons_is_valid(demo):
@@ -145,3 +150,22 @@ def test_every_try_it_link_of_the_lessons_is_valid(demo):
         link = links.parse(dict(urllib.parse.parse_qsl(links.url(t.tab, **t.params)[1:])), reg)
         assert link.tab == t.tab and not link.problems, (t, link.problems)
         assert set(link.values) == set(t.params) - {"model"}, (t, link.values)  # every name is a registered input
+
+
+def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
+    """A browser does not fire .change for a tab it has not drawn yet: the Pre-train recipe must still
+    fill the form, the Fine-tune method still show its own settings."""
+    from bertlab.app.ui import pretrain_tab
+    run = next(f for f in demo.fns.values() if f.name == "run_listeners")
+    slot = {c._id: i for i, c in enumerate(run.outputs)}
+    recipe = list(pretrain_tab.RECIPES)[1]
+    arch = demo.__dict__["_bl_links"]["pretrain"]["inputs"]["arch"]
+    fill = next(f for f in demo.fns.values() if f.name == "recipe_fields")
+    out = _call_with_link(run, [], {"tab": "pretrain", "recipe": recipe})
+    want = pretrain_tab.recipe_fields(recipe, arch.value)
+    assert [out[slot[c._id]] for c in fill.outputs] == list(want)
+    method_out = next(f for f in demo.fns.values() if f.name == "method_fields").outputs
+    out = _call_with_link(run, [], {"tab": "finetune", "method": "LoRA"})
+    assert "LoRA" in out[slot[method_out[0]._id]]  # the method's note
+    out = _call_with_link(run, [], {})
+    assert all(isinstance(v, type(gr.skip())) for v in out)  # no link: nothing changes

@@ -9,7 +9,8 @@ inputs in its build() with one call, `links.register("attention", text=text_box,
 and puts a "copy link" button where it wants one with `links.copy_button("attention")`; app.py calls
 `links.install(...)` once. Opening a link then selects the tab, fills the inputs and runs the view
 (the tab's own page-opening events see the link's values instead of the defaults, so they draw what the
-link describes and nothing redraws it afterwards). A training tab is only filled, never started.
+link describes and nothing redraws it afterwards; the filled inputs' .change listeners run once, as a
+browser would not fire them for a tab it had not drawn). A training tab is only filled, never started.
 
 Layers and heads are counted as the UI counts them: attention's layer and head from 1; the
 embeddings layer from 0 (0 = the embedding layer's output); probing's layer as its slider (-1 = all).
@@ -57,7 +58,7 @@ PARAMS = {
     "lessons": ("lesson",),
 }
 ARCH_FIELDS = ("layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding", "groups")  # its boxes, in order
-TRAINING = {"pretrain", "finetune", "distill", "race"}  # filled from a link, never run from one
+TRAINING = {"pretrain", "finetune", "distill", "race"}  # filled from a link, never started from one
 MAX_TEXT = 2000  # characters of one value from a link (browsers and servers refuse much longer addresses)
 MAX_PARAMS = 40
 
@@ -148,9 +149,14 @@ def check_value(comp, raw: str, name: str):
                 (isinstance(comp, gr.Slider) and float(step or 0).is_integer() and float(lo or 0).is_integer())
         return (int(round(v)) if whole else round(v, 6)), note
     if isinstance(comp, (gr.Dropdown, gr.Radio)):
+        want = raw.strip().lower()
         for label, value in _choices(comp):
-            if raw in (str(value), label) or raw.strip().lower() in (str(value).lower(), label.lower()):
+            if raw in (str(value), label) or want in (str(value).lower(), label.lower()):
                 return value, ""
+        starts = [value for label, value in _choices(comp)  # "albert" for "ALBERT (factorised embeddings, ...)"
+                  if len(want) >= 2 and (label.lower().startswith(want) or str(value).lower().startswith(want))]
+        if len(starts) == 1:
+            return starts[0], ""
         offered = ", ".join(str(v) for _, v in _choices(comp)[:8])
         return None, f"{name} {raw[:30]!r} is not one of the choices ({offered})."
     if isinstance(comp, gr.Textbox):
@@ -224,8 +230,9 @@ def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown
         return [gr.Tabs(selected=link.tab) if link.tab else gr.skip(),
                 link.model if link.model else gr.skip(), *fills]
 
-    demo.load(apply, None, [tabs, picker, *(c for *_, c in comps)], api_name=False, show_progress="hidden")
+    opened = demo.load(apply, None, [tabs, picker, *(c for *_, c in comps)], api_name=False, show_progress="hidden")
     _see_links_on_open(demo, registered, keys, picker, model)
+    _follow_changes(demo, opened, registered, keys, picker, model)
     for tab, r in registered.items():
         if "copy" in r:
             btn, box = r["copy"]
@@ -274,10 +281,9 @@ def _plain(fn) -> bool:
 
 def _see_links_on_open(demo, registered: dict, keys, picker, model) -> None:
     """Every event that runs when the page opens and reads a linked input is given the link's value
-    instead of the default the browser still shows at that moment; the model too. Training tabs
-    keep their defaults here: their form is filled by apply(), nothing is run."""
-    by_id = {c._id: (tab, name) for tab, r in registered.items() if tab not in TRAINING
-             for name, c in r.get("inputs", {}).items()}
+    instead of the default the browser still shows at that moment; the model too. (On a training tab
+    these only describe the form: a plan, a parameter count. Nothing that opens a page starts a run.)"""
+    by_id = {c._id: (tab, name) for tab, r in registered.items() for name, c in r.get("inputs", {}).items()}
     model_ids = {picker._id, model._id}
     for block_fn in list(demo.fns.values()):
         ids = [getattr(c, "_id", None) for c in block_fn.inputs]
@@ -286,6 +292,50 @@ def _see_links_on_open(demo, registered: dict, keys, picker, model) -> None:
         if not any(i in by_id or i in model_ids for i in ids):
             continue
         block_fn.fn = _substituting(block_fn.fn, ids, by_id, model_ids, registered, keys)
+
+
+def _follow_changes(demo, opened, registered: dict, keys, picker, model) -> None:
+    """What a linked input's own .change listeners do (the Pre-train recipe fills the form, the
+    Fine-tune method shows its settings) is done here, once the link is applied: a browser does not
+    fire them for a tab that was not drawn yet. Listeners that are the tab's view are not run twice."""
+    owner = {c._id: (tab, name) for tab, r in registered.items() for name, c in r.get("inputs", {}).items()}
+    on_open = {getattr(f.fn, "original", f.fn) for f in demo.fns.values() if _opens_page(demo, f)}
+    follow = []
+    for f in list(demo.fns.values()):
+        tabs = {owner[t[0]][0] for t in f.targets if t[1] == "change" and t[0] in owner}
+        if tabs and f.outputs and _plain(f.fn) and getattr(f.fn, "original", f.fn) not in on_open:
+            follow.append((tabs, f))
+    outputs = list({id(c): c for _, f in follow for c in f.outputs}.values())
+    if not follow:
+        return
+    slot = {id(c): i for i, c in enumerate(outputs)}
+    model_ids = {picker._id, model._id}
+
+    def run_listeners():
+        out = [gr.skip()] * len(outputs)
+        link = _request_link(registered, keys)
+        if link is None or link.tab is None:
+            return out
+        for tabs, f in follow:
+            if link.tab not in tabs:
+                continue
+            args = []
+            for c in f.inputs:
+                who = owner.get(c._id)
+                if who and who[0] == link.tab and who[1] in link.values:
+                    args.append(link.values[who[1]])
+                elif c._id in model_ids and link.model and _loads(link.model):
+                    args.append(link.model)
+                else:
+                    args.append(c.value)
+            try:
+                res = f.fn(*args)
+            except (ValueError, TypeError, gr.Error):
+                continue
+            for c, v in zip(f.outputs, [res] if len(f.outputs) == 1 else list(res)):
+                out[slot[id(c)]] = v
+        return out
+    opened.then(run_listeners, None, outputs, api_name=False, show_progress="hidden")
 
 
 def _substituting(fn, ids, by_id, model_ids, registered, keys):
@@ -301,6 +351,7 @@ def _substituting(fn, ids, by_id, model_ids, registered, keys):
         return fn(*args)
     with_link.__name__ = getattr(fn, "__name__", "fn")
     with_link.substitutes = {i for i in ids if i in by_id or i in model_ids}  # for tests
+    with_link.original = fn
     return with_link
 
 

@@ -110,9 +110,13 @@ def follow(page, lesson, i: int):
     new = info.value
     new.locator("[role=tab][aria-selected=true]", has_text=TITLES[t.tab]).wait_for(timeout=60_000)
     texts = [v for v in t.params.values() if isinstance(v, str) and "\n" not in v and len(v) > 12]
-    for v in texts:  # long texts: in a text box of the opened tab
-        _panel(new).locator("textarea").first.wait_for()
-        assert v in _panel(new).locator("textarea").evaluate_all("ts => ts.map(t => t.value)"), (t.tab, v)
+    boxes = _panel(new).locator("textarea, input")
+    for v in texts:  # long texts and choices: in a text box or a dropdown of the opened tab
+        for _ in range(60):
+            if v in boxes.evaluate_all("ts => ts.map(t => t.value)"):
+                break
+            new.wait_for_timeout(500)
+        assert v in boxes.evaluate_all("ts => ts.map(t => t.value)"), (t.tab, v)
     return new
 
 

@@ -2,8 +2,17 @@
 fine-tuning, probing, the family and its scaling). Each question's inputs are checks.py's."""
 from __future__ import annotations
 
+from ...config import preset
+from ..ui import architecture_tab, links
 from . import checks as C
 from .lesson import Lesson, TryIt
+
+
+def sized(family: str, name: str) -> dict:
+    """An Architecture link with the preset's whole shape in it: the tab sizes what its boxes hold."""
+    values = architecture_tab.form_values(preset(name, model_type=family))
+    shape = {k: v for k, v in zip(getattr(links, "ARCH_FIELDS", ()), values) if v is not None}  # E blank: none
+    return {"family": family, "preset": name, **shape}
 
 EMBEDDINGS = Lesson(
     6, "embeddings", "Embeddings and word senses",
@@ -41,7 +50,7 @@ common words whatever the context (the *unigram* line), until attention learns t
 neighbours and the masked-token accuracy leaves that line.""",
     try_its=(TryIt("Open the “tiny and fast” recipe (nothing starts until you press Start)", "pretrain",
                    {"recipe": C.PRETRAIN_RECIPE}),
-             TryIt("Size the same model in the Architecture tab", "architecture", {"family": "bert", "preset": "tiny"})),
+             TryIt("Size the same model in the Architecture tab", "architecture", sized("bert", "tiny"))),
     expect="""The form shows the model's parameters and training memory before anything runs. If you
 start it, the curves begin on the unigram line and, after a few hundred steps, the accuracy leaves it
 at the same moment as the attention to neighbouring tokens rises. The *Watch it learn* rows show the
@@ -105,8 +114,8 @@ $$V E + E H \quad\text{instead of}\quad V H$$
 
 Scaling laws then say what size to train: compute is about $C \approx 6ND$ FLOPs for $N$ parameters
 and $D$ tokens, and Chinchilla's optimum is about $D \approx 20N$.""",
-    try_its=(TryIt("Size ALBERT base", "architecture", {"family": C.VARIANT[0], "preset": C.VARIANT[1]}),
-             TryIt("Size BERT base beside it", "architecture", {"family": "bert", "preset": "base"}),
+    try_its=(TryIt("Size ALBERT base", "architecture", sized(*C.VARIANT)),
+             TryIt("Size BERT base beside it", "architecture", sized("bert", "base")),
              TryIt("What pre-training BERT base cost", "scaling", {"model_size": "base"})),
     expect="""ALBERT base runs exactly as many layers as BERT base (the same compute per sentence) but
 stores about a tenth of the weights: one layer's weights, and a thin word table. The table under the

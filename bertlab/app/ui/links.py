@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -355,9 +356,18 @@ def _substituting(fn, ids, by_id, model_ids, registered, keys):
     return with_link
 
 
+_TRIED: dict[str, tuple[bool, float]] = {}  # model -> (loads, when): one page opening asks ~20 times
+
+
 def _loads(choice: str) -> bool:
-    try:
-        models.get(choice)
-        return True
-    except (ValueError, OSError):
-        return False
+    ok, when = _TRIED.get(choice, (None, 0.0))
+    if ok is None or time.monotonic() - when > 60:
+        try:
+            models.get(choice)
+            ok = True
+        except (ValueError, OSError):
+            ok = False
+        if len(_TRIED) > 256:
+            _TRIED.clear()
+        _TRIED[choice] = (ok, time.monotonic())
+    return ok

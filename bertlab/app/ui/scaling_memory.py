@@ -115,7 +115,7 @@ def figure(rows: list[dict]) -> go.Figure:
         fig.add_annotation(x=b, y=total / MB, text=f"{total / MB:.1f} MB", showarrow=False, yshift=10)
     fig.update_layout(barmode="stack", height=420, yaxis=dict(title="MB (10⁶ bytes) at the peak"),
                       xaxis=dict(tickangle=0),
-                      title="Peak of one training step, checkpointing off and on", legend=dict(orientation="h", y=-0.2),
+                      title="Peak of one training step", legend=dict(orientation="h", y=-0.2),
                       margin=dict(l=60, r=20, t=50, b=40))
     return fig
 

@@ -70,7 +70,8 @@ PARTS = [("embeddings", "Embeddings", "#1f77b4"), ("projection", "E → H projec
          ("nsp_head", "NSP / SOP head", "#8c564b"), ("rtd_head", "Replaced-token head", "#e377c2")]
 MEM_PARTS = [("weights", "weights", "#1f77b4"), ("gradients", "gradients", "#ff7f0e"),
              ("optimizer", "AdamW state", "#2ca02c"), ("weight_copies", "bf16 weight copy", "#17becf"),
-             ("activations", "activations", "#9467bd"), ("logits", "output logits", "#d62728")]
+             ("activations", "activations", "#9467bd"), ("logits", "output logits", "#d62728"),
+             ("temporaries", "backward temporaries", "#8c564b")]
 FLOP_PARTS = [(("qkv", "attention_output"), "Q, K, V and output projections", "#ff7f0e"),
               (("attention_scores", "attention_values"), "attention scores + mixing (∝ length²)", "#d62728"),
               (("feed_forward",), "feed-forward", "#2ca02c"),
@@ -380,7 +381,8 @@ def build(picker: gr.Textbox) -> None:
     with gr.Row():
         with gr.Column(scale=4, min_width=320):
             mem_plot = gr.Plot(label="Memory")
-            gr.Markdown("*Training* = AdamW; *bf16* training is mixed precision (fp32 master weights).")
+            gr.Markdown("*Training* = AdamW, at the step's peak: often the output layer's backward, before any "
+                        "weight has a gradient. *bf16* training is mixed precision (fp32 master weights).")
         with gr.Column(scale=5, min_width=320):
             table = gr.Dataframe(known_rows(preset("base")), headers=KNOWN_HEADERS, interactive=False, wrap=False,
                                  label="Published models, each beside a BERT of its shape")

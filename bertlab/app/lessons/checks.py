@@ -27,7 +27,7 @@ EMB_SENTENCES = ["the score swells beautifully in the final scene .", "the score
                  "my score for this movie is 8 out of 10 .", "a score of three stars is too generous ."]
 PRETRAIN_RECIPE = next(r for r in pretrain_tab.RECIPES if r.startswith("Tiny"))
 LORA = dict(method="LoRA", lora_rank=8, lora_alpha=16)
-PROBE = dict(task="pos", feature="first", kind="linear", sample=100)
+PROBE = dict(task="pos", feature="first", kind="linear", sample=50)  # small: quick, and the layers already rank clearly
 VARIANT = ("albert", "base")
 TIE = 0.005  # two heads or pairs this close are the same answer
 

@@ -133,11 +133,13 @@ def build(model: gr.Textbox) -> None:
     progress = gr.BrowserState({"answered": {}}, storage_key=STORAGE_KEY)
     gr.Markdown(INTRO, elem_id="lesson-intro")
     bar = gr.Markdown(progress_md(None), elem_id="lesson-progress")
-    with gr.Row(elem_id="lesson-nav", equal_height=True):
-        prev_btn = gr.Button("← Previous", scale=0, min_width=110, elem_id="lesson-prev")
-        pick = gr.Dropdown(choices(None), value=LESSONS[0].number, label="Lesson", scale=3, min_width=200,
+    with gr.Row(elem_id="lesson-nav"):  # on a phone: the lesson's whole name, then the two buttons below
+        pick = gr.Dropdown(choices(None), value=LESSONS[0].number, label="Lesson", scale=3, min_width=300,
                            elem_id="lesson-pick")
-        next_btn = gr.Button("Next →", scale=0, min_width=110, variant="primary", elem_id="lesson-next")
+        with gr.Column(scale=1, min_width=240):
+            with gr.Row():
+                prev_btn = gr.Button("← Previous", min_width=100, elem_id="lesson-prev")
+                next_btn = gr.Button("Next →", min_width=100, variant="primary", elem_id="lesson-next")
     links.copy_button("lessons")  # the teacher's link to the lesson on the projector
     body = gr.Markdown(latex_delimiters=LATEX, elem_id="lesson-body")
     tries = gr.HTML(elem_id="lesson-try")

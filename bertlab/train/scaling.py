@@ -158,7 +158,11 @@ def _seed_data(out: Path, run: Path) -> None:
         tmp = run / ".data-seed"
         shutil.rmtree(tmp, ignore_errors=True)
         run.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(src, tmp)
+        try:  # hard links: the files are never written again, and a sweep need not hold six copies of them
+            shutil.copytree(src, tmp, copy_function=os.link)
+        except OSError:  # another file system, or no links there
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp)
         os.replace(tmp, run / "data")
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 
 from ..train import scaling
 from ..train.specs import ScalingSpec
@@ -39,21 +37,6 @@ def _err(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _graceful_stop():
-    """Ctrl-C (or SIGTERM) stops after the current step, with a checkpoint; a second Ctrl-C aborts."""
-    ev = threading.Event()
-
-    def handler(signum, frame):
-        if ev.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        ev.set()
-        _err("stopping after this step (run the same command again to go on; Ctrl-C again to abort) ...")
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, handler)
-        signal.signal(signal.SIGTERM, handler)
-    return ev
-
-
 def cmd_scaling(a) -> int:
     spec = spec_from_args(a)
     pts = scaling.points(spec)
@@ -68,7 +51,8 @@ def cmd_scaling(a) -> int:
         say(f"  {p['name']:<18} N {p['non_embedding']:>11,}  tokens {p['tokens']:.3g}  held-out loss "
             f"{p['loss']:.3f}  acc {p['acc']:.1%}  " + ("(reused)" if reused else f"{p['minutes']:.1f} min"),
             flush=True)
-    res = scaling.sweep(a.out, spec, log=lambda m: None, stop_event=_graceful_stop(), on_part=on_part)
+    from .cli import _graceful_stop  # here: cli imports this module
+    res = scaling.sweep(a.out, spec, log=lambda m: None, stop_event=_graceful_stop(_err), on_part=on_part)
     if res["state"] != "finished":
         _err(f"{res['state']}: {res.get('message', '')} (run the same command again to go on)")
         return 1

@@ -25,7 +25,7 @@ def test_embeddings_architecture_probing_desktop(server):
         panel = page.locator("[role=tabpanel]:visible").first
         # item 8: equal numbers get equal colours (layer 0 with [CLS] read 1.00 in every cell, in two colours)
         layer0 = ("() => [...document.querySelectorAll('.js-plotly-plot')].some(e => e.layout && "
-                  "/Sentence similarity.*layer 0/.test(e.layout.title.text || ''))")
+                  "/Sentence similarity.*layer 0/.test((e.layout.title && e.layout.title.text) || ''))")
         for attempt in range(3):  # the page's load may still be fitting the slider to the model (last layer)
             panel.locator("input[type=number]").first.fill("0")
             panel.get_by_role("button", name="Compare", exact=True).click()

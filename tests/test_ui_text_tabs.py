@@ -354,4 +354,4 @@ def test_tabs_build_with_their_api_names():
             with gr.Tab(name):
                 mod.build(picker)
     public = {f.api_name for f in demo.fns.values() if f.api_visibility == "public"}
-    assert public == {"tokenize", "mask_preview", "fill_mask", "logit_lens", "nsp"}
+    assert public == {"tokenize", "mask_preview", "mask_score", "fill_mask", "logit_lens", "nsp"}

@@ -12,7 +12,7 @@ SKIP = {"/pretrain_start", "/pretrain_stop", "/pretrain_resume", "/pretrain_dele
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
              max_position_embeddings=64)
 TEXT = "the film was great and the plot was fun ."
-GIVEN = {"text": TEXT, "position": 3, "query": 3, "word": "film"}  # where a view has no default
+GIVEN = {"text": TEXT, "position": 3, "query": 3, "word": "film", "answer": "4"}  # where a view has no default
 
 
 def make(kind: str, folder, wordpiece, bpe):

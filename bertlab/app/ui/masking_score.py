@@ -137,6 +137,17 @@ def score(text, rate, whole_word, seed, mask_share, random_share, choice):
     return said, fig, table, data
 
 
+def shown(text, rate, whole_word, seed, mask_share, random_share, choice):
+    """`score`, but a model without a masked-LM head (an ELECTRA discriminator) is a note in the section:
+    it re-scores on every change of the draw and the picker, so an error would pop up unasked."""
+    try:
+        return score(text, rate, whole_word, seed, mask_share, random_share, choice)
+    except gr.Error as e:
+        if "masked-LM head" not in str(e.message):
+            raise
+        return common.notice_html(str(e.message)), None, None, {}
+
+
 def build(text, rate, whole, seed, picker) -> None:
     """The section, under the lab's statistics; it re-scores whenever the draw above changes."""
     gr.Markdown("### Score a draw: the loss at every selected position")
@@ -156,6 +167,6 @@ def build(text, rate, whole, seed, picker) -> None:
     with gr.Accordion("JSON (per position: rule, loss, p(original), rank, top-5)", open=False):
         raw = gr.JSON()
     inputs = [text, rate, whole, seed, mask_share, random_share, picker]
-    common.wire(score, inputs, [said, plot, table, raw], go_btn, "mask_score",
+    common.wire(shown, inputs, [said, plot, table, raw], go_btn, "mask_score",
                 [seed.change, whole.input, rate.release, text.submit, picker.change, mask_share.release,
                  random_share.release, mask_share.input, random_share.input], ex, trigger_mode="always_last")

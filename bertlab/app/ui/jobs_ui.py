@@ -89,6 +89,17 @@ def session():
     return root._bertlab_session
 
 
+def run_watcher(label: str, elem_id: str, log_lines: int):
+    """(watch, overlay, log, timer) of a job that is one whole (a race, a sweep): a picker of the job
+    shown, an overlay picker that stays hidden (such a job overlays nothing), its log, its timer."""
+    watch = gr.Dropdown([], label=label, allow_custom_value=True, elem_id=elem_id,
+                        info=f"the {label.lower()} shown above (yours or anyone's)")
+    overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, visible=False)
+    with gr.Accordion("Log", open=False):
+        log = gr.Textbox(lines=log_lines, max_lines=30, show_label=False, autoscroll=True)
+    return watch, overlay, log, gr.Timer(TICK_S, active=False)
+
+
 def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs) -> None:
     """What both training tabs do with their run picker: redraw on a pick, on each tick while a shown
     run is live, refresh the run lists when opened, and on page load show this browser's last run

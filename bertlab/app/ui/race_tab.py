@@ -270,12 +270,7 @@ def build(picker: gr.Dropdown) -> None:
     table = gr.Dataframe(interactive=False, wrap=True, visible=False, elem_id="race-table", show_label=False)
     note = gr.Markdown(elem_id="race-note")
     reading = gr.Markdown(elem_id="race-reading")
-    watch = gr.Dropdown([], label="Race", allow_custom_value=True, elem_id="race-run",
-                        info="the race shown above (yours or anyone's)")
-    overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, visible=False)  # a race overlays nothing
-    with gr.Accordion("Log", open=False):
-        log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
-    timer = gr.Timer(jobs_ui.TICK_S, active=False)
+    watch, overlay, log, timer = jobs_ui.run_watcher("Race", "race-run", log_lines=10)
 
     form = [recipes, minutes, side, seeds]
     outs = [status, *plots, table, note, reading, log, timer]

@@ -263,12 +263,7 @@ def build() -> None:
         curves = gr.Plot(curves_figure({}, []), show_label=False, min_width=320, elem_id="sweep-plot-flops")
     fit = gr.Markdown(elem_id="sweep-fit")
     table = gr.Markdown(elem_id="sweep-table")
-    watch = gr.Dropdown([], label="Sweep", allow_custom_value=True, elem_id="sweep-run",
-                        info="the sweep shown above (yours or anyone's)")
-    overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, visible=False)  # a sweep overlays nothing
-    with gr.Accordion("Log", open=False):
-        log = gr.Textbox(lines=8, max_lines=30, show_label=False, autoscroll=True)
-    timer = gr.Timer(jobs_ui.TICK_S, active=False)
+    watch, overlay, log, timer = jobs_ui.run_watcher("Sweep", "sweep-run", log_lines=8)
 
     form = [sizes, tokens]
     outs = [status, law, curves, fit, table, log, timer]

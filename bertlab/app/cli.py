@@ -28,6 +28,7 @@ from ..train.race import race
 from ..train.runs import read_metrics
 from ..train.scaling import sweep
 from . import class_cli, compute_cli, finetune_cli, memory_cli, scaling_cli
+from .stopping import graceful_stop
 from .probe_cli import report_probe
 
 
@@ -69,23 +70,6 @@ def cmd_info(a) -> int:
         print(f"  {k:<30} {sizing.humanize(v, 'B')}")
     print(f"\nforward FLOPs per sequence of {a.seq_len} tokens: {sizing.humanize(fl['total'])}")
     return 0
-
-
-def _graceful_stop(log):
-    """First Ctrl-C (or SIGTERM): finish the step, save a checkpoint, exit. Second Ctrl-C: abort."""
-    import signal
-    import threading
-    ev = threading.Event()
-
-    def handler(signum, frame):
-        if ev.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        ev.set()
-        log("stopping after this step (a checkpoint will be saved; Ctrl-C again to abort) ...")
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, handler)
-        signal.signal(signal.SIGTERM, handler)
-    return ev
 
 
 def _progress(total_hint: int | None):
@@ -144,7 +128,7 @@ def cmd_pretrain(a) -> int:
     rank, _ = init_distributed() if "WORLD_SIZE" in os.environ else (0, 1)
     log, on_row, close = _progress(spec.steps) if rank == 0 else (lambda m: None, lambda r: None, lambda: None)
     t = time.time()
-    status = execute(spec, a.out, a.resume, log, _graceful_stop(log), [on_row])
+    status = execute(spec, a.out, a.resume, log, graceful_stop(log), [on_row])
     close()
     if rank != 0:
         return 0
@@ -174,7 +158,7 @@ def cmd_race(a) -> int:
     if (Path(a.out) / "results.json").exists() and a.resume:  # a finished race, re-opened
         print((Path(a.out) / "table.md").read_text(encoding="utf-8"))
         return 0
-    res = execute(spec, a.out, a.resume, lambda m: print(m, flush=True), _graceful_stop(print))
+    res = execute(spec, a.out, a.resume, lambda m: print(m, flush=True), graceful_stop(print))
     if res["state"] != "finished":
         print(f"{res['state']}: {res.get('message', '')}", file=sys.stderr)
         return 1
@@ -189,7 +173,7 @@ def cmd_finetune(a) -> int:
         raise ValueError("--seeds goes with --compare (one run has one --seed)")
     spec = _spec(specs.FinetuneSpec, a)
     log, on_row, close = _progress(None)
-    res = execute(spec, a.out, a.resume, log, _graceful_stop(log), [on_row])
+    res = execute(spec, a.out, a.resume, log, graceful_stop(log), [on_row])
     close()
     if res["state"] == "failed":
         print(f"error: {res['message']}", file=sys.stderr)
@@ -226,7 +210,7 @@ def cmd_compare(a) -> int:
     first, a line as each run starts and ends, then the table (or --json)."""
     spec = finetune_cli.compare_spec(a, specs.FinetuneSpec.given(a))
     log, on_row, close = finetune_cli.compare_progress()
-    res = execute(spec, a.out, True, log, _graceful_stop(log), [on_row])
+    res = execute(spec, a.out, True, log, graceful_stop(log), [on_row])
     close()
     return finetune_cli.report_compare(res, a.out, a.json)
 
@@ -237,7 +221,7 @@ def cmd_classify(a) -> int:
 
 def cmd_distill(a) -> int:
     spec = _spec(specs.DistillSpec, a)
-    res = execute(spec, a.out, a.resume, lambda m: print(m, file=sys.stderr, flush=True), _graceful_stop(print))
+    res = execute(spec, a.out, a.resume, lambda m: print(m, file=sys.stderr, flush=True), graceful_stop(print))
     evals = [r for r in read_metrics(a.out)[0] if r.get("split") == "eval"]
     print(f"{res['state']} at step {res['step']} of {res['total_steps']}: {res['layers']} layers, "
           f"{res.get('elapsed', 0):.0f} s")
@@ -266,7 +250,7 @@ def cmd_run(a) -> int:
         if spec is None:
             raise ValueError(f"{a.dir}: no spec.json, so this is not a run folder")
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-        res = execute(spec, str(run.path), True, log, _graceful_stop(log))
+        res = execute(spec, str(run.path), True, log, graceful_stop(log))
     except (ValueError, OSError) as e:
         if run.path.is_dir():
             runs.write_status(run.path, state="failed", message=str(e), pid=os.getpid())

@@ -8,6 +8,7 @@ import sys
 
 from ..train import scaling
 from ..train.specs import ScalingSpec
+from .stopping import graceful_stop
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,8 +52,7 @@ def cmd_scaling(a) -> int:
         say(f"  {p['name']:<18} N {p['non_embedding']:>11,}  tokens {p['tokens']:.3g}  held-out loss "
             f"{p['loss']:.3f}  acc {p['acc']:.1%}  " + ("(reused)" if reused else f"{p['minutes']:.1f} min"),
             flush=True)
-    from .cli import _graceful_stop  # here: cli imports this module
-    res = scaling.sweep(a.out, spec, log=lambda m: None, stop_event=_graceful_stop(_err), on_part=on_part)
+    res = scaling.sweep(a.out, spec, log=lambda m: None, stop_event=graceful_stop(_err), on_part=on_part)
     if res["state"] != "finished":
         _err(f"{res['state']}: {res.get('message', '')} (run the same command again to go on)")
         return 1

@@ -56,8 +56,8 @@ def class_figure(rows: list[dict]) -> go.Figure:
     """Held-out accuracy (top) and training masked-word loss (bottom) against step, one colour a student."""
     shown = [r for r in rows if r["curves"]["held_out_acc"] or r["curves"]["train_loss"]][:MAX_CHART]
     if not shown:
-        return empty_figure("No pre-training run has measured itself yet.<br>Start one in the Pre-train tab: "
-                            "its first points appear within a minute.", height=160)
+        return empty_figure("No pre-training run has measured itself yet.<br>Start one in the Pre-train tab:<br>"
+                            "its first points appear within a minute.", height=160)  # lines that fit a phone
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.14, subplot_titles=[
         "Held-out masked-token accuracy (ranks the class)", "Masked-word loss while training"])
     runs_of, traces, where = {}, [], []
@@ -160,7 +160,7 @@ def build() -> None:
         live = gr.Checkbox(False, label=f"refresh every {REFRESH_S} s", min_width=160, scale=1)
     note = gr.Markdown(elem_id="class-note")
     plot = gr.Plot(empty_figure("Loading the class's runs…", height=160), show_label=False, elem_id="class-plot")
-    table = gr.Dataframe(headers=HEADERS, interactive=False, wrap=True, label="Ranking by held-out accuracy",
+    table = gr.Dataframe(headers=HEADERS, interactive=False, wrap=False, label="Ranking by held-out accuracy",
                          elem_id="class-table")
     timer = gr.Timer(REFRESH_S, active=False)
     gr.Markdown(EXPLAIN, elem_id="class-explain")

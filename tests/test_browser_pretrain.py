@@ -59,6 +59,9 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
         page.wait_for_function("() => document.querySelectorAll('#pretrain-plot .js-plotly-plot').length === 3",
                                timeout=10_000)
         page.wait_for_timeout(2000)  # the next tick draws the evaluation
+        # a figure being redrawn (a busy machine) has legend lines with no style yet: read a settled one
+        page.wait_for_function("() => [...document.querySelectorAll('#pretrain-plot .legend .traces .legendlines "
+                               "path')].every(p => getComputedStyle(p).stroke)", timeout=20_000)
         legends = _legend_colours(page)
         names = [t.text_content() for t in tab.locator("#pretrain-plot .legend .legendtext").all()]
         for want in ("unigram guess", "mass on previous token", "held-out MLM acc.", "train loss"):

@@ -171,8 +171,9 @@ def test_train_in_the_browser(server, tmp_path):
         page.get_by_label("Vocabulary").fill("300")
         page.locator("#pretrain-data").get_by_text("Data", exact=True).click()
         page.get_by_label("Upload a file").check()
+        page.locator("#pretrain-upload").wait_for(state="visible")  # shown by the server's answer to the tick
         page.locator("#pretrain-upload input[type=file]").set_input_files(str(corpus))
-        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for()
+        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for(timeout=60_000)
         page.get_by_label("Steps").fill("5000")
         page.get_by_label("Run name").first.fill("ui-tiny")
         page.locator("#pretrain-start").click()

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+import torch
+
 from ..train import scaling
 from ..train.specs import ScalingSpec
 from .stopping import graceful_stop
@@ -40,6 +42,8 @@ def _err(msg: str) -> None:
 
 def cmd_scaling(a) -> int:
     spec = spec_from_args(a)
+    if spec.threads:  # before the estimate: it times this CPU's matmuls with the threads the runs will use
+        torch.set_num_threads(spec.threads)
     pts = scaling.points(spec)
     eta = scaling.estimate_s(spec, a.out)
     what = (f"{len(pts)} sizes × {scaling.tokens_label(spec.tokens[0])} tokens" if spec.mode == "size" else

@@ -29,6 +29,7 @@ from ..analysis.compute import non_embedding_params
 from ..analysis.sizing import flops, param_counts
 from ..config import BertConfig, preset
 from . import runs
+from .precision import bf16_is_fast
 from .pretrain import pretrain
 from .specs import PretrainSpec, ScalingSpec, parse_size
 
@@ -68,7 +69,7 @@ def run_spec(spec: ScalingSpec, shape: tuple[int, int, int], tokens: float) -> P
     return PretrainSpec(arch="bert", preset="tiny", layers=L, hidden=H, heads=A, intermediate=4 * H,
                         vocab_size=spec.vocab_size, corpus=spec.corpus, max_docs=spec.max_docs, max_len=spec.max_len,
                         objective="mlm", batch_size=spec.batch_size, eval_batches=spec.eval_batches, steps=steps,
-                        lr=spec.lr, warmup=0.05, dropout=0.0, seed=spec.seed, threads=spec.threads,
+                        lr=spec.lr, warmup=0.05, dropout=0.0, seed=spec.seed, threads=spec.threads, bf16=spec.bf16,
                         eval_every=max(1, -(-steps // 2)), eval_early=steps, save_every=steps, keep_last=1,
                         log_every=max(1, steps // 50))
 
@@ -84,9 +85,10 @@ def flops_per_token(spec: PretrainSpec) -> float:
     return flops(config_of(spec), spec.max_len, training=True)["total_sparse"] / spec.max_len
 
 
-def matmul_rate(seconds: float = 0.2, n: int = 512) -> float:
-    """This machine's fp32 matmul rate (FLOP/s) with torch's threads."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_rate(seconds: float = 0.2, n: int = 512, bf16: bool = False) -> float:
+    """This machine's matmul rate (FLOP/s) with torch's threads: fp32, or bf16 where training will use it."""
+    dtype = torch.bfloat16 if bf16 and bf16_is_fast() else torch.float32
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     torch.mm(a, b)
     t0, reps = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
@@ -103,7 +105,7 @@ def run_seconds(rs: PretrainSpec, rate: float) -> float:
 def estimate_s(spec: ScalingSpec, out: str | os.PathLike | None = None, rate: float | None = None) -> float:
     """Seconds the sweep will take here (runs already finished in `out` cost nothing), from the FLOPs of
     each run at a share of this CPU's measured matmul rate; plus preparing the data once."""
-    rate = rate or RATE_SHARE * matmul_rate()
+    rate = rate or RATE_SHARE * matmul_rate(bf16=spec.bf16)
     done = {p["name"] for p in current(out)[1]} if out is not None and Path(out).is_dir() else set()
     todo = [run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in points(spec) if name not in done]
     return sum(todo) + (60 if todo and not done else 0)
@@ -220,7 +222,7 @@ def sweep(out: str | os.PathLike, spec: ScalingSpec, log=print, stop_event=None,
     if spec.threads:
         torch.set_num_threads(spec.threads)
     t0, pts, parts = time.time(), points(spec), []
-    rate = RATE_SHARE * matmul_rate()
+    rate = RATE_SHARE * matmul_rate(bf16=spec.bf16)
     guess = {name: run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in pts}
     took: dict[str, float] = {}  # seconds each run trained in this sitting: the ETA learns from them
 

@@ -331,10 +331,11 @@ class ScalingSpec(Spec):
     """A scaling sweep: one pre-training recipe (MLM only, same corpus, seed and held-out examples) at
     several model sizes with one token budget, or at one size with several budgets (train/scaling.py)."""
     KIND: ClassVar[str] = "scaling"
-    # the sweep measured in bench/SCALING.md: 1.5 decades of non-embedding parameters
-    sizes: tuple[str, ...] = opt(("2x32", "2x64", "4x64", "2x128", "4x128"), "model shapes: presets (tiny, mini, "
+    # the sweep measured in bench/SCALING.md: one shape family (64 wide per layer), 1.8 decades of
+    # non-embedding parameters, enough tokens that every size leaves the unigram plateau
+    sizes: tuple[str, ...] = opt(("1x64", "2x128", "3x192", "4x256"), "model shapes: presets (tiny, mini, "
                                  "...), LxH (heads = hidden / 64) or LxHxA")
-    tokens: tuple[float, ...] = opt((1e6,), "training tokens of each run (steps x batch x max_len); several "
+    tokens: tuple[float, ...] = opt((4e6,), "training tokens of each run (steps x batch x max_len); several "
                                             "with one size sweep the data")
     corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
     max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
@@ -345,6 +346,7 @@ class ScalingSpec(Spec):
     eval_batches: int = opt(16, "held-out batches per evaluation (the same examples and masks for every run)",
                             POSITIVE)
     seed: int = opt(0, "random seed (the same for every run)")
+    bf16: bool = opt(True, "bfloat16 autocast for every run where the hardware computes it natively (else fp32)")
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
     RESUMABLE: ClassVar[tuple[str, ...]] = ("threads",)
 

@@ -38,15 +38,19 @@ as c is taken away; α says how fast more weights pay.
 - **The right chart** shows each run's held-out loss as it trained, against the FLOPs spent
   (≈ 6·N·D). The thick line, the *compute frontier*, marks for each budget which size was best:
   small models win at small budgets, larger ones overtake them.
+- **The first example** grows depth and width together (64 wide per layer, 1×64 up to 4×256, the
+  `mini` model), so only the size changes, not the shape, and gives each 4M tokens: enough for every
+  size to get past guessing the commonest words. Too few tokens, or shallow and deep models mixed,
+  scatter the points.
 - **Data instead of size:** tick one size and several token budgets to fit L(D) (Kaplan: α ≈ 0.095).
 
 Sizes are *layers × hidden width* (heads of 64 dimensions)."""
 
-SIZES = ("1x32", "2x32", "2x64", "4x64", "2x128", "4x128", "4x256")  # offered sizes: the largest is `mini`
+SIZES = ("1x32", "2x32", "1x64", "2x64", "4x64", "2x128", "4x128", "3x192", "4x256")  # the largest is `mini`
 TOKENS = (("250k", 2.5e5), ("500k", 5e5), ("1M", 1e6), ("2M", 2e6), ("4M", 4e6))  # per run
 MAX_RUNS = 6  # runs a sweep from the web may have
 BASE: dict = {}  # ScalingSpec fields the form does not show (corpus, recipe): the spec's defaults
-EXAMPLES = [[["2x32", "2x64", "4x64", "2x128", "4x128"], ["1M"]], [["2x64"], ["250k", "500k", "1M", "2M"]]]
+EXAMPLES = [[["1x64", "2x128", "3x192", "4x256"], ["4M"]], [["2x64"], ["250k", "500k", "1M", "2M"]]]
 KAPLAN = "#9ca3af"
 
 

@@ -253,6 +253,42 @@ def virtual_inputs(encoder, input_ids, attention_mask, causal: bool):
     return None, layers, mask, n
 
 
+def encoder_inputs(encoder, input_ids, token_type_ids, attention_mask, causal: bool):
+    """An encoder's inputs made whole: the length checked, token types and mask defaulted, then what
+    prompt / prefix tuning add: (token_type_ids, attention_mask, prompt, prefix, past)."""
+    check_length(input_ids, encoder.config)
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    prompt, prefix, attention_mask, past = virtual_inputs(encoder, input_ids, attention_mask, causal)
+    return token_type_ids, attention_mask, prompt, prefix, past
+
+
+def pretraining_heads(out: BertOutput, token_logits, vocab_size: int, labels=None, sparse_mlm: bool = False,
+                      pair_head=None, next_sentence_label=None) -> BertOutput:
+    """The pre-training heads on an encoder's output and their losses, summed into out.loss. `sparse_mlm`
+    with `labels`: vocabulary logits only where labels != -100 (same loss, far less work, since the H×V
+    projection dominates small models). `pair_head` (next sentence or sentence order) reads the pooler."""
+    h = out.last_hidden_state  # (B, T, H)
+    if sparse_mlm and labels is not None:
+        keep = labels.ne(-100)  # (B, T)
+        h, labels = h[keep], labels[keep]  # (N, H), (N,)
+    out.mlm_logits = token_logits(h)  # (B, T, V), or (N, V) when sparse
+    if labels is not None:
+        logits = out.mlm_logits.reshape(-1, vocab_size).float()
+        out.mlm_loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
+    if pair_head is not None:
+        out.nsp_logits = pair_head(out.pooler_output)  # (B, 2)
+        if next_sentence_label is not None:
+            out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), next_sentence_label.reshape(-1),
+                                           ignore_index=-100)
+    losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
+    if losses:
+        out.loss = losses[0] if len(losses) == 1 else sum(losses)  # one loss: that very tensor
+    return out
+
+
 class BertModel(nn.Module):
     """The encoder alone; its state-dict keys are those of Hugging Face's BertModel."""
 
@@ -267,12 +303,8 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
-        check_length(input_ids, self.config)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        token_type_ids, attention_mask, prompt, prefix, past = encoder_inputs(
+            self, input_ids, token_type_ids, attention_mask, causal)
         x = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, H); T grows by P with a prompt
         x, hidden, attns = self.encoder(x, mask_bias(attention_mask, x.dtype, causal), output_attentions, prefix)
         return BertOutput(
@@ -347,26 +379,11 @@ class BertForPreTraining(nn.Module):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, output_attentions=False,
                 output_hidden_states=False, labels=None, next_sentence_label=None,
                 sparse_mlm=False, causal=False) -> BertOutput:
-        """`sparse_mlm` with `labels`: vocabulary logits only where labels != -100 (same loss,
-        far less work, since the H×V projection dominates small models)."""
+        """`sparse_mlm` with `labels`: vocabulary logits only where labels != -100 (pretraining_heads)."""
         out = self.bert(input_ids, token_type_ids, attention_mask, output_attentions,
                         output_hidden_states, causal)
-        h = out.last_hidden_state  # (B, T, H)
-        if sparse_mlm and labels is not None:
-            keep = labels.ne(-100)  # (B, T)
-            h, labels = h[keep], labels[keep]  # (N, H), (N,)
-        out.mlm_logits = self.cls.predictions(h)  # (B, T, V), or (N, V) when sparse
-        out.nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
-        if labels is not None:
-            logits = out.mlm_logits.reshape(-1, self.config.vocab_size).float()
-            out.mlm_loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
-        if next_sentence_label is not None:
-            out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), next_sentence_label.reshape(-1),
-                                           ignore_index=-100)
-        losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
-        if losses:
-            out.loss = sum(losses)
-        return out
+        return pretraining_heads(out, self.cls.predictions, self.config.vocab_size, labels, sparse_mlm,
+                                 self.cls.seq_relationship, next_sentence_label)
 
 
 @torch.no_grad()

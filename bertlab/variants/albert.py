@@ -29,11 +29,11 @@ from ..model import (
     BertEmbeddings,
     BertOutput,
     BertSelfAttention,
-    check_length,
+    encoder_inputs,
     init_weights,
     mask_bias,
+    pretraining_heads,
     run_layer,
-    virtual_inputs,
 )
 
 
@@ -153,12 +153,8 @@ class AlbertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
-        check_length(input_ids, self.config)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        token_type_ids, attention_mask, prompt, prefix, past = encoder_inputs(
+            self, input_ids, token_type_ids, attention_mask, causal)
         e = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, E)
         x, hidden, attns = self.encoder(e, mask_bias(attention_mask, e.dtype, causal), output_attentions, prefix)
         return BertOutput(
@@ -240,19 +236,5 @@ class AlbertForPreTraining(nn.Module):
         with `labels`: vocabulary logits only where labels != -100 (same loss, far less work)."""
         out = self.albert(input_ids, token_type_ids, attention_mask, output_attentions,
                           output_hidden_states, causal)
-        h = out.last_hidden_state  # (B, T, H)
-        if sparse_mlm and labels is not None:
-            keep = labels.ne(-100)  # (B, T)
-            h, labels = h[keep], labels[keep]  # (N, H), (N,)
-        out.mlm_logits = self.predictions(h)  # (B, T, V), or (N, V) when sparse
-        out.nsp_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
-        if labels is not None:
-            logits = out.mlm_logits.reshape(-1, self.config.vocab_size).float()
-            out.mlm_loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
-        if next_sentence_label is not None:
-            out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), next_sentence_label.reshape(-1),
-                                           ignore_index=-100)
-        losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
-        if losses:
-            out.loss = sum(losses)
-        return out
+        return pretraining_heads(out, self.predictions, self.config.vocab_size, labels, sparse_mlm,
+                                 self.sop_classifier, next_sentence_label)

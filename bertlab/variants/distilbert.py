@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import (ACT, BertOutput, BertSelfAttention, check_length, init_weights, mask_bias, run_layer,
-                     virtual_inputs)
+from ..model import (ACT, BertOutput, BertSelfAttention, encoder_inputs, init_weights, mask_bias,
+                     pretraining_heads, run_layer)
 
 LN_EPS = 1e-12  # what transformers' DistilBERT uses everywhere, whatever the config says
 
@@ -118,10 +117,8 @@ class DistilBertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
-        check_length(input_ids, self.config)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        _, attention_mask, prompt, prefix, past = encoder_inputs(  # no token types
+            self, input_ids, token_type_ids, attention_mask, causal)
         x = self.embeddings(input_ids, prompt, past)  # (B, T, H)
         bias = mask_bias(attention_mask, x.dtype, causal)  # (B, 1, T, T) or None
         hidden, attns = [x], []
@@ -179,12 +176,4 @@ class DistilBertForMaskedLM(nn.Module):
             raise ValueError("DistilBERT has no next-sentence head: train it with masked-LM only")
         out = self.distilbert(input_ids, token_type_ids, attention_mask, output_attentions,
                               output_hidden_states, causal)
-        h = out.last_hidden_state  # (B, T, H)
-        if sparse_mlm and labels is not None:
-            keep = labels.ne(-100)  # (B, T)
-            h, labels = h[keep], labels[keep]  # (N, H), (N,)
-        out.mlm_logits = self.token_logits(h)  # (B, T, V), or (N, V) when sparse
-        if labels is not None:
-            logits = out.mlm_logits.reshape(-1, self.config.vocab_size).float()
-            out.mlm_loss = out.loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
-        return out
+        return pretraining_heads(out, self.token_logits, self.config.vocab_size, labels, sparse_mlm)

@@ -8,7 +8,6 @@ Face's ElectraModel / ElectraForPreTraining / ElectraForMaskedLM keys.
 """
 from __future__ import annotations
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -19,10 +18,10 @@ from ..model import (
     BertEncoder,
     BertModel,
     BertOutput,
-    check_length,
+    encoder_inputs,
     init_weights,
     mask_bias,
-    virtual_inputs,
+    pretraining_heads,
 )
 
 
@@ -54,12 +53,8 @@ class ElectraModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
-        check_length(input_ids, self.config)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        prompt, prefix, attention_mask, past = virtual_inputs(self, input_ids, attention_mask, causal)
+        token_type_ids, attention_mask, prompt, prefix, past = encoder_inputs(
+            self, input_ids, token_type_ids, attention_mask, causal)
         x = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, E)
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)  # (B, T, H)
@@ -172,15 +167,7 @@ class ElectraForMaskedLM(nn.Module):
         _no_next_sentence("ELECTRA's generator", next_sentence_label)
         out = self.electra(input_ids, token_type_ids, attention_mask, output_attentions,
                            output_hidden_states, causal)
-        h = out.last_hidden_state  # (B, T, H)
-        if sparse_mlm and labels is not None:
-            keep = labels.ne(-100)  # (B, T)
-            h, labels = h[keep], labels[keep]  # (N, H), (N,)
-        out.mlm_logits = self.token_logits(h)  # (B, T, V), or (N, V) when sparse
-        if labels is not None:
-            logits = out.mlm_logits.reshape(-1, self.config.vocab_size).float()
-            out.loss = out.mlm_loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
-        return out
+        return pretraining_heads(out, self.token_logits, self.config.vocab_size, labels, sparse_mlm)
 
 
 def share_embeddings(generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining) -> None:

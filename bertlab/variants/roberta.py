@@ -16,7 +16,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import ACT, BertEmbeddings, BertEncoder, BertModel, BertOutput, BertPooler, init_weights
+from ..model import (ACT, BertEmbeddings, BertEncoder, BertModel, BertOutput, BertPooler, init_weights,
+                     pretraining_heads)
 
 
 def position_ids(input_ids, pad_token_id: int, past: int = 0):
@@ -104,12 +105,4 @@ class RobertaForMaskedLM(nn.Module):
             raise ValueError("RoBERTa has no next-sentence head: next_sentence_label cannot be used")
         out = self.roberta(input_ids, token_type_ids, attention_mask, output_attentions,
                            output_hidden_states, causal)
-        h = out.last_hidden_state  # (B, T, H)
-        if sparse_mlm and labels is not None:
-            keep = labels.ne(-100)  # (B, T)
-            h, labels = h[keep], labels[keep]  # (N, H), (N,)
-        out.mlm_logits = self.lm_head(h)  # (B, T, V), or (N, V) when sparse
-        if labels is not None:
-            logits = out.mlm_logits.reshape(-1, self.config.vocab_size).float()
-            out.loss = out.mlm_loss = F.cross_entropy(logits, labels.reshape(-1), ignore_index=-100)
-        return out
+        return pretraining_heads(out, self.lm_head, self.config.vocab_size, labels, sparse_mlm)

@@ -84,6 +84,18 @@ def test_spec_sizes_modes_and_limits():
         scaling.parse_tokens("lots")
 
 
+def test_bf16_is_how_a_run_trains_not_which_run_it_is():
+    """A sweep folder made before bf16 was a field (its runs fp32) is reused by today's default (bf16 on);
+    the recipe still decides: another learning rate is another run."""
+    spec = ScalingSpec(sizes=("1x64", "2x128", "3x192"), tokens=(1e5,))
+    assert spec.bf16 and ScalingSpec.from_dict({"kind": "scaling", "sizes": ["2x64", "2x128", "4x128"]}).bf16
+    name, shape, t = scaling.points(spec)[0]
+    new = scaling.run_spec(spec, shape, t)
+    old = scaling.run_spec(spec.replace(bf16=False), shape, t)
+    assert new.bf16 and not old.bf16 and scaling._same(old.to_dict(), new.to_dict())
+    assert not scaling._same(scaling.run_spec(spec.replace(lr=3e-3), shape, t).to_dict(), new.to_dict())
+
+
 TINY = dict(sizes=("1x16x1", "1x32x1", "2x32x1", "2x48x1"), tokens=(8 * 16 * 3,), vocab_size=120, max_len=16,
             batch_size=8, eval_batches=1, lr=3e-3, threads=1)
 

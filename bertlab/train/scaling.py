@@ -34,8 +34,10 @@ from .pretrain import pretrain
 from .specs import PretrainSpec, ScalingSpec, parse_size
 
 RESULTS, TABLE, PARTS = "results.json", "table.md", "parts"
-# a finished run with other values of these is still the same training (evaluating draws no random numbers)
-REUSE_IGNORES = ("threads", "log_every", "eval_every", "eval_early", "save_every", "keep_last")
+# a finished run with other values of these is still the same training (evaluating draws no random numbers;
+# bf16 is how fast, not what: a run may be resumed with it switched, and sweeps made before it was a field
+# ran in fp32)
+REUSE_IGNORES = ("threads", "bf16", "log_every", "eval_every", "eval_early", "save_every", "keep_last")
 OVERHEAD_S = 0.03  # seconds a step costs beyond its matmuls (optimizer, masking, small ops): tiny models' floor
 RATE_SHARE = 0.25  # share of this CPU's 512x512 matmul rate that small BERTs sustain when training
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import family
-from .predict import check_text, need_mlm_head, with_masks
+from .predict import masked_text
 
 
 @torch.no_grad()
@@ -14,13 +14,7 @@ def logit_lens(model, tok, text: str, top_k: int = 5, mask_index: int = 0, causa
     """{"position", "layers": ["embeddings", "layer 1", ...], "top": per layer a list of
     {token, token_str, score}}: the top-k pieces for the `mask_index`-th [MASK] (0-based) after each
     layer. The last row is exactly fill_mask's answer (same head, same hidden state)."""
-    need_mlm_head(model, "read its layers")
-    text, mask = with_masks(tok, check_text(text))
-    if not isinstance(top_k, int) or not 1 <= top_k <= 100:
-        raise ValueError(f"top_k must be an integer from 1 to 100, got {top_k!r}")
-    n = text.count(mask)
-    if n == 0:
-        raise ValueError("no [MASK] in the text: write [MASK] where the model should guess a word")
+    text, n = masked_text(model, tok, text, top_k, "read its layers")
     if not isinstance(mask_index, int) or not 0 <= mask_index < n:
         raise ValueError(f"the text has {n} [MASK]{'s' * (n > 1)}: pick one from 1 to {n}")
     enc = tok.encode(text)

@@ -45,16 +45,23 @@ def check_text(text, what: str = "text", required: bool = True) -> str | None:
 
 
 @torch.no_grad()
-def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> list[list[dict]]:
-    """Top-k candidates for each [MASK], as Hugging Face's fill-mask widget reports them
-    (score, token, token_str, sequence). `causal` hides the right-hand context from every token."""
-    need_mlm_head(model)
+def masked_text(model, tok, text: str, top_k: int, what: str = "guess masked words") -> tuple[str, int]:
+    """What every masked-word view checks first: a masked-LM head, real text with a [MASK] in it, a top_k
+    from 1 to 100. (The text with the tokenizer's own mask marker, how many masks it holds.)"""
+    need_mlm_head(model, what)
     text, mask = with_masks(tok, check_text(text))
     if not isinstance(top_k, int) or not 1 <= top_k <= 100:
         raise ValueError(f"top_k must be an integer from 1 to 100, got {top_k!r}")
     n = text.count(mask)
     if n == 0:
         raise ValueError("no [MASK] in the text: write [MASK] where the model should guess a word")
+    return text, n
+
+
+def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> list[list[dict]]:
+    """Top-k candidates for each [MASK], as Hugging Face's fill-mask widget reports them
+    (score, token, token_str, sequence). `causal` hides the right-hand context from every token."""
+    text, n = masked_text(model, tok, text, top_k)
     if n > MAX_MASKS:
         raise ValueError(f"{n} [MASK]s: at most {MAX_MASKS} at once")
     enc = tok.encode(text)

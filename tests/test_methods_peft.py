@@ -172,6 +172,42 @@ def test_peft_saved_loads_into_ours_with_equal_logits_and_counts(method, member,
     assert trainable_parameters(fresh)[0] == theirs.get_nb_trainable_parameters()[0]
 
 
+@pytest.mark.parametrize("member", FAMILY)
+def test_lora_on_the_word_table_equals_peft_both_ways(member, bases, tmp_path):
+    """LoRA on the word embeddings (peft's LoRA Embedding layer: A zero, B random) beside linear targets."""
+    import peft
+    base, c = bases[member]
+    spec = FinetuneSpec(method="lora", lora_rank=2, lora_alpha=4.0, lora_targets=("query", "value", "embeddings"))
+    ours, tok = load_classifier(base)
+    before = ours_logits(ours, c)
+    apply_method(ours, spec)
+    assert (ours_logits(ours, c) - before).abs().max() <= TOL  # A starts at zero: exactly the base model
+    noisy([p for p in ours.parameters() if p.requires_grad], 0.3)
+    mine = ours_logits(ours, c)
+    assert (mine - before).abs().max() > 1e-3
+    save_finetuned(ours, tok, tmp_path / "model", spec, str(base), adapter_folder=tmp_path / "adapter")
+    cfg = json.loads((tmp_path / "adapter" / CONFIG).read_text())
+    assert any(t.endswith("embeddings.word_embeddings") for t in cfg["target_modules"])
+    theirs = peft.PeftModel.from_pretrained(hf_base(base), tmp_path / "adapter")
+    d = (mine - hf_logits(theirs, c)).abs().max().item()
+    MEASURED[f"lora+embeddings {member} ours->peft"] = d
+    assert d <= TOL, f"{member}: {d:.2e}"
+    assert (ours_logits(load_finetuned(tmp_path / "adapter")[0], c) - mine).abs().max() <= TOL
+    assert (hf_logits(hf_base(tmp_path / "model"), c) - mine).abs().max() <= TOL  # merged into the word table
+    # peft's own adapter on the word table loads here, and the same spec trains as many parameters
+    torch.manual_seed(0)
+    theirs = peft.get_peft_model(hf_base(base), peft.LoraConfig(
+        task_type="SEQ_CLS", r=2, lora_alpha=4, target_modules=PEFT_LORA.get(member, ["query", "value"]) + ["word_embeddings"]))
+    noisy([p for p in theirs.parameters() if p.requires_grad], 0.3)
+    theirs.save_pretrained(tmp_path / "peft")
+    d = (ours_logits(load_finetuned(tmp_path / "peft")[0], c) - hf_logits(theirs, c)).abs().max().item()
+    MEASURED[f"lora+embeddings {member} peft->ours"] = d
+    assert d <= TOL, f"{member}: {d:.2e}"
+    fresh, _ = load_classifier(base)
+    apply_method(fresh, spec)
+    assert trainable_parameters(fresh)[0] == theirs.get_nb_trainable_parameters()[0]
+
+
 @pytest.mark.parametrize("member", ["bert", "albert"])
 def test_a_trained_pooler_is_peft_modules_to_save(member, bases, tmp_path):
     """train_pooler = peft's modules_to_save ["classifier", "pooler"]: the same count, and the saved

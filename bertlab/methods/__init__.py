@@ -30,6 +30,7 @@ from ..tokenizer import SubwordTokenizer
 from .adapters import AdaptedLinear, add_adapters, has_adapters
 from .lowrank import (
     IA3Linear,
+    LoRAEmbedding,
     LoRALinear,
     add_bitfit,
     add_ia3,
@@ -43,7 +44,7 @@ from .peft_format import CONFIG, TASK_TYPES, apply_adapter, head_size, read_adap
 from .virtual import add_prefix, add_prompt
 
 __all__ = ["METHODS", "MERGEABLE", "apply_method", "save_finetuned", "load_finetuned", "merged_copy",
-           "LoRALinear", "IA3Linear", "AdaptedLinear", "add_lora", "add_ia3", "add_bitfit", "add_prefix",
+           "LoRALinear", "LoRAEmbedding", "IA3Linear", "AdaptedLinear", "add_lora", "add_ia3", "add_bitfit", "add_prefix",
            "add_prompt", "add_adapters", "has_lora", "has_adapters", "merge", "merge_lora", "merged_state_dict"]
 
 METHODS = ("full", "frozen", "bitfit", "lora", "ia3", "prefix", "prompt", "adapter")

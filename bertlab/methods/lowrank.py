@@ -7,9 +7,11 @@ IA3 (Liu et al. 2022) learns one scale per channel: keys and values are multipli
 (`merge`), after which the model is a plain classifier again (no extra cost at all).
 BitFit (Ben Zaken et al. 2022) trains the encoder's biases alone (LayerNorm's included).
 
-Targets are named by what they are (query, key, value, attention_output, ffn) and found by each
-member's module path inside a layer (TARGETS): BERT's `output.dense` is the feed-forward's output
-while `attention.output.dense` is the attention's, so a bare name would not do.
+Targets are named by what they are (query, key, value, attention_output, ffn, embeddings) and found
+by each member's module path inside a layer (TARGETS): BERT's `output.dense` is the feed-forward's
+output while `attention.output.dense` is the attention's, so a bare name would not do. `embeddings`
+puts LoRA on the word table (peft's LoRA Embedding layer): on a small model, updating the word
+vectors is most of what full fine-tuning gains over the frozen encoder (bench/FINETUNE.md).
 """
 from __future__ import annotations
 
@@ -23,18 +25,19 @@ import torch.nn.functional as F
 from ..family import encoder_of
 from ..heads import freeze_encoder
 
+_WORDS = ("embeddings.word_embeddings",)  # the word table of every member
 _BERT = {"query": ("attention.self.query",), "key": ("attention.self.key",), "value": ("attention.self.value",),
          "attention_output": ("attention.output.dense",), "ffn": ("intermediate.dense", "output.dense"),
-         "dense": ("attention.output.dense", "intermediate.dense", "output.dense", "pooler.dense")}
+         "embeddings": _WORDS, "dense": ("attention.output.dense", "intermediate.dense", "output.dense", "pooler.dense")}
 # Each member's module paths inside one layer (after its index), per target. "dense" is the old
 # "every dense layer" of runs made before the named targets (BERT's pooler included).
 TARGETS = {
     "bert": _BERT, "electra": _BERT, "roberta": _BERT,
     "albert": {"query": ("attention.query",), "key": ("attention.key",), "value": ("attention.value",),
-               "attention_output": ("attention.dense",), "ffn": ("ffn", "ffn_output"),
+               "attention_output": ("attention.dense",), "ffn": ("ffn", "ffn_output"), "embeddings": _WORDS,
                "dense": ("attention.dense", "ffn", "ffn_output")},
     "distilbert": {"query": ("attention.q_lin",), "key": ("attention.k_lin",), "value": ("attention.v_lin",),
-                   "attention_output": ("attention.out_lin",), "ffn": ("ffn.lin1", "ffn.lin2"),
+                   "attention_output": ("attention.out_lin",), "ffn": ("ffn.lin1", "ffn.lin2"), "embeddings": _WORDS,
                    "dense": ("attention.out_lin", "ffn.lin1", "ffn.lin2")},
 }
 # IA3 as peft's IA3Config puts it on BERT (target_modules key, value, output.dense, which also
@@ -55,7 +58,8 @@ def in_layer(path: str) -> str:
 
 
 def target_paths(encoder: nn.Module, targets) -> list[str]:
-    """The encoder's nn.Linear modules (paths from the encoder) that `targets` name, in module order."""
+    """The encoder's nn.Linear (and, for `embeddings`, nn.Embedding) modules that `targets` name, as paths
+    from the encoder, in module order."""
     if isinstance(targets, str):
         targets = (targets,)
     table = TARGETS[encoder.config.model_type]
@@ -63,7 +67,7 @@ def target_paths(encoder: nn.Module, targets) -> list[str]:
     if bad:
         raise ValueError(f"unknown target {', '.join(bad)}: choose from {', '.join(table)}")
     want = {p for t in targets for p in table[t]}
-    return [n for n, m in encoder.named_modules() if type(m) is nn.Linear and in_layer(n) in want]
+    return [n for n, m in encoder.named_modules() if type(m) in (nn.Linear, nn.Embedding) and in_layer(n) in want]
 
 
 def _replace(root: nn.Module, path: str, new: nn.Module) -> None:
@@ -122,23 +126,67 @@ class LoRALinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, rank={self.rank}, alpha={self.alpha}"
 
 
+class LoRAEmbedding(nn.Module):
+    """The word table with a low-rank change, as peft's LoRA Embedding layer: row i of W + (alpha/r) ·
+    (B A)ᵀ, with A (r × V) starting at zero and B (H × r) random, so training starts from the base model.
+    A looked-up row of Aᵀ is r numbers per token; dropout does not apply (as in peft)."""
+
+    def __init__(self, base: nn.Embedding, rank: int = 8, alpha: float = 16):
+        super().__init__()
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
+        if not alpha > 0:
+            raise ValueError(f"LoRA alpha must be positive, got {alpha!r}")
+        self.base, self.rank, self.alpha, self.scaling = base, rank, alpha, alpha / rank
+        self.num_embeddings, self.embedding_dim, self.padding_idx = (base.num_embeddings, base.embedding_dim,
+                                                                     base.padding_idx)
+        base.weight.requires_grad_(False)
+        w = base.weight
+        self.lora_embedding_A = nn.Parameter(torch.zeros(rank, base.num_embeddings, device=w.device, dtype=w.dtype))
+        self.lora_embedding_B = nn.Parameter(torch.empty(base.embedding_dim, rank, device=w.device, dtype=w.dtype))
+        if w.device.type != "meta":
+            nn.init.normal_(self.lora_embedding_B)  # as peft does
+
+    def delta(self) -> torch.Tensor:
+        return (self.lora_embedding_B @ self.lora_embedding_A).T * self.scaling  # (V, H)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.base.weight + self.delta()
+
+    def forward(self, ids):
+        low = F.embedding(ids, self.lora_embedding_A.T, padding_idx=self.padding_idx)  # (B, T, r)
+        return self.base(ids) + (low @ self.lora_embedding_B.T) * self.scaling  # (B, T, H)
+
+    def merged(self) -> tuple[torch.Tensor, None]:
+        return self.base.weight + self.delta().to(self.base.weight.dtype), None
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings} x {self.embedding_dim}, rank={self.rank}, alpha={self.alpha}"
+
+
 def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16, targets=("query", "value"),
              dropout: float = 0.0) -> list[str]:
     """Freeze the encoder (`model.bert`, `model.electra`, ...; or the model itself if it is one) and wrap
-    the nn.Linear layers `targets` name (query, key, value, attention_output, ffn; dense: every dense
+    the layers `targets` name (query, key, value, attention_output, ffn, embeddings; dense: every dense
     layer, as older runs had it) with LoRA. The head stays trainable. Returns the wrapped modules' names."""
     encoder = encoder_of(model)
     paths = target_paths(encoder, targets)
     if not paths:
-        raise ValueError(f"no nn.Linear layers named {', '.join(targets)} in the encoder to wrap with LoRA")
+        raise ValueError(f"no layers named {', '.join(targets)} in the encoder to wrap with LoRA")
     freeze_encoder(model)
     for path in paths:
-        _replace(encoder, path, LoRALinear(encoder.get_submodule(path), rank, alpha, dropout))
+        m = encoder.get_submodule(path)
+        _replace(encoder, path, LoRAEmbedding(m, rank, alpha) if isinstance(m, nn.Embedding)
+                 else LoRALinear(m, rank, alpha, dropout))
     return [_prefix(model) + p for p in paths]
 
 
+LORA = (LoRALinear, LoRAEmbedding)
+
+
 def has_lora(model: nn.Module) -> bool:
-    return any(isinstance(m, LoRALinear) for m in model.modules())
+    return any(isinstance(m, LORA) for m in model.modules())
 
 
 # ---- IA3 -------------------------------------------------------------------------------------------
@@ -211,7 +259,7 @@ def add_bitfit(model: nn.Module) -> list[str]:
 
 # ---- merging ---------------------------------------------------------------------------------------
 
-MERGEABLE = (LoRALinear, IA3Linear)
+MERGEABLE = (LoRALinear, LoRAEmbedding, IA3Linear)
 
 
 def merge(model: nn.Module) -> nn.Module:
@@ -238,7 +286,7 @@ def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     sd = {}
     for k, v in model.state_dict().items():
         mod, _, leaf = k.rpartition(".")
-        if mod in wrapped:  # lora_A, lora_B, ia3_l
+        if mod in wrapped:  # lora_A, lora_B, lora_embedding_A/B, ia3_l
             continue
         owner = mod.removesuffix(".base") if mod.endswith(".base") else None
         if owner in wrapped:  # the wrapped Linear's weight and bias go back under its own name

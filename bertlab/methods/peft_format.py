@@ -23,7 +23,7 @@ import torch.nn as nn
 
 from ..checkpoint import write_folder_atomically
 from ..family import encoder_of
-from .lowrank import IA3Linear, LoRALinear, _replace
+from .lowrank import LORA, IA3Linear, LoRAEmbedding, LoRALinear, _replace
 from .virtual import attention_maps
 
 CONFIG, WEIGHTS, SIDECAR = "adapter_config.json", "adapter_model.safetensors", "bertlab.json"
@@ -38,7 +38,7 @@ PROMPT_LEARNING = ("prefix", "prompt")
 def method_of(model: nn.Module) -> str | None:
     """Which PEFT method `model` carries (lora, ia3, prefix, prompt), or None."""
     mods = list(model.modules())
-    if any(isinstance(m, LoRALinear) for m in mods):
+    if any(isinstance(m, LORA) for m in mods):
         return "lora"
     if any(isinstance(m, IA3Linear) for m in mods):
         return "ia3"
@@ -75,8 +75,9 @@ def adapter_config(model: nn.Module, base: str, pooler: bool = False) -> dict:
     common = {"peft_type": PEFT_TYPES[method], "task_type": task, "base_model_name_or_path": base,
               "revision": None, "inference_mode": True, "modules_to_save": modules_to_save(model, task, pooler)}
     if method == "lora":
-        lora = _wrapped(model, LoRALinear)
-        (rank, alpha, dropout), *_ = {(m.rank, m.alpha, getattr(m.lora_dropout, "p", 0.0)) for m in lora.values()}
+        lora = _wrapped(model, LORA)
+        (rank, alpha), *_ = {(m.rank, m.alpha) for m in lora.values()}
+        dropout = max([getattr(m.lora_dropout, "p", 0.0) for m in lora.values() if isinstance(m, LoRALinear)] or [0.0])
         if len({(m.rank, m.alpha) for m in lora.values()}) > 1:
             raise ValueError("LoRA layers of different ranks or alphas have no single adapter_config")
         return {**common, "r": rank, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": sorted(lora),
@@ -106,6 +107,8 @@ def adapter_tensors(model: nn.Module, pooler: bool = False) -> dict[str, torch.T
     if method == "lora":
         for n, m in _wrapped(model, LoRALinear).items():
             sd[f"{pre}{n}.lora_A.weight"], sd[f"{pre}{n}.lora_B.weight"] = m.lora_A, m.lora_B
+        for n, m in _wrapped(model, LoRAEmbedding).items():  # peft keeps these as bare parameters
+            sd[f"{pre}{n}.lora_embedding_A"], sd[f"{pre}{n}.lora_embedding_B"] = m.lora_embedding_A, m.lora_embedding_B
     elif method == "ia3":
         sd.update({f"{pre}{n}.ia3_l": m.ia3_l.reshape(m.peft_shape) for n, m in _wrapped(model, IA3Linear).items()})
     else:
@@ -195,7 +198,8 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
     rest = {}
     for key, v in tensors.items():
         k = _strip(key)
-        if method == "lora" and k.endswith((".lora_A.weight", ".lora_B.weight")):
+        if method == "lora" and k.endswith((".lora_A.weight", ".lora_B.weight", ".lora_embedding_A",
+                                            ".lora_embedding_B")):
             continue
         if method == "ia3" and k.endswith(".ia3_l"):
             continue
@@ -214,6 +218,17 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
                 m.scaling = alpha / a.size(0) ** 0.5
             with torch.no_grad():
                 m.lora_A.copy_(a), m.lora_B.copy_(b)
+            _replace(model, path, m)
+        for key, a in tensors.items():  # LoRA on a word table: (r, V) and (H, r)
+            k = _strip(key)
+            if not k.endswith(".lora_embedding_A"):
+                continue
+            path = k.removesuffix(".lora_embedding_A")
+            m = LoRAEmbedding(model.get_submodule(path), a.size(0), alpha)
+            if rslora:
+                m.scaling = alpha / a.size(0) ** 0.5
+            with torch.no_grad():
+                m.lora_embedding_A.copy_(a), m.lora_embedding_B.copy_(tensors[key[:-1] + "B"])
             _replace(model, path, m)
     elif method == "ia3":
         for key, v in tensors.items():

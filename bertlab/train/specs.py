@@ -154,7 +154,7 @@ class FinetuneSpec(Spec):
     DEFAULT_LR: ClassVar[dict] = {"full": 3e-4, "frozen": 1e-2, "bitfit": 3e-3, "lora": 3e-3, "ia3": 1e-2,
                                   "prefix": 1e-2, "prompt": 3e-2, "adapter": 1e-3}
     # where LoRA and IA3 may go: BERT's names (heads_family maps each member's own)
-    TARGETS: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "dense")
+    TARGETS: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "embeddings", "dense")
     # LoRA's best set on the shipped model + sentiment (bench/FINETUNE.md); the paper's default is query, value
     LORA_DEFAULT: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn")
     PROBLEMS: ClassVar[tuple[str, ...]] = ("auto", "single", "multi", "regression", "qa")
@@ -172,7 +172,8 @@ class FinetuneSpec(Spec):
     lora_rank: int = opt(8, "LoRA rank r", POSITIVE)
     lora_alpha: float = opt(16.0, "LoRA alpha (updates are scaled by alpha / r)", POSITIVE_NUM)
     lora_targets: tuple[str, ...] = opt(LORA_DEFAULT, "layers LoRA wraps: query key value attention_output "
-                                                            "ffn (dense = every dense layer)")
+                                                            "ffn embeddings (the word table; dense = every dense "
+                                                            "layer)")
     lora_dropout: float = opt(0.0, "dropout on LoRA's input", DROPOUT)
     virtual_tokens: int = opt(20, "prefix / prompt tuning: learned virtual tokens", between(1, 512))
     adapter_size: int = opt(64, "adapter: bottleneck width of each Houlsby adapter", POSITIVE)

@@ -56,7 +56,7 @@ METHOD_NOTES = {
                "exactly as the base (Houlsby et al., 2019).",
 }
 TARGET_LABELS = {"query": "query", "key": "key", "value": "value", "attention_output": "attention output",
-                 "ffn": "feed-forward", "dense": "every dense layer"}
+                 "ffn": "feed-forward", "embeddings": "word embeddings", "dense": "every dense layer"}
 PROBLEM_LABELS = {"auto": "auto (from the task)", "single": "one label per text", "multi": "several labels per text",
                   "regression": "a number (regression)", "qa": "extractive QA (SQuAD)"}
 POOLING_LABELS = {"auto": "auto (the model's own)", "pooler": "pooler ([CLS] + dense + tanh)", "cls": "[CLS] vector",

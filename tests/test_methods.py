@@ -12,6 +12,7 @@ from bertlab.methods import (
     METHODS,
     AdaptedLinear,
     IA3Linear,
+    LoRAEmbedding,
     LoRALinear,
     add_lora,
     apply_method,
@@ -90,8 +91,11 @@ def test_each_method_on_each_member(member):
         elif method == "bitfit":
             assert enc and all(n.endswith(".bias") for n in enc) and set(names) == enc
         elif method == "lora":
-            # the default targets: query, key, value, attention output, feed-forward in and out
-            assert enc == {f"{w}.lora_{x}" for w in names for x in "AB"} and len(names) == 6 * n
+            # the default targets: query, key, value, attention output, feed-forward in and out, the word table
+            words = prefix + "embeddings.word_embeddings"
+            assert words in names and len(names) == 6 * n + 1
+            assert enc == ({f"{w}.lora_{x}" for w in names if w != words for x in "AB"}
+                           | {f"{words}.lora_embedding_{x}" for x in "AB"})
         elif method == "ia3":
             assert enc == {f"{w}.ia3_l" for w in names} and len(names) == 4 * n
             assert sorted(m.get_submodule(w).scale_input for w in names) == [False] * 2 * n + [True] * 2 * n
@@ -112,6 +116,11 @@ def test_lora_targets_by_what_they_are(member):
         assert len(names) == per_layer * LAYERS.get(member, L), (member, target, names)
         sizes = {(m.get_submodule(n).in_features, m.get_submodule(n).out_features) for n in names}
         assert sizes == ({(H, I), (I, H)} if target == "ffn" else {(H, H)}), (member, target)
+    m, _ = classifier(member)  # the word table: one module, (V, E) wide, whatever the layers
+    names = add_lora(m, 2, 4, ("embeddings",))
+    table = m.get_submodule(names[0])
+    assert names == [member + ".embeddings.word_embeddings"] and isinstance(table, LoRAEmbedding)
+    assert table.lora_embedding_A.shape == (2, table.num_embeddings) and table.lora_embedding_B.shape[1] == 2
     m, c = classifier(member)
     add_lora(m, 2, 4, ("query", "value"), dropout=0.5)
     assert all(x.lora_dropout.p == 0.5 for x in m.modules() if isinstance(x, LoRALinear))

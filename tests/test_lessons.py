@@ -133,8 +133,9 @@ def test_sizes_are_checked_against_the_built_models(live):
 def test_lora_count_follows_its_formula_on_the_model_in_use(live):
     c = live[0].config
     H, inter, r = c.hidden_size, c.intermediate_size, C.LORA["lora_rank"]
-    # r (d_in + d_out) for query, key, value, attention output and both feed-forward layers; the new head
-    n = c.num_hidden_layers * r * (4 * 2 * H + 2 * (H + inter)) + (H * 2 + 2)
+    # r (d_in + d_out) for query, key, value, attention output and both feed-forward layers, r (V + E) for
+    # the word table; the new head
+    n = c.num_hidden_layers * r * (4 * 2 * H + 2 * (H + inter)) + r * (c.vocab_size + c.embedding_dim) + (H * 2 + 2)
     assert ok("finetune", f"{n:,}") and ok("finetune", str(n)) and ok("finetune", f"{2 * n:,}") is False
 
 

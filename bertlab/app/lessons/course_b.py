@@ -68,7 +68,9 @@ LoRA freezes each chosen matrix $W$ ($d_{out} \times d_{in}$) and learns a low-r
 $$W' = W + \frac{\alpha}{r}\,B A, \qquad B \in \mathbb{R}^{d_{out}\times r},\; A \in \mathbb{R}^{r \times d_{in}}$$
 
 so it trains $r\,(d_{in} + d_{out})$ numbers per matrix instead of $d_{in}\,d_{out}$; $B$ starts at
-zero, so training starts from BERT itself.""",
+zero, so training starts from BERT itself. Here LoRA also adapts the word table ($V \times H$, the
+same idea, $r\,(V + H)$ numbers): on a model this small, changing what the words mean is most of
+what full fine-tuning gains.""",
     try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
                    {"task": "Sentiment: Rotten Tomatoes (shipped)", "method": "LoRA"}),
              TryIt("The same with full fine-tuning", "finetune",

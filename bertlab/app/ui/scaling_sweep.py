@@ -56,7 +56,8 @@ KAPLAN = "#9ca3af"
 
 @functools.lru_cache(maxsize=1)
 def _rate() -> float:
-    return scaling.RATE_SHARE * scaling.matmul_rate()
+    """The share of this CPU's matmul rate a sweep sustains, in the precision the form's sweeps train in."""
+    return scaling.RATE_SHARE * scaling.matmul_rate(bf16=ScalingSpec(**BASE).bf16)
 
 
 def form_spec(sizes, tokens) -> ScalingSpec:

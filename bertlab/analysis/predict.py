@@ -44,7 +44,6 @@ def check_text(text, what: str = "text", required: bool = True) -> str | None:
     return text
 
 
-@torch.no_grad()
 def masked_text(model, tok, text: str, top_k: int, what: str = "guess masked words") -> tuple[str, int]:
     """What every masked-word view checks first: a masked-LM head, real text with a [MASK] in it, a top_k
     from 1 to 100. (The text with the tokenizer's own mask marker, how many masks it holds.)"""
@@ -58,6 +57,7 @@ def masked_text(model, tok, text: str, top_k: int, what: str = "guess masked wor
     return text, n
 
 
+@torch.no_grad()
 def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> list[list[dict]]:
     """Top-k candidates for each [MASK], as Hugging Face's fill-mask widget reports them
     (score, token, token_str, sequence). `causal` hides the right-hand context from every token."""

@@ -101,6 +101,11 @@ def matmul_rate(seconds: float = 0.2, n: int = 512, bf16: bool = False) -> float
     return 2 * n ** 3 * reps / (time.perf_counter() - t0)
 
 
+def sustained_rate(bf16: bool) -> float:
+    """FLOP/s a sweep's runs sustain here: RATE_SHARE of the matmul rate in the precision they train in."""
+    return RATE_SHARE * matmul_rate(bf16=bf16)
+
+
 def run_seconds(rs: PretrainSpec, rate: float) -> float:
     """A run's seconds at `rate` sustained FLOP/s: its steps' matmuls and overhead, evaluations, start-up."""
     return rs.steps * (OVERHEAD_S + rs.batch_size * rs.max_len * flops_per_token(rs) / rate) + 10
@@ -109,7 +114,7 @@ def run_seconds(rs: PretrainSpec, rate: float) -> float:
 def estimate_s(spec: ScalingSpec, out: str | os.PathLike | None = None, rate: float | None = None) -> float:
     """Seconds the sweep will take here (runs already finished in `out` cost nothing), from the FLOPs of
     each run at a share of this CPU's measured matmul rate; plus preparing the data once."""
-    rate = rate or RATE_SHARE * matmul_rate(bf16=spec.bf16)
+    rate = rate or sustained_rate(spec.bf16)
     done = {p["name"] for p in current(out)[1]} if out is not None and Path(out).is_dir() else set()
     todo = [run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in points(spec) if name not in done]
     return sum(todo) + (60 if todo and not done else 0)
@@ -226,7 +231,7 @@ def sweep(out: str | os.PathLike, spec: ScalingSpec, log=print, stop_event=None,
     if spec.threads:
         torch.set_num_threads(spec.threads)
     t0, pts, parts = time.time(), points(spec), []
-    rate = RATE_SHARE * matmul_rate(bf16=spec.bf16)
+    rate = sustained_rate(spec.bf16)
     guess = {name: run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in pts}
     took: dict[str, float] = {}  # seconds each run trained in this sitting: the ETA learns from them
 

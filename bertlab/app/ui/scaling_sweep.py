@@ -56,8 +56,7 @@ KAPLAN = "#9ca3af"
 
 @functools.lru_cache(maxsize=1)
 def _rate() -> float:
-    """The share of this CPU's matmul rate a sweep sustains, in the precision the form's sweeps train in."""
-    return scaling.RATE_SHARE * scaling.matmul_rate(bf16=ScalingSpec(**BASE).bf16)
+    return scaling.sustained_rate(ScalingSpec(**BASE).bf16)  # the precision the form's sweeps train in
 
 
 def form_spec(sizes, tokens) -> ScalingSpec:

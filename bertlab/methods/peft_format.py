@@ -76,10 +76,11 @@ def adapter_config(model: nn.Module, base: str, pooler: bool = False) -> dict:
               "revision": None, "inference_mode": True, "modules_to_save": modules_to_save(model, task, pooler)}
     if method == "lora":
         lora = _wrapped(model, LORA)
-        (rank, alpha), *_ = {(m.rank, m.alpha) for m in lora.values()}
-        dropout = max([getattr(m.lora_dropout, "p", 0.0) for m in lora.values() if isinstance(m, LoRALinear)] or [0.0])
-        if len({(m.rank, m.alpha) for m in lora.values()}) > 1:
+        shapes = {(m.rank, m.alpha) for m in lora.values()}
+        if len(shapes) > 1:
             raise ValueError("LoRA layers of different ranks or alphas have no single adapter_config")
+        (rank, alpha), = shapes
+        dropout = max([getattr(m.lora_dropout, "p", 0.0) for m in lora.values() if isinstance(m, LoRALinear)] or [0.0])
         return {**common, "r": rank, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": sorted(lora),
                 "bias": "none", "fan_in_fan_out": False, "init_lora_weights": True, "use_rslora": False,
                 "use_dora": False, "lora_bias": False, "rank_pattern": {}, "alpha_pattern": {},
@@ -207,28 +208,23 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
             rest[k] = v.float()
     if method == "lora":
         alpha, rslora = float(config.get("lora_alpha", 8)), bool(config.get("use_rslora"))
+        dropout = float(config.get("lora_dropout") or 0.0)
         for key, a in tensors.items():
             k = _strip(key)
-            if not k.endswith(".lora_A.weight"):
+            if k.endswith(".lora_A.weight"):  # a linear layer's A: (r, in)
+                path, b = k.removesuffix(".lora_A.weight"), tensors[key.replace(".lora_A.weight", ".lora_B.weight")]
+                m = LoRALinear(model.get_submodule(path), a.size(0), alpha, dropout)
+                pair = m.lora_A, m.lora_B
+            elif k.endswith(".lora_embedding_A"):  # a word table's A: (r, V), a bare parameter
+                path, b = k.removesuffix(".lora_embedding_A"), tensors[key[:-1] + "B"]
+                m = LoRAEmbedding(model.get_submodule(path), a.size(0), alpha)
+                pair = m.lora_embedding_A, m.lora_embedding_B
+            else:
                 continue
-            path = k.removesuffix(".lora_A.weight")
-            b = tensors[key.replace(".lora_A.weight", ".lora_B.weight")]
-            m = LoRALinear(model.get_submodule(path), a.size(0), alpha, float(config.get("lora_dropout") or 0.0))
             if rslora:
                 m.scaling = alpha / a.size(0) ** 0.5
             with torch.no_grad():
-                m.lora_A.copy_(a), m.lora_B.copy_(b)
-            _replace(model, path, m)
-        for key, a in tensors.items():  # LoRA on a word table: (r, V) and (H, r)
-            k = _strip(key)
-            if not k.endswith(".lora_embedding_A"):
-                continue
-            path = k.removesuffix(".lora_embedding_A")
-            m = LoRAEmbedding(model.get_submodule(path), a.size(0), alpha)
-            if rslora:
-                m.scaling = alpha / a.size(0) ** 0.5
-            with torch.no_grad():
-                m.lora_embedding_A.copy_(a), m.lora_embedding_B.copy_(tensors[key[:-1] + "B"])
+                pair[0].copy_(a), pair[1].copy_(b)
             _replace(model, path, m)
     elif method == "ia3":
         for key, v in tensors.items():

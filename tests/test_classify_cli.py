@@ -3,6 +3,7 @@ predicts (probabilities and logits, a value, per-label probabilities, tags, an a
 reads the full folder's logits the same; a mistake is one line on stderr and exit code 2."""
 import json
 import random
+import shutil
 import subprocess
 import sys
 
@@ -148,6 +149,18 @@ def test_mistakes_are_one_line_and_exit_code_2(folders, capsys, tmp_path, args, 
     code, out, err = run(capsys, *args)
     assert code == 2 and out == "" and words in err, err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("drop", [".lora_embedding_B", "layer.0.attention.self.query.lora_B.weight"])
+def test_an_adapter_file_missing_half_a_lora_pair_is_one_line(folders, capsys, tmp_path, drop):
+    from safetensors.torch import load_file, save_file
+    bad = tmp_path / "adapter"
+    shutil.copytree(folders["lora-adapter"], bad)
+    tensors = load_file(bad / "adapter_model.safetensors")
+    assert any(k.endswith(drop) for k in tensors)
+    save_file({k: v for k, v in tensors.items() if not k.endswith(drop)}, bad / "adapter_model.safetensors")
+    code, out, err = run(capsys, "good film", "--model", str(bad))
+    assert code == 2 and out == "" and "incomplete" in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_a_real_process_says_it_in_one_line(folders, tmp_path):

@@ -181,6 +181,14 @@ def head_size(tensors: dict[str, torch.Tensor]) -> int | None:
     return None
 
 
+def _b_of(tensors: dict[str, torch.Tensor], key: str, a_suffix: str, where: str) -> torch.Tensor:
+    """LoRA's B beside the A saved under `key`: a file with one half of a pair is refused in one line."""
+    b_key = key.removesuffix(a_suffix) + a_suffix.replace("_A", "_B")
+    if b_key not in tensors:
+        raise ValueError(f"{where}: the adapter file holds {key} but not its pair {b_key}: it is incomplete")
+    return tensors[b_key]
+
+
 def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tensor], where: str = "") -> nn.Module:
     """Give `model` (a classifier with the base's weights) the saved adapter and head, in place."""
     kind = config.get("peft_type")
@@ -212,11 +220,11 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
         for key, a in tensors.items():
             k = _strip(key)
             if k.endswith(".lora_A.weight"):  # a linear layer's A: (r, in)
-                path, b = k.removesuffix(".lora_A.weight"), tensors[key.replace(".lora_A.weight", ".lora_B.weight")]
+                path, b = k.removesuffix(".lora_A.weight"), _b_of(tensors, key, ".lora_A.weight", where)
                 m = LoRALinear(model.get_submodule(path), a.size(0), alpha, dropout)
                 pair = m.lora_A, m.lora_B
             elif k.endswith(".lora_embedding_A"):  # a word table's A: (r, V), a bare parameter
-                path, b = k.removesuffix(".lora_embedding_A"), tensors[key[:-1] + "B"]
+                path, b = k.removesuffix(".lora_embedding_A"), _b_of(tensors, key, ".lora_embedding_A", where)
                 m = LoRAEmbedding(model.get_submodule(path), a.size(0), alpha)
                 pair = m.lora_embedding_A, m.lora_embedding_B
             else:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 
 
 class LRU:
@@ -12,6 +13,7 @@ class LRU:
     def __init__(self, max_items=float("inf"), max_bytes=float("inf"), size=lambda value: 0):
         self.max_items, self.max_bytes, self.size = max_items, max_bytes, size
         self._data, self._bytes, self._lock = OrderedDict(), 0, threading.Lock()
+        self._making: dict = {}  # key -> Future of the value one thread is making now
 
     def get(self, key, default=None):
         """The value under key (now the most recently used), or default."""
@@ -30,6 +32,34 @@ class LRU:
             while len(self._data) > self.max_items or (len(self._data) > 1 and self._bytes > self.max_bytes):
                 self._bytes -= self._data.popitem(last=False)[1][1]
         return value
+
+    def get_or_make(self, key, make, fresh=lambda value: True):
+        """The value under key if `fresh(value)`, else make()'s, stored. Threads asking for a key that
+        another is making wait for that one result instead of making it again: a class that opens
+        the page at once loads one model once, not thirty times. make()'s error reaches them all."""
+        with self._lock:
+            if key in self._data and fresh(self._data[key][0]):
+                self._data.move_to_end(key)
+                return self._data[key][0]
+            pending = self._making.get(key)
+            if pending is None:
+                pending = self._making[key] = Future()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            return pending.result()
+        try:
+            value = self.put(key, make())
+        except BaseException as e:
+            pending.set_exception(e)
+            raise
+        else:
+            pending.set_result(value)
+            return value
+        finally:
+            with self._lock:
+                self._making.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._data)

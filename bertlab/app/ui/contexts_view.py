@@ -64,14 +64,13 @@ def index_for(choice, word: str | None) -> C.Index | None:
     model, tok = load_model(choice)
     folder = models.resolve(choice)
     key = (str(folder), weights_stamp(folder), word)
-    ix = _indexes.get(key)
-    if ix is None:
-        with mistakes(ValueError, prefix="The movie-review corpus cannot be read: "):
-            sentences = corpus_for(word)
-        if not sentences:
-            return None
-        ix = _indexes.put(key, C.build_index(model, tok, sentences))
-    return ix
+    if (ix := _indexes.get(key)) is not None:
+        return ix
+    with mistakes(ValueError, prefix="The movie-review corpus cannot be read: "):
+        sentences = corpus_for(word)
+    if not sentences:
+        return None
+    return _indexes.get_or_make(key, lambda: C.build_index(model, tok, sentences))
 
 
 def result_html(rows: list[dict]) -> str:

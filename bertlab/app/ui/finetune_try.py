@@ -56,10 +56,7 @@ def refresh_runs(name, current):
 
 def _load(folder: Path):
     stamp = _stamp(folder)
-    hit = _models.get(str(folder))
-    if hit is None or hit[0] != stamp:
-        hit = (stamp, *classify.load(folder))
-        _models.put(str(folder), hit)
+    hit = _models.get_or_make(str(folder), lambda: (stamp, *classify.load(folder)), fresh=lambda h: h[0] == stamp)
     return hit[1], hit[2]
 
 

@@ -78,12 +78,12 @@ def get(choice: str | None = None):
     target = resolve(choice)
     key = str(target)
     stamp = weights_stamp(target)
-    hit = _cache.get(key)
-    if hit is not None and hit[2] == stamp:
-        return hit[0], hit[1]
-    model, tok = load_pretrained(target, max_params=limits().max_model_params)
-    fast.optimize(model.eval())  # packed weights for CPU inference; a pure speed-up
-    _cache.put(key, (model, tok, stamp))
+
+    def load():
+        model, tok = load_pretrained(target, max_params=limits().max_model_params)
+        return fast.optimize(model.eval()), tok, stamp  # packed weights for CPU inference; a pure speed-up
+
+    model, tok, _ = _cache.get_or_make(key, load, fresh=lambda hit: hit[2] == stamp)
     return model, tok
 
 

@@ -62,17 +62,18 @@ def measured_accuracy(choice, model, tok) -> dict | None:
     None where the pairs cannot be had (the reviews are not installed)."""
     folder = models.resolve(choice)
     key = (str(folder), weights_stamp(folder))
-    hit = _accuracy.get(key)
-    if hit is None:
-        try:
-            pairs = nsp_pairs.heldout_pairs()
-        except ValueError:
-            return None
+    try:
+        held = nsp_pairs.heldout_pairs()  # read once, then kept in memory
+    except ValueError:
+        return None
+
+    def measure():
+        pairs = held
         if model.config.model_type == "albert":  # sentence order: the true pairs, as they are and swapped
-            pairs = [p for a, b, y in pairs if y for p in ((a, b, 1), (b, a, 0))]
-        hit = _accuracy.put(key, {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR,
-                                  "sentence_order": model.config.model_type == "albert"})
-    return hit
+            pairs = [p for a, b, y in held if y for p in ((a, b, 1), (b, a, 0))]
+        return {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR,
+                "sentence_order": model.config.model_type == "albert"}
+    return _accuracy.get_or_make(key, measure)
 
 
 def trust_note(acc: dict | None) -> str:

@@ -65,10 +65,9 @@ def _run(name, folder, random: bool, task, feature, kind, sample) -> dict:
     stamp = weights_stamp(folder)
     key = (str(folder), stamp, random, task, feature, kind, sample,
            Path(task).stat().st_mtime_ns if task not in probe_data.TASKS else None)
-    hit = _results.get(key)
-    if hit is None:
-        hit = _results.put(key, workers.run(workers.probe_job, str(folder), stamp, random, limits().max_model_params,
-                                            task, feature=feature, probe=kind, sample=sample, name=name))
+    hit = _results.get_or_make(key, lambda: workers.run(
+        workers.probe_job, str(folder), stamp, random, limits().max_model_params, task, feature=feature, probe=kind,
+        sample=sample, name=name))
     return {**hit, "model": name}
 
 

@@ -6,8 +6,8 @@ import re
 import pytest
 from browser import DESKTOP, PHONE, SHOTS, chromium_page
 
-from bertlab.app.lessons import LESSONS
-from bertlab.app.ui import links
+from bertlab.app.lessons import LESSONS, checks
+from bertlab.app.ui import links, pretrain_tab
 
 TITLES = {key: title for title, key in links.KEYS.items()}
 
@@ -77,11 +77,13 @@ def embeddings(p):
 
 
 def pretrain(p):
-    return _text(_panel(p).locator("#pretrain-size"), r"\(([\d,]+)\)").group(1)
+    """The recipe fills the form after the page opens: read the size once it is the recipe's shape."""
+    _, layers, hidden, *_ = pretrain_tab.recipe_fields(checks.PRETRAIN_RECIPE)
+    return _text(_panel(p).locator("#pretrain-size"), rf"\(([\d,]+)\) in {layers} layers of width {hidden};").group(1)
 
 
 def finetune(p):
-    return _text(_panel(p).locator("#finetune-params"), r"trains ([\d,]+) of").group(1)
+    return _text(_panel(p).locator("#finetune-params"), r"LoRA\s+trains ([\d,]+) of").group(1)
 
 
 def probing(p):
@@ -120,6 +122,17 @@ def follow(page, lesson, i: int):
     return new
 
 
+def _verdict(page, feedback, lesson, answer: str) -> None:
+    """Wait for "Right"; if it never comes, fail saying what the student read, typed and was told."""
+    try:
+        feedback.get_by_text("Right").wait_for(timeout=60_000)
+    except Exception:
+        typed = page.locator("#lesson-answer textarea").input_value()
+        page.screenshot(path=str(SHOTS / f"lesson{lesson.number:02d}_failed.png"), full_page=True)
+        pytest.fail(f"lesson {lesson.number}: read {answer!r} off the view, the box holds {typed!r}, "
+                    f"the feedback says {feedback.inner_text()[:600]!r}")
+
+
 @pytest.mark.slow
 def test_a_student_walks_every_lesson(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
@@ -141,7 +154,7 @@ def test_a_student_walks_every_lesson(server):
                 feedback.get_by_text("Not quite").wait_for(timeout=30_000)
             box.fill(answer)
             page.locator("#lesson-check").click()
-            feedback.get_by_text("Right").wait_for(timeout=60_000)
+            _verdict(page, feedback, lesson, answer)
             page.screenshot(path=str(SHOTS / f"lesson{lesson.number:02d}.png"), full_page=True)
         progress = page.locator("#lesson-progress")
         progress.get_by_text("10 of 10").wait_for(timeout=10_000)

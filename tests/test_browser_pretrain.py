@@ -92,8 +92,13 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
         start_from = ptab.get_by_label("Start from").bounding_box()
         bf16 = ptab.get_by_text("bfloat16 where the CPU").bounding_box()
         assert start_from["width"] >= 250 and bf16["width"] >= 250, ("squeezed on a phone", start_from, bf16)
-        ticks = _boxes(phone, "#pretrain-plot .xtick text")
-        assert ticks and all(t["h"] >= 9 for t in ticks), "tick labels too small to read"
+        for _ in range(20):  # the run redraws the charts every tick: a label caught mid-redraw has no size yet
+            ticks = _boxes(phone, "#pretrain-plot .xtick text")
+            small = [t for t in ticks if t["h"] < 9]
+            if ticks and not small:
+                break
+            phone.wait_for_timeout(500)
+        assert ticks and not small, ("tick labels too small to read", small[:5])
         phone.screenshot(path=str(SHOTS / "pretrain_phone.png"), full_page=True)
 
         tab.locator("#pretrain-stop").click()  # free the CPU for the next tests

@@ -124,8 +124,8 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
         return f"⚠️ {e}"
     cap = limits().max_params
     warn = f" ⚠️ over this server's cap of {sizing.humanize(cap)} parameters" if n > cap else ""
-    return (f"**{sizing.humanize(n)} parameters** ({n:,}); training memory about "
-            f"{sizing.humanize(mem['total'], 'B')} at this batch size.{warn}")
+    return (f"**{sizing.humanize(n)} parameters** ({n:,}) in {c.num_hidden_layers} layers of width "
+            f"{c.hidden_size}; training memory about {sizing.humanize(mem['total'], 'B')} at this batch size.{warn}")
 
 
 def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,

@@ -177,10 +177,10 @@ def test_every_try_it_link_opens_an_existing_tab_with_its_inputs():
 def test_progress_is_kept_and_a_right_answer_stays_right(live):
     progress = None
     feedback, progress, line, _ = lessons_tab.check("7", 1, models.DEFAULT, progress)
-    assert feedback.startswith("❌") and "0 of 10" in line and "tried, not yet right: 1" in line
+    assert feedback.startswith("✗") and "0 of 10" in line and "tried, not yet right: 1" in line
     n = C.tokens("", models.DEFAULT).answer
     feedback, progress, line, _ = lessons_tab.check(n, 1, models.DEFAULT, progress)
-    assert feedback.startswith("✅") and "1 of 10" in line and "rewatchable" in feedback
+    assert feedback.startswith("✓") and "1 of 10" in line and "rewatchable" in feedback
     _, progress, line, _ = lessons_tab.check("7", 1, models.DEFAULT, progress)  # a later slip
     assert "1 of 10" in line and progress["answered"]["1"]["correct"]
     shown = lessons_tab.show(1, progress)

@@ -116,9 +116,9 @@ def check(answer, n, choice, progress):
     if verdict.correct is None:
         feedback = f"**Cannot check with this model.** {verdict.evidence}"
     elif verdict.correct:
-        feedback = f"✅ **Right.** {verdict.evidence}"
+        feedback = f"✓ **Right.** {verdict.evidence}"
     else:
-        feedback = f"❌ **Not quite.** What the model says: {verdict.evidence}"
+        feedback = f"✗ **Not quite.** What the model says: {verdict.evidence}"
     progress = dict(progress) if isinstance(progress, dict) else {}
     done = _done(progress)
     was_right = done.get(str(lesson.number), {}).get("correct", False)

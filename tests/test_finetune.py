@@ -10,11 +10,11 @@ from bertlab.app.cli import main
 from bertlab.checkpoint import save_pretrained
 from bertlab.config import BertConfig
 from bertlab.data.corpus import split_heldout
+from bertlab.data.labels import load_labelled_file
 from bertlab.data.masking import Batcher
 from bertlab.data.tasks import (
     IGNORE_INDEX,
     encode_tagged,
-    load_labelled_file,
     load_task,
     read_conll,
 )
@@ -25,7 +25,13 @@ from bertlab.heads import (
     load_classifier,
     trainable_parameters,
 )
-from bertlab.methods import LoRALinear, add_lora, has_lora, merge_lora, merged_state_dict
+from bertlab.methods import (
+    LoRALinear,
+    add_lora,
+    has_lora,
+    merge_lora,
+    merged_state_dict,
+)
 from bertlab.model import BertForPreTraining
 from bertlab.tokenizer import ptb_words
 from bertlab.train.finetune import (

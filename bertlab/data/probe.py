@@ -5,7 +5,8 @@
   "position"   every WordPiece token's index in its sentence (1..MAX_POSITION)
   a file       .conll/.txt/... ("token tag" per line), .jsonl/.json with "tokens" + "tags" lists,
                or .csv/.tsv/.json/.jsonl with a text and a label column
-The readers and their ValueErrors are tasks.py's: a file that fine-tunes also probes, or fails alike.
+The readers and their ValueErrors are tasks.py's and labels.py's: a file that fine-tunes also probes,
+or fails alike.
 """
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import labels as tables
 from . import tasks as fd
 from .corpus import _check_text_file
 
 TASKS = ("pos", "sentiment", "position")
 DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~35 s a model on 2 CPU cores (probe_tab.TIME_NOTE)
 DEFAULT_FILE_SAMPLE = 2000
-MIN_SENTENCES = fd.MIN_ROWS
+MIN_SENTENCES = tables.MIN_ROWS
 MAX_POSITION = 16  # position task: tokens 1..16 (after [CLS]); later ones are left out
 TAG_KEYS = ("tags", "pos_tags", "ner_tags", "labels")
 
@@ -81,7 +83,7 @@ def _word_task(name, sents, tags, sample, seed, key) -> ProbeData:
     sents, tags = [sents[i] for i in keep], [tags[i] for i in keep]
     if len(sents) < MIN_SENTENCES:
         raise ValueError(f"{name}: has {len(sents)} tagged sentences; a probe needs at least {MIN_SENTENCES}")
-    names = fd._order_labels({t for ts in tags for t in ts})
+    names = tables._order_labels({t for ts in tags for t in ts})
     if len(names) < 2:
         raise ValueError(f"{name}: every token has the same tag ({names[0]!r}); a probe needs at least two classes")
     to_id = {t: i for i, t in enumerate(names)}
@@ -115,7 +117,7 @@ def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, lab
     tagged = read_tagged_jsonl(path) if path.suffix.lower() in (".json", ".jsonl") else None
     if tagged is not None:
         return _word_task(path.name, *tagged, sample, seed, key)
-    texts, ys, names, notes = fd.load_labelled_file(path, text_column, label_column)
+    texts, ys, names, notes = tables.load_labelled_file(path, text_column, label_column)
     keep = fd.sample_indices(len(texts), sample, seed)
     texts, ys = [texts[i] for i in keep], [ys[i] for i in keep]
     if len(set(ys)) < 2:

@@ -338,8 +338,9 @@ def test_finetune_learns_and_transformers_loads_it(tmp_path, tiny_dir, vocab_tok
     assert cfg["id2label"] == {"0": "neg", "1": "pos"} and cfg["label2id"] == {"neg": 0, "pos": 1}
     texts = ["the film was great and fun", "the acting was terrible", "boring"]
     ours, tok = load_classifier(folder)
-    from bertlab.analysis.predict import classify
-    assert max(classify(ours, tok, texts[0])["labels"], key=classify(ours, tok, texts[0])["labels"].get) == "pos"
+    from bertlab.analysis.classify import predict  # the app's "try it" and the classify command
+    said = predict(ours, tok, texts[0])
+    assert said["label"] == "pos" and max(said["labels"], key=said["labels"].get) == "pos"
     b = batch(vocab_tokenizer, texts)
     with torch.no_grad():
         mine = ours(b["input_ids"], b["token_type_ids"], b["attention_mask"]).logits
@@ -400,8 +401,8 @@ def test_token_classification_run_and_cli(tmp_path, tiny_dir, vocab_tokenizer, c
     folder = tmp_path / "run" / "model"
     assert json.loads((folder / "config.json").read_text())["architectures"] == ["BertForTokenClassification"]
     net, tok = load_classifier(folder)
-    from bertlab.analysis.predict import classify
-    words = classify(net, tok, "the film was n't great .")["words"]
+    from bertlab.analysis.classify import predict
+    words = [(w["word"], w["label"], w["score"]) for w in predict(net, tok, "the film was n't great .")["words"]]
     assert [w for w, _, _ in words] == ["the", "film", "was", "n't", "great", "."]
     assert all(t in res["labels"] and 0 < p <= 1 for _, t, p in words) and words[0][1] == "DT"
     texts = ["the film was great .", "a plot is boring ."]

@@ -295,12 +295,12 @@ def test_tiny_finetune_exports_what_transformers_loads(member, pretrained, tmp_p
     again, _ = build_classifier(res["model_dir"], kind, net.id2label, FinetuneSpec(), log=lines.append)
     assert "continuing with the head" in lines[-1]  # a classifier of this kind and labels keeps its head
     assert all(torch.equal(v, mine[k]) for k, v in again.state_dict().items())
-    from bertlab.analysis.predict import classify  # the app's "try it"
+    from bertlab.analysis.classify import predict  # the app's "try it"
     if kind == "token":  # on a byte-level BPE tagger
-        words = classify(net, tok, "the plot was boring .")["words"]
-        assert [w for w, _, _ in words] == ["the", "plot", "was", "boring", "."]
+        words = predict(net, tok, "the plot was boring .")["words"]
+        assert [w["word"] for w in words] == ["the", "plot", "was", "boring", "."]
     else:
-        assert list(classify(net, tok, "the film was great .")["labels"]) == ["neg", "pos"]
+        assert list(predict(net, tok, "the film was great .")["labels"]) == ["neg", "pos"]
 
 
 def pretrained_encoder(folder):

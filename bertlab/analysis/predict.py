@@ -7,7 +7,6 @@ import re
 import torch
 
 from .. import family
-from ..tokenizer import ptb_words
 
 MASK_RE = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)  # users type BERT's [MASK] or RoBERTa's <mask>
 MAX_MASKS = 20
@@ -143,26 +142,3 @@ def _nsp_pairs(model, tok, pairs) -> list[float]:
     batch = tok.encode_batch([a for a, _, _ in pairs], pairs=[b for _, b, _ in pairs])
     out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
     return out.nsp_logits.float().softmax(-1)[:, 0].tolist()
-
-
-@torch.no_grad()
-def classify(model, tok, text: str) -> dict:
-    """A fine-tuned classifier on one text. Sequence heads: {"labels": {label: p}}; token heads:
-    {"words": [(word, label, p)]}, each word labelled by its first piece (as it was trained)."""
-    text = check_text(text)
-    if not model.per_token:
-        enc = tok.encode(text)
-        logits = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids])).logits[0].float()
-        p = logits.softmax(-1).tolist()
-        return {"labels": dict(zip(model.id2label, p)), "truncated": len(enc) >= tok.model_max_length}
-    words = ptb_words(text)
-    spaced = [w if i == 0 else " " + w for i, w in enumerate(words)]  # as trained (data.tasks.as_running_text)
-    enc = tok.backend.encode(spaced, is_pretokenized=True, add_special_tokens=False)
-    n = tok.model_max_length - 2
-    ids = [tok.cls_token_id, *enc.ids[:n], tok.sep_token_id]
-    probs = model(torch.tensor([ids])).logits[0, 1:-1].float().softmax(-1)  # (T, labels)
-    ws = enc.word_ids[:n]
-    firsts = [i for i, (w, prev) in enumerate(zip(ws, [None] + ws)) if w is not None and w != prev]
-    p, k = probs[firsts].max(-1)
-    out = [(words[ws[i]], model.id2label[int(c)], float(q)) for i, q, c in zip(firsts, p, k)]
-    return {"words": out, "truncated": len(firsts) < len(words)}

@@ -189,3 +189,24 @@ def test_a_tiny_distillation_from_the_tab_shows_both_models_guesses(teachers, ru
     with pytest.raises(gr.Error, match="no .MASK."):
         distill_tab.try_it("tiny", "no blank here .")
     assert distill_tab.teacher_choices(OWNER) == [models.DEFAULT, "run: mine"]  # a student is no teacher
+
+
+@pytest.mark.slow
+def test_a_finished_distillation_resumes_to_more_steps_for_its_owner_only(teachers, runs_root, small_corpus,
+                                                                          monkeypatch):
+    monkeypatch.setattr(distill_tab, "BASE", dict(corpus=str(small_corpus), batch_size=8, max_len=24, eval_batches=2))
+    with pytest.raises(gr.Error, match="No run selected"):
+        distill_tab.resume(OWNER, None, 20, [])
+    distill_tab.start(OWNER, "short", *args(teacher="run: mine", layers=2, steps=10).values())
+    assert follow("short")["state"] == "finished"
+    with pytest.raises(gr.Error, match="another browser"):
+        distill_tab.resume(OTHER, "short", 20, [])
+    with pytest.raises(gr.Error, match="over this server's cap"):
+        distill_tab.resume(OWNER, "short", 10**9, [])
+    status = distill_tab.resume(OWNER, "short", 20, [])[0]
+    assert "short" in status
+    st = follow("short")
+    assert st["state"] == "finished" and st["step"] == 20, st.get("log_tail")
+    log = (runs_root / "short" / "log.txt").read_text()
+    assert "--- resumed" in log and "steps 10 -> 20" in log and "at step 10" in log  # from its checkpoint
+    assert distill_tab.view("short", [], OWNER)[4].value["headers"][2] == "student's top 3 (step 20)"

@@ -287,6 +287,17 @@ def stop(owner, name, overlay):
     return view(name, overlay, owner)
 
 
+def resume(owner, name, steps, overlay):
+    """Go on from the run's newest checkpoint, to the form's steps (more than it had, to train longer)."""
+    if not jobs_ui.valid(name):
+        raise user_error("No run selected: pick the distillation to resume under 'Run'.")
+    try:
+        jobs_ui.manager().resume(name, jobs_ui.visitor(owner), {"steps": check_steps(steps)})
+    except (ValueError, PermissionError, OSError) as e:
+        raise jobs_ui.owner_error(e) from None
+    return view(name, overlay, owner)
+
+
 def _guesses(results: list[list[dict]]) -> list[list[str]]:
     return [[f"{c['token_str']} ({c['score']:.0%})" for c in cands] for cands in results]
 
@@ -337,6 +348,7 @@ def build(picker: gr.Dropdown) -> None:
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", elem_id="distill-start", min_width=80)
             stop_btn = gr.Button("Stop", variant="stop", elem_id="distill-stop", min_width=80)
+            resume_btn = gr.Button("Resume", elem_id="distill-resume", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="distill-delete", min_width=80)
         links.copy_button("distill")
         links.register("distill", layers=layers, steps=steps, temperature=temperature)  # filled, never started
@@ -373,6 +385,7 @@ def build(picker: gr.Dropdown) -> None:
     start_btn.click(start, [owner, name, *form, overlay], [watch, *outs], api_name="distill_start",
                     concurrency_limit=1, show_progress="hidden")
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="distill_stop", show_progress="minimal")
+    resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="distill_resume", show_progress="minimal")
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("distill")], [watch, overlay], api_name="distill_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     try_btn.click(try_it, [watch, text], tried, api_name="distill_try")

@@ -96,6 +96,8 @@ def run(client, endpoint, kw):
 
 @pytest.mark.slow
 def test_bad_inputs_to_every_endpoint_log_no_traceback(quiet_server):
+    from concurrent.futures import CancelledError
+
     from gradio_client.exceptions import AppError
     client, log, files = quiet_server
     api = client.view_api(print_info=False, return_format="dict")
@@ -106,9 +108,12 @@ def test_bad_inputs_to_every_endpoint_log_no_traceback(quiet_server):
         batch = todo[i:i + 16]
         start = log.stat().st_size
         jobs = [client.submit(**kw, api_name=endpoint) for endpoint, _, _, kw in batch]
-        for job, (endpoint, name, value, _) in zip(jobs, batch):
+        for job, (endpoint, name, value, kw) in zip(jobs, batch):
             try:
-                job.result(timeout=120)
+                try:
+                    job.result(timeout=120)
+                except CancelledError:  # gradio_client can drop a reply among many in flight: ask alone
+                    client.predict(**kw, api_name=endpoint)
             except AppError as e:  # a clear message: short, no traceback
                 assert str(e).strip() and len(str(e)) < 1000 and "Traceback" not in str(e), (endpoint, name, e)
         if "Traceback" in log.read_text(errors="replace")[start:]:

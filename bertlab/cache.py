@@ -42,11 +42,9 @@ class LRU:
                 self._data.move_to_end(key)
                 return self._data[key][0]
             pending = self._making.get(key)
-            if pending is None:
+            mine = pending is None
+            if mine:
                 pending = self._making[key] = Future()
-                mine = True
-            else:
-                mine = False
         if not mine:
             return pending.result()
         try:

@@ -81,15 +81,19 @@ def _prefix(model: nn.Module) -> str:
 
 # ---- LoRA ------------------------------------------------------------------------------------------
 
+def _check_rank_alpha(rank, alpha) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
+    if not alpha > 0:
+        raise ValueError(f"LoRA alpha must be positive, got {alpha!r}")
+
+
 class LoRALinear(nn.Module):
     """y = x Wᵀ + b + (alpha/r) · dropout(x) Aᵀ Bᵀ, with W and b frozen and only A and B trained."""
 
     def __init__(self, base: nn.Linear, rank: int = 8, alpha: float = 16, dropout: float = 0.0):
         super().__init__()
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
-        if not alpha > 0:
-            raise ValueError(f"LoRA alpha must be positive, got {alpha!r}")
+        _check_rank_alpha(rank, alpha)
         if rank > min(base.in_features, base.out_features):
             raise ValueError(f"LoRA rank {rank} exceeds the layer's size ({base.out_features} x {base.in_features})")
         self.base, self.rank, self.alpha, self.scaling = base, rank, alpha, alpha / rank
@@ -133,10 +137,7 @@ class LoRAEmbedding(nn.Module):
 
     def __init__(self, base: nn.Embedding, rank: int = 8, alpha: float = 16):
         super().__init__()
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"LoRA rank must be a positive integer, got {rank!r}")
-        if not alpha > 0:
-            raise ValueError(f"LoRA alpha must be positive, got {alpha!r}")
+        _check_rank_alpha(rank, alpha)
         self.base, self.rank, self.alpha, self.scaling = base, rank, alpha, alpha / rank
         self.num_embeddings, self.embedding_dim, self.padding_idx = (base.num_embeddings, base.embedding_dim,
                                                                      base.padding_idx)

@@ -46,6 +46,7 @@ from .model import (
     BertPredictionHeadTransform,
     BertSelfAttention,
     BertSelfOutput,
+    device_of,
 )
 
 
@@ -182,7 +183,10 @@ FAST = {BertSelfAttention: FastSelfAttention, BertSelfOutput: FastSelfOutput, Be
 
 def optimize(model: nn.Module) -> nn.Module:
     """Give `model`'s BERT modules the fast inference path (in place) and drop every packed weight.
-    Idempotent; call it again after writing weights behind autograd's back (`p.data`)."""
+    Idempotent; call it again after writing weights behind autograd's back (`p.data`). A model off
+    the CPU is returned unchanged: the oneDNN path is CPU-only."""
+    if device_of(model).type != "cpu":
+        return model
     for m in model.modules():
         if type(m) in FAST:
             m.__class__ = FAST[type(m)]

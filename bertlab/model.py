@@ -152,6 +152,13 @@ class BertLayer(nn.Module):
         return self.output(self.intermediate(self.ln(x)), x), probs
 
 
+def device_of(module: nn.Module) -> torch.device:
+    """Where a model's weights live: every input an analysis or evaluator builds goes there."""
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 def run_layer(stack: nn.Module, layer: nn.Module, *args):
     """layer(*args); under activation checkpointing (`stack.gradient_checkpointing`, training with
     gradients) only the layer's inputs are kept and backward runs it again: the same numbers for
@@ -217,8 +224,9 @@ def attention_bias(attention_mask, T: int, dtype, causal: bool = False):
 
 
 def mask_bias(attention_mask, dtype, causal: bool = False):
-    """None when nothing is masked (lets SDPA pick its fastest kernel), else attention_bias."""
-    if not causal and bool(attention_mask.all()):
+    """None when nothing is masked (lets SDPA pick its fastest kernel), else attention_bias. Off the CPU the
+    bias is built either way: asking would make the CPU wait for the GPU at every forward (same numbers)."""
+    if not causal and attention_mask.device.type == "cpu" and bool(attention_mask.all()):
         return None
     return attention_bias(attention_mask, attention_mask.size(1), dtype, causal)  # (B, 1, T, T)
 

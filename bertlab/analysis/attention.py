@@ -11,7 +11,7 @@ def _valid(attn: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     B, _, T, _ = attn.shape
     if mask is None:
         return attn.new_ones(B, 1, T)
-    return mask[:, None, :].to(attn.dtype)
+    return mask[:, None, :].to(attn.device, attn.dtype)  # a mask may come from the CPU
 
 
 def _mean_over_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -33,13 +33,13 @@ def offset_mass(attn: torch.Tensor, offset: int, mask: torch.Tensor | None = Non
     rows = attn.float().gather(-1, nb.clamp(0, T - 1).expand(attn.shape[:3])[..., None])[..., 0]  # (B, A, T)
     w = _valid(attn, mask) * ((nb >= 0) & (nb < T)).to(attn.dtype)  # rows with no such neighbour count 0
     if mask is not None:  # the neighbour must be a real token too
-        w = w * torch.roll(mask, -offset, dims=1).to(w.dtype)[:, None, :]
+        w = w * torch.roll(mask, -offset, dims=1).to(w.device, w.dtype)[:, None, :]
     return _mean_over_rows(rows, w)
 
 
 def token_mass(attn: torch.Tensor, is_target: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean attention mass on the keys where `is_target` (B, T) is True, e.g. [CLS] or [SEP]: → (A,)."""
-    m = (attn.float() * is_target[:, None, None, :].float()).sum(-1)  # (B, A, T)
+    m = (attn.float() * is_target[:, None, None, :].to(attn.device, torch.float32)).sum(-1)  # (B, A, T)
     return _mean_over_rows(m, _valid(attn, mask))
 
 
@@ -79,5 +79,5 @@ def rollout(attentions, residual: bool = True, attention_mask=None) -> torch.Ten
             m = m / m.sum(-1, keepdim=True)
         result = m if result is None else m @ result
     if attention_mask is not None:
-        result = result * attention_mask[:, None, :].to(result.dtype)
+        result = result * attention_mask[:, None, :].to(result.device, result.dtype)
     return result

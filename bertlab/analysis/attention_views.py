@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..model import device_of
 from .attention import head_stats, rollout
 from .predict import check_text
 
@@ -67,8 +68,10 @@ def run_attention(model, tok, text: str, pair: str | None = None) -> AttentionRu
 
 @torch.no_grad()
 def forward(model, ids: list[int], token_type_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Every head's map (L, A, T, T) and the masked-LM logits (T, V), or None for a model without them."""
-    out = model(torch.tensor([ids]), torch.tensor([token_type_ids]), output_attentions=True)
+    """Every head's map (L, A, T, T) and the masked-LM logits (T, V), or None for a model without them;
+    both on the CPU whatever the model's device."""
+    dev = device_of(model)
+    out = model(torch.tensor([ids], device=dev), torch.tensor([token_type_ids], device=dev), output_attentions=True)
     att = torch.stack([a[0] for a in out.attentions]).float().cpu()  # (L, A, T, T)
     logits = getattr(out, "mlm_logits", None)
     return att, None if logits is None else logits[0].float().cpu()  # (T, V)
@@ -91,7 +94,7 @@ def kept_positions(run: AttentionRun, hide_specials: bool) -> list[int]:
 def restrict(m: torch.Tensor, keep: list[int], renormalise: bool = True) -> torch.Tensor:
     """Keep rows/columns `keep` of (..., T, T) maps and (by default) rescale each row to sum to 1,
     so the view shows how a token splits the attention it gives to the tokens still shown."""
-    idx = torch.tensor(keep)
+    idx = torch.tensor(keep, device=m.device)
     sub = m.index_select(-2, idx).index_select(-1, idx)
     if renormalise:
         sub = sub / sub.sum(-1, keepdim=True).clamp_min(1e-12)
@@ -102,7 +105,7 @@ def stats_table(run: AttentionRun) -> list[dict]:
     """`head_stats` over all tokens, layers and heads counted from 1, with each head's pattern and its
     entropy as a share of the uniform maximum (0 = one token gets everything, 1 = all equally)."""
     att = [a[None] for a in run.attentions]  # L of (1, A, T, T)
-    rows = head_stats(att, torch.tensor([run.ids]), cls_id=run.cls_id, sep_id=run.sep_id)
+    rows = head_stats(att, torch.tensor([run.ids], device=run.attentions.device), cls_id=run.cls_id, sep_id=run.sep_id)
     T = len(run.ids)
     out = []
     for r in rows:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..methods import load_finetuned
+from ..model import device_of
 from ..tokenizer import ptb_words
 from .predict import check_text
 
@@ -68,7 +69,9 @@ def predict(model, tok, text: str, pair: str | None = None, question: str | None
             raise ValueError("this model tags the words of one text; leave the second text out")
         return tag_words(model, tok, text)
     enc = tok.encode(text, pair=pair)
-    logits = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids])).logits[0].float()
+    dev = device_of(model)  # inputs go where the weights are; the answer comes back as plain numbers
+    out = model(torch.tensor([enc.ids], device=dev), torch.tensor([enc.token_type_ids], device=dev))
+    logits = out.logits[0].float()
     names = _labels(model)
     out = {"problem": problem, "kind": kind, "truncated": enc.truncated, "pair": pair is not None}
     if problem == "regression":
@@ -89,7 +92,7 @@ def tag_words(model, tok, text: str) -> dict:
     enc = tok.backend.encode(spaced, is_pretokenized=True, add_special_tokens=False)
     n = tok.model_max_length - 2
     ids = [tok.cls_token_id, *enc.ids[:n], tok.sep_token_id]
-    logits = model(torch.tensor([ids])).logits[0, 1:-1].float()  # (T, labels)
+    logits = model(torch.tensor([ids], device=device_of(model))).logits[0, 1:-1].float()  # (T, labels)
     ws = enc.word_ids[:n]
     firsts = [i for i, (w, prev) in enumerate(zip(ws, [None] + ws)) if w is not None and w != prev]
     p, k = logits[firsts].softmax(-1).max(-1)
@@ -104,16 +107,18 @@ def answer(model, tok, question: str, context: str, max_answer_tokens: int = MAX
     models read it; start and end are character offsets in the passage, score the probability of
     that start times that end (softmax over the passage's pieces), as transformers' pipeline reports."""
     enc = tok.encode(question, pair=context)
-    out = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids]))
+    dev = device_of(model)
+    out = model(torch.tensor([enc.ids], device=dev), torch.tensor([enc.token_type_ids], device=dev))
     start, end = _start_end(out)
-    in_passage = torch.tensor([s == 1 for s in enc.sequence_ids])
+    in_passage = torch.tensor([s == 1 for s in enc.sequence_ids], device=dev)
     if not bool(in_passage.any()):
         raise ValueError("the question fills the model's whole length: no room is left for the passage")
     start, end = start.masked_fill(~in_passage, float("-inf")), end.masked_fill(~in_passage, float("-inf"))
     ps, pe = start.softmax(-1), end.softmax(-1)
     T = len(enc.ids)
     pair_scores = ps[:, None] * pe[None, :]
-    allowed = torch.ones(T, T, dtype=torch.bool).triu() & ~torch.ones(T, T, dtype=torch.bool).triu(max_answer_tokens)
+    ones = torch.ones(T, T, dtype=torch.bool, device=dev)
+    allowed = ones.triu() & ~ones.triu(max_answer_tokens)
     pair_scores = pair_scores.masked_fill(~allowed, -1.0)
     best = int(pair_scores.argmax())
     s, e = divmod(best, T)

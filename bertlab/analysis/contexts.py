@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import family
+from ..model import device_of
 from . import words
 
 INDEX_BYTES = 48_000_000  # 18,000 tokens × 5 layers of a 256-wide model
@@ -46,7 +47,7 @@ def hidden(model, tok, sentences: list[str], max_len: int = MAX_LEN):
     limit = min(max_len, tok.model_max_length, enc.config.max_tokens)
     encs = [tok.encode(s, max_length=limit) for s in sentences]
     batch = tok.encode_batch(sentences, max_length=limit)
-    device = next(enc.parameters()).device
+    device = device_of(enc)  # the tokenizer pads into CPU tensors
     out = enc(batch["input_ids"].to(device), batch["token_type_ids"].to(device),
               batch["attention_mask"].to(device), output_hidden_states=True)
     return encs, torch.stack(out.hidden_states).float().cpu()  # (L+1, B, T, H)
@@ -105,7 +106,7 @@ def nearest(index: Index, query: torch.Tensor, layer: int, k: int = 10, token_id
     """The k entries most cosine-similar to `query` (H,) at `layer`; only whole-word occurrences of
     `token_id` when given."""
     sims = index.vectors[layer].float() @ F.normalize(query.float(), dim=-1)  # (N,)
-    rows = torch.arange(sims.numel())
+    rows = torch.arange(sims.numel(), device=sims.device)
     if token_id is not None:
         rows = rows[(index.token_ids == token_id) & index.whole]
         sims = sims[rows]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..model import device_of
+
 IGNORE_INDEX = -100  # as in data/masking: the label cross-entropy skips
 RULES = {1: "[MASK]", 2: "random", 3: "kept"}  # data.masking's MASKED, RANDOM, KEPT
 MAX_TOP_K = 20
@@ -15,8 +17,8 @@ MAX_TOP_K = 20
 @torch.no_grad()
 def draw_logits(model, input_ids: list[int], token_type_ids: list[int] | None = None) -> torch.Tensor:
     """The masked-LM logits (T, V) for one corrupted sequence, or ValueError for a model without them."""
-    ids = torch.tensor([list(input_ids)])
-    types = torch.tensor([list(token_type_ids)]) if token_type_ids is not None else torch.zeros_like(ids)
+    ids = torch.tensor([list(input_ids)], device=device_of(model))
+    types = torch.zeros_like(ids) if token_type_ids is None else torch.tensor([list(token_type_ids)], device=ids.device)
     out = model(ids, types)
     logits = getattr(out, "mlm_logits", None)
     if logits is None:

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import family
+from ..model import device_of
 from . import words
 
 MAX_SENTENCES = 8
@@ -65,7 +66,7 @@ def hidden_states(model, tok, sentences) -> States:
             raise ValueError(f"sentence {i} ({short(sentences[i - 1])!r}) has no tokens left after "
                              "tokenisation (only control or invisible characters?)")
     batch = tok.encode_batch(sentences, max_length=limit)  # the same encodings, padded into tensors
-    device = next(encoder.parameters()).device
+    device = device_of(encoder)  # the tokenizer pads into CPU tensors
     out = encoder(batch["input_ids"].to(device), batch["token_type_ids"].to(device),
                   batch["attention_mask"].to(device), output_hidden_states=True)
     hidden = torch.stack(out.hidden_states).double().cpu()  # (L+1, B, T, H)
@@ -158,7 +159,7 @@ def pca_2d(x: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
     vh = vh[:k]
     flip = torch.sign(vh.gather(1, vh.abs().argmax(1, keepdim=True)))
     vh = vh * torch.where(flip == 0, torch.ones_like(flip), flip)
-    coords = torch.zeros(x.size(0), 2, dtype=x.dtype)
+    coords = x.new_zeros(x.size(0), 2)
     coords[:, :k] = xc @ vh.T
     total = float((s ** 2).sum())
     ratio = [float(s[i] ** 2 / total) if total > 0 and i < k else 0.0 for i in range(2)]

@@ -51,8 +51,8 @@ def word_attention(att: torch.Tensor, groups: list[list[int]]) -> torch.Tensor:
     """(..., T, T) piece attention -> (..., W, W) word attention: mean over the pieces of the word
     attending, sum over the pieces of the word attended to. A word with no pieces gets zeros."""
     T, W = att.shape[-1], len(groups)
-    mean_from = torch.zeros(W, T, dtype=att.dtype)
-    sum_to = torch.zeros(T, W, dtype=att.dtype)
+    mean_from = att.new_zeros(W, T)  # on att's device and in its dtype
+    sum_to = att.new_zeros(T, W)
     for w, g in enumerate(groups):
         if g:
             mean_from[w, g] = 1.0 / len(g)

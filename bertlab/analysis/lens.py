@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import family
+from ..model import device_of
 from .predict import masked_text
 
 
@@ -18,20 +19,21 @@ def logit_lens(model, tok, text: str, top_k: int = 5, mask_index: int = 0, causa
     if not isinstance(mask_index, int) or not 0 <= mask_index < n:
         raise ValueError(f"the text has {n} [MASK]{'s' * (n > 1)}: pick one from 1 to {n}")
     enc = tok.encode(text)
-    ids = torch.tensor([enc.ids])  # (1, T)
-    where = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
+    where = [i for i, t in enumerate(enc.ids) if t == tok.mask_token_id]
     if mask_index >= len(where):
         raise ValueError(f"the text is longer than the model's {tok.model_max_length} tokens and "
                          f"that [MASK] was cut off: shorten it")
     pos = where[mask_index]
     enc_model = family.encoder_of(model)
-    out = enc_model(ids, torch.tensor([enc.token_type_ids]), output_hidden_states=True, causal=causal)
+    dev = device_of(model)  # inputs go where the weights are
+    out = enc_model(torch.tensor([enc.ids], device=dev), torch.tensor([enc.token_type_ids], device=dev),
+                    output_hidden_states=True, causal=causal)
     hs = out.hidden_states  # L+1 of (1, T, H); the last is already through the encoder's final norm
     # Pre-LN models normalise the residual stream once, at the end: do the same to earlier layers.
     ln = getattr(getattr(enc_model, "encoder", None), "ln", torch.nn.Identity())
     h = torch.stack([ln(x[0, pos]) for x in hs[:-1]] + [hs[-1][0, pos]])  # (L+1, H)
     probs = model.token_logits(h).float().softmax(-1)  # (L+1, V)
-    probs[:, sorted(tok.special_ids)] = 0.0  # as fill_mask: a [SEP] or [PAD] is never a useful answer
+    probs[:, torch.tensor(sorted(tok.special_ids), device=dev)] = 0.0  # as fill_mask: [SEP] / [PAD] never answer
     top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
     layers = ["embeddings"] + [f"layer {i}" for i in range(1, len(hs))]
     return {"position": pos, "layers": layers,

@@ -33,7 +33,7 @@ def mask_token(model, tok, run: AttentionRun, pos: int, top_k: int = 10) -> tupl
     if logits is None:
         raise ValueError("this model has no masked-LM head, so it cannot guess the masked token")
     probs = logits[pos].softmax(-1)  # (V,)
-    probs[torch.tensor(sorted(tok.special_ids))] = 0.0  # a [SEP] or [PAD] is never a useful answer
+    probs[torch.tensor(sorted(tok.special_ids), device=probs.device)] = 0.0  # a [SEP] or [PAD] is never a useful answer
     top = probs.topk(min(top_k, probs.numel()))
     orig = run.ids[pos]
     guesses = {"position": pos, "original": run.tokens[pos], "original_prob": float(probs[orig]),

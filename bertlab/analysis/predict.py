@@ -7,6 +7,7 @@ import re
 import torch
 
 from .. import family
+from ..model import device_of
 
 MASK_RE = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)  # users type BERT's [MASK] or RoBERTa's <mask>
 MAX_MASKS = 20
@@ -64,15 +65,14 @@ def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> li
     if n > MAX_MASKS:
         raise ValueError(f"{n} [MASK]s: at most {MAX_MASKS} at once")
     enc = tok.encode(text)
-    ids = torch.tensor([enc.ids])
-    where = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
+    where = [i for i, t in enumerate(enc.ids) if t == tok.mask_token_id]
     if len(where) < n:
         raise ValueError(f"the text is longer than the model's {tok.model_max_length} tokens and "
                          f"a [MASK] was cut off: shorten it")
-    out = model(ids, torch.tensor([enc.token_type_ids]), causal=causal)
+    dev = device_of(model)  # inputs go where the weights are (a GPU model takes no CPU tensor)
+    out = model(torch.tensor([enc.ids], device=dev), torch.tensor([enc.token_type_ids], device=dev), causal=causal)
     probs = out.mlm_logits[0, where].float().softmax(-1)  # (n, V)
-    special = torch.tensor(sorted(tok.special_ids))
-    probs[:, special] = 0.0  # a [SEP] or [PAD] is never a useful answer
+    probs[:, torch.tensor(sorted(tok.special_ids), device=dev)] = 0.0  # a [SEP] or [PAD] is never a useful answer
     top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
     return [[{"score": p, "token": t, "token_str": tok.id_to_token(t),
               "sequence": _decode_keep_masks(tok, enc.ids[:pos] + [t] + enc.ids[pos + 1:])}
@@ -96,7 +96,8 @@ def replaced_tokens(model, tok, text: str) -> list[dict]:
         raise ValueError("only an ELECTRA discriminator tells replaced tokens apart; this model guesses "
                          "masked words instead")
     enc = tok.encode(check_text(text))
-    out = model(torch.tensor([enc.ids]), torch.tensor([enc.token_type_ids]))
+    dev = device_of(model)
+    out = model(torch.tensor([enc.ids], device=dev), torch.tensor([enc.token_type_ids], device=dev))
     p = out.rtd_logits[0].float().sigmoid().tolist()
     return [{"token": t, "replaced": q, "special": bool(s)}
             for t, q, s in zip(enc.tokens, p, enc.special_tokens_mask)]
@@ -110,9 +111,7 @@ def nsp_scores(model, tok, first: str, seconds: list[str]) -> list[float]:
     seconds = [check_text(s, "second sentence") for s in seconds]
     if not seconds:
         raise ValueError("give at least one second sentence")
-    batch = tok.encode_batch([first] * len(seconds), pairs=seconds)
-    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-    return out.nsp_logits.float().softmax(-1)[:, 0].tolist()
+    return _nsp_pairs(model, tok, [(first, s, 0) for s in seconds])
 
 
 @torch.no_grad()
@@ -139,6 +138,8 @@ def nsp_accuracy(model, tok, pairs: list[tuple[str, str, int]], batch_size: int 
 
 
 def _nsp_pairs(model, tok, pairs) -> list[float]:
+    """P(IsNext) of each (A, B, _) pair, in one batch on the model's device."""
     batch = tok.encode_batch([a for a, _, _ in pairs], pairs=[b for _, b, _ in pairs])
-    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    dev = device_of(model)  # the tokenizer pads into CPU tensors
+    out = model(*(batch[k].to(dev) for k in ("input_ids", "token_type_ids", "attention_mask")))
     return out.nsp_logits.float().softmax(-1)[:, 0].tolist()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import family
+from ..model import device_of
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ def head_math(model, ids: list[int], token_type_ids: list[int], layer: int, head
         raise ValueError("this ALBERT runs several layers per step, whose inputs the model does not return: "
                          "the worked example needs a model with inner_group_num = 1")
     ln, *projections = family.attention_projections(model, layer)
-    out = model(torch.tensor([ids]), torch.tensor([token_type_ids]), output_attentions=True,
+    dev = device_of(model)
+    out = model(torch.tensor([ids], device=dev), torch.tensor([token_type_ids], device=dev), output_attentions=True,
                 output_hidden_states=True)
     x = ln(out.hidden_states[layer - 1][0])  # (T, H): what this layer's attention reads
     d = model.config.head_dim

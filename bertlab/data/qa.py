@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..model import device_of
 from .corpus import _check_text_file, split_heldout
 from .masking import Example
 
@@ -193,7 +194,7 @@ def best_span(start: torch.Tensor, end: torch.Tensor, w: QAWindow,
     tokens, inside the context; the score is start logit + end logit (run_squad's)."""
     n = len(w.offsets)
     s, e = start[w.ctx_start:w.ctx_start + n].float(), end[w.ctx_start:w.ctx_start + n].float()  # (n,)
-    ones = torch.ones(n, n, dtype=torch.bool)
+    ones = torch.ones(n, n, dtype=torch.bool, device=s.device)
     ok = torch.triu(ones) & ~torch.triu(ones, diagonal=max_answer)  # 0 <= j - i < max_answer
     scores = (s[:, None] + e[None, :]).masked_fill(~ok, float("-inf"))  # (n, n)
     k = int(scores.argmax())
@@ -226,7 +227,7 @@ def answer_question(model, tokenizer, question: str, context: str, max_len: int 
     max_len = max_len or min(tokenizer.model_max_length, model.config.max_tokens, 384)
     item = QAItem("q", " ".join(question.split()), context, [context[:1]], 0)
     examples, windows, _ = encode_qa(tokenizer, [item], max_len, train=False)
-    dev = next(model.parameters()).device
+    dev = device_of(model)
     starts, ends = [], []
     for ex in examples:
         out = model(torch.tensor([ex.ids], device=dev), torch.tensor([ex.token_type_ids], device=dev))

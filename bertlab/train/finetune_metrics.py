@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from ..data.qa import predict_answers
 from ..data.tasks import IGNORE_INDEX, TaskData, collate_task
+from ..model import device_of
 from . import runs
 
 CONFUSION_FILE = "confusion.json"
@@ -76,7 +77,7 @@ def ranks(x: torch.Tensor) -> torch.Tensor:
     order = torch.argsort(x, stable=True)
     _, inverse, counts = torch.unique_consecutive(x[order], return_inverse=True, return_counts=True)
     mean_rank = counts.cumsum(0).double() - (counts.double() - 1) / 2  # the mean of each tie group's ranks
-    r = torch.empty(len(x), dtype=torch.float64)
+    r = torch.empty(len(x), dtype=torch.float64, device=x.device)
     r[order] = mean_rank[inverse]
     return r
 
@@ -139,7 +140,7 @@ class Evaluator:
 
     @torch.no_grad()
     def __call__(self, model) -> dict[str, float]:
-        dev = next(model.parameters()).device
+        dev = device_of(model)  # batches are collated on the CPU
         run = {"single": self._single, "multi": self._multi, "regression": self._regression, "qa": self._qa}
         self.last = {"problem": self.problem, **run[self.problem](model, dev)}
         if self.run_dir is not None:

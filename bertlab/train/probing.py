@@ -19,7 +19,7 @@ from ..data import probe as probe_data
 from ..data.probe import ProbeData
 from ..data.tasks import as_running_text
 from ..data.corpus import split_heldout
-from ..model import BertForPreTraining
+from ..model import BertForPreTraining, device_of
 
 WORD_FEATURES = ("first", "mean")  # a word's vector: its first piece, or the mean of its pieces
 POOLINGS = ("cls", "mean")  # a sentence's vector: [CLS], or the mean of its pieces
@@ -83,7 +83,7 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
     encs = tok.backend.encode_batch([as_running_text(s) for s in data.sentences] if pretok else list(data.sentences),
                                     is_pretokenized=pretok, add_special_tokens=False)  # a word after its space
     cls, sep, pad = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id
-    device = next(encoder.parameters()).device
+    device = device_of(encoder)
     order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))  # similar lengths: little padding
     chunks, ys, groups, types, dropped = [], [], [], [], 0
     vocab: dict[str, int] = {}

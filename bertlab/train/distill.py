@@ -23,7 +23,7 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, load_weights, save_pretrained, write_model_files
 from ..data.corpus import load_documents, make_pretraining_examples, split_heldout, tokenize_documents
 from ..data.masking import Batcher
-from ..model import BertForPreTraining
+from ..model import BertForPreTraining, device_of
 from ..variants.distilbert import LN_EPS, DistilBertForMaskedLM
 from . import runs
 from .loop import Trainer
@@ -148,7 +148,9 @@ class Evaluator:
     def __call__(self, pair: DistillPair) -> dict[str, float]:
         sums, n = {"kl": 0.0, "mlm": 0.0, "cos": 0.0}, 0
         right = {"student_acc": 0.0, "teacher_acc": 0.0, "agreement": 0.0}
+        dev = device_of(pair.student)
         for b in self.batches:
+            b = {k: v.to(dev) for k, v in b.items()}
             parts = distill_losses(pair.student, pair.teacher, b, self.spec.temperature)
             for k in sums:
                 sums[k] += float(parts[k])
@@ -217,7 +219,7 @@ def _distill(run, spec, resume, log, stop_event, callbacks, teacher, tok) -> dic
     def loss(model: DistillPair, batch):
         parts = distill_losses(model.student, model.teacher, batch, spec.temperature)
         total = spec.alpha_kl * parts["kl"] + spec.alpha_mlm * parts["mlm"] + spec.alpha_cos * parts["cos"]
-        return total, {k: float(v.detach()) for k, v in parts.items()}
+        return total, {k: v.detach() for k, v in parts.items()}  # read once per log row
     trainer = Trainer(pair, batcher, spec, run.path, loss, Evaluator(spec, held, tok, run.path),
                       on_save=lambda m, folder: write_model_files(folder, m.student, tok),
                       on_load=lambda m, folder: load_weights(m.student, folder), log_fn=log,

@@ -70,28 +70,35 @@ class ElectraPair(nn.Module):
         return d
 
 
-def rtd_stats(logits: torch.Tensor, replaced: torch.Tensor, keep: torch.Tensor) -> dict[str, float]:
+def rtd_stats(logits: torch.Tensor, replaced: torch.Tensor, keep: torch.Tensor, lazy: bool = False) -> dict:
     """Discriminator accuracy over all kept tokens and over replaced ones, and the ROC AUC of its
-    logit as a "replaced?" score (the chance a replaced token scores above an original one)."""
-    s, y = logits[keep].float(), replaced[keep].bool()  # (N,)
-    out = {"rtd_acc": float(((s > 0) == y).float().mean()), "replaced_share": float(y.float().mean())}
-    if y.any():
-        out["rtd_recall"] = float((s[y] > 0).float().mean())
-    if y.any() and (~y).any():
-        ranks = torch.empty_like(s)
-        ranks[s.argsort()] = torch.arange(1, len(s) + 1, dtype=s.dtype)
-        p, n = float(y.sum()), float((~y).sum())
-        out["rtd_auc"] = (float(ranks[y].sum()) - p * (p + 1) / 2) / (p * n)
-    return out
+    logit as a "replaced?" score (the chance a replaced token scores above an original one).
+    `lazy`: 0-d tensors on the logits' device (NaN where undefined: no replaced or no original token),
+    so a training step never waits to read them; else floats, leaving out what is undefined."""
+    k = keep.flatten()
+    s, y = logits.flatten().float(), replaced.flatten().bool() & k  # (B*T,): masks, not indexing (no sync)
+    n_keep = k.sum()
+    p = y.sum().double()
+    n = n_keep.double() - p
+    out = {"rtd_acc": (((s > 0) == y) & k).sum().double() / n_keep, "replaced_share": p / n_keep,
+           "rtd_recall": ((s > 0) & y).sum().double() / p}
+    order = torch.where(k, s, torch.finfo(s.dtype).min).argsort()  # padding ranks below every kept token
+    ranks = torch.empty_like(s, dtype=torch.float64)
+    ranks[order] = torch.arange(1, len(s) + 1, dtype=torch.float64, device=s.device)
+    ranks = ranks - (len(s) - n_keep).double()  # ranks among the kept tokens only
+    out["rtd_auc"] = ((ranks * y).sum() - p * (p + 1) / 2) / (p * n)
+    if lazy:
+        return out
+    return {key: float(v) for key, v in out.items() if torch.isfinite(v)}
 
 
 def compute_loss(model: ElectraPair, batch):
     out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"])
-    with torch.no_grad():
+    with torch.no_grad():  # tensors, read once per log row
         y = batch["labels"][batch["labels"] != -100]
-        m = {"mlm_loss": float(out.mlm_loss), "mlm_acc": float((out.mlm_logits.argmax(-1) == y).float().mean()),
-             "rtd_loss": float(out.rtd_loss)}
-        m.update(rtd_stats(out.rtd_logits, out.rtd_labels, batch["attention_mask"].bool()))
+        m = {"mlm_loss": out.mlm_loss.detach(), "mlm_acc": (out.mlm_logits.argmax(-1) == y).float().mean(),
+             "rtd_loss": out.rtd_loss.detach()}
+        m.update(rtd_stats(out.rtd_logits, out.rtd_labels, batch["attention_mask"].bool(), lazy=True))
     return out.loss, m
 
 

@@ -162,7 +162,7 @@ def compute_loss(model, batch):
         out = model(ids, tt, am, start_positions=sp, end_positions=ep)
         with torch.no_grad():
             acc = ((out.start_logits.argmax(-1) == sp) & (out.end_logits.argmax(-1) == ep)).float().mean()
-        return out.loss, {"acc": float(acc)}
+        return out.loss, {"acc": acc.detach()}
     out = model(ids, tt, am, labels=batch["labels"])
     if problem == "regression":
         return out.loss, {}
@@ -173,7 +173,7 @@ def compute_loss(model, batch):
         else:
             keep = y != IGNORE_INDEX
             acc = (out.logits.argmax(-1)[keep] == y[keep]).float().mean()
-    return out.loss, {"acc": float(acc)}
+    return out.loss, {"acc": acc.detach()}  # a tensor: read once per log row
 
 
 # ---- the whole run -----------------------------------------------------------------------------------

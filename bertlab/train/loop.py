@@ -23,6 +23,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from ..checkpoint import load_weights, save_weights
 from . import runs
 from .precision import bf16_is_fast, slow_bf16_note
+from .prefetch import Prefetcher
 from .runs import rng_state, seed_everything, set_rng_state
 from .specs import TrainArgs
 
@@ -110,8 +111,12 @@ def _tokens(batch: Any) -> int:
 # ---- the trainer ------------------------------------------------------------------------------
 
 class Trainer:
-    """Run `compute_loss(model, batch) -> (loss, {name: float})` over `batches` for `args.steps`
+    """Run `compute_loss(model, batch) -> (loss, {name: float or 0-d tensor})` over `batches` for `args.steps`
     AdamW steps, logging, evaluating and checkpointing into `run_dir` (see runs.py)."""
+    # Batches built on a thread ahead of the step, and losses checked once a log row instead of once a step:
+    # None = on a GPU only (on a CPU both only take cores from the step). Tests switch them on for the CPU.
+    prefetch: bool | None = None
+    lazy_checks: bool | None = None
 
     def __init__(self, model: torch.nn.Module, batches, args: TrainArgs, run_dir: str | os.PathLike,
                  compute_loss: Callable, evaluate: Callable | None = None, on_save: Callable | None = None,
@@ -144,7 +149,8 @@ class Trainer:
 
     def _build(self) -> None:
         a = self.args
-        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=a.lr, betas=a.betas, eps=a.eps)
+        fused = {"fused": True} if self.device.type == "cuda" else {}  # one kernel for every tensor's update
+        self.optimizer = torch.optim.AdamW(self.param_groups(), lr=a.lr, betas=a.betas, eps=a.eps, **fused)
         self.lr_fn = lr_lambda(a.steps, a.warmup_steps)
         self.scheduler = LambdaLR(self.optimizer, self.lr_fn)
 
@@ -238,58 +244,83 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel as DDP
             model = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                         find_unused_parameters=self.find_unused_parameters)
+        if a.compile:
+            model = torch.compile(model)  # the same parameters: checkpoints and evaluations use self.model
         self.model.train()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self._status("running")
-        it, acc = iter(self.batches), _Interval()
+        # On a GPU, batches are built and pinned by a thread ahead of the step and read values wait for log
+        # rows; on the CPU both would only take cores from the step, so every step is checked at once.
+        gpu = self.device.type == "cuda"
+        self.source = Prefetcher(self.batches) if (gpu if self.prefetch is None else self.prefetch) else self.batches
+        lazy = (gpu if self.lazy_checks is None else self.lazy_checks) and self.world == 1
+        it, acc = iter(self.source), _Interval(self.device)
         early = early_evals(a.eval_early, a.eval_every)
-        while self.step < a.steps:
-            t, loss_sum = time.monotonic(), 0.0
-            self.before_step()
-            for micro in range(a.accum):
-                batch, it = self._next(it)
-                acc.tokens += _tokens(batch)
-                batch = _to(batch, self.device)
-                sync = model is self.model or micro == a.accum - 1
-                with contextlib.nullcontext() if sync else model.no_sync():
-                    with torch.autocast(self.device.type, torch.bfloat16, enabled=a.bf16):
-                        loss, metrics = self.compute_loss(model, batch)
-                    (loss / a.accum).backward()
-                loss_sum += float(loss.detach())
-                acc.add_metrics(metrics)
-            gn = float(torch.nn.utils.clip_grad_norm_(params, a.clip if a.clip > 0 else math.inf))
-            loss_avg = loss_sum / a.accum
-            bad = not (math.isfinite(loss_avg) and math.isfinite(gn))
-            stop = (self.rank == 0 and runs.stop_requested(self.run_dir)) or \
-                bool(self.stop_event is not None and self.stop_event.is_set()) or self.step + 1 == a.stop_at
-            bad, stop = self._agree(bad, stop)
-            if bad:
+        try:
+            while self.step < a.steps:
+                t = time.monotonic()
+                self.before_step()
+                loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+                for micro in range(a.accum):
+                    batch, it = self._next(it)
+                    acc.tokens += _tokens(batch)
+                    batch = _to(batch, self.device)
+                    sync = model is self.model or micro == a.accum - 1
+                    with contextlib.nullcontext() if sync else model.no_sync():
+                        with torch.autocast(self.device.type, torch.bfloat16, enabled=a.bf16):
+                            loss, metrics = self.compute_loss(model, batch)
+                        (loss / a.accum).backward()
+                    loss_sum += loss.detach().double()
+                    acc.add_metrics(metrics)
+                gn = torch.nn.utils.clip_grad_norm_(params, a.clip if a.clip > 0 else math.inf).detach().double()
+                loss_avg = loss_sum / a.accum
+                stop = (self.rank == 0 and runs.stop_requested(self.run_dir)) or \
+                    bool(self.stop_event is not None and self.stop_event.is_set()) or self.step + 1 == a.stop_at
+                final = self.step + 1 == a.steps
+                n = self.step + 1
+                due = (n % a.log_every == 0 or n % a.save_every == 0 or final or stop
+                       or (self.evaluate is not None and (n % a.eval_every == 0 or n in early)))
+                finite = torch.isfinite(loss_avg) & torch.isfinite(gn)
+                if lazy and not due:  # read at the next row: a bad step can only spoil weights no file holds
+                    acc.note_finite(finite, loss_avg, gn)
+                else:
+                    acc.note_finite(finite, loss_avg, gn)
+                    bad, stop = self._agree(not acc.all_finite(), stop)
+                    if bad:
+                        return self._fail(acc, lazy)
+                lr = self.optimizer.param_groups[0]["lr"]
+                self.optimizer.step()
+                self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
-                what, v = ("loss", loss_avg) if not math.isfinite(loss_avg) else ("gradient norm", gn)
-                msg = (f"{what} became {v} at step {self.step + 1}; try a lower learning rate or bf16 off "
-                       f"(the last good checkpoint is kept)")
-                self._say(msg)
-                return self._status("failed", msg)
-            lr = self.optimizer.param_groups[0]["lr"]
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.step += 1
-            acc.add_step(loss_avg, gn, lr, time.monotonic() - t)
-            final = self.step == a.steps
-            if self.step % a.log_every == 0 or final or stop:
-                self._log(acc)
-                acc = _Interval()
-            if self.evaluate is not None and (self.step % a.eval_every == 0 or final or self.step in early):
-                self._eval()
-            if self.step % a.save_every == 0 or final or stop:
+                self.step += 1
+                acc.add_step(loss_avg, gn, lr, time.monotonic() - t)
+                if self.step % a.log_every == 0 or final or stop:
+                    self._log(acc)
+                    acc = _Interval(self.device)
+                if self.evaluate is not None and (self.step % a.eval_every == 0 or final or self.step in early):
+                    self._eval()
+                if self.step % a.save_every == 0 or final or stop:
+                    if stop and not final:
+                        self._status("stopping")
+                    self._save()
                 if stop and not final:
-                    self._status("stopping")
-                self._save()
-            if stop and not final:
-                self._say(f"stopped at step {self.step}")
-                return self._finish("stopped", f"stopped at step {self.step}; resume to continue")
+                    self._say(f"stopped at step {self.step}")
+                    return self._finish("stopped", f"stopped at step {self.step}; resume to continue")
+        finally:
+            if self.source is not self.batches:
+                self.source.close()
         return self._finish("finished", "")
+
+    def _fail(self, acc: "_Interval", lazy: bool) -> dict:
+        """A non-finite loss or gradient norm: no step is taken with it, nothing is saved after it."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, gn = acc.last_bad()
+        what, v = ("loss", loss) if not math.isfinite(loss) else ("gradient norm", gn)
+        when = f"by step {self.step + 1}" if lazy else f"at step {self.step + 1}"
+        msg = (f"{what} became {v} {when}; try a lower learning rate or bf16 off "
+               f"(the last good checkpoint is kept)")
+        self._say(msg)
+        return self._status("failed", msg)
 
     def _finish(self, state: str, message: str) -> dict:
         if self.rank == 0:
@@ -317,8 +348,8 @@ class Trainer:
         return bool(flags[0]), bool(flags[1])
 
     def _log(self, acc: "_Interval") -> None:
-        keys = sorted(acc.sums)
-        vals = [acc.loss, acc.grad_norm, acc.tokens] + [acc.sums[k] / acc.counts[k] for k in keys]
+        keys, means = acc.metric_means()  # one read of the device for the whole row
+        vals = [float(acc.loss), float(acc.grad_norm), acc.tokens] + means
         if self.world > 1:  # average over ranks; compute_loss must return the same keys on every rank
             t = torch.tensor(vals, dtype=torch.float64, device=self.comm_device)
             dist.all_reduce(t)
@@ -369,7 +400,8 @@ class Trainer:
             return None
         state = {"step": self.step, "elapsed": round(self._now(), 3), "total_steps": self.args.steps,
                  "world_size": self.world}
-        bs = self.batches.state_dict() if hasattr(self.batches, "state_dict") else None
+        src = getattr(self, "source", self.batches)  # a prefetcher says where the trainer is, not where it is
+        bs = src.state_dict() if hasattr(src, "state_dict") else None
 
         def write(tmp: Path) -> None:
             self.on_save(self.model, tmp)
@@ -388,17 +420,58 @@ class Trainer:
 
 
 class _Interval:
-    """Sums over the steps since the last metrics row."""
+    """Sums over the steps since the last metrics row, kept where the step ran (a GPU's values are read
+    once a row, not once a step). Float64 sums add up exactly as Python floats did."""
 
-    def __init__(self):
-        self.steps, self.loss, self.grad_norm, self.lr, self.seconds, self.tokens = 0, 0.0, 0.0, 0.0, 0.0, 0
-        self.sums, self.counts = {}, {}
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.device = torch.device(device)
+        self.steps, self.lr, self.seconds, self.tokens = 0, 0.0, 0.0, 0
+        self.loss = self.grad_norm = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.sums: dict[tuple[str, ...], tuple] = {}  # metric names -> (sums, counts) vectors
+        self.finite, self._bad = None, None
 
     def add_metrics(self, metrics: dict | None) -> None:
-        for k, v in (metrics or {}).items():
-            self.sums[k] = self.sums.get(k, 0.0) + float(v)
-            self.counts[k] = self.counts.get(k, 0) + 1
+        """A metric may be a float or a 0-d tensor; a non-finite one (undefined this step, e.g. an AUC with no
+        positives) is left out of its mean. A step's tensors are summed as one vector: a few kernels, not a
+        few per metric."""
+        if not metrics:
+            return
+        keys = tuple(sorted(metrics))
+        vals = [metrics[k] for k in keys]
+        if all(torch.is_tensor(v) and v.device == self.device for v in vals):
+            v = torch.stack([x.detach().reshape(()).float() for x in vals]).double()  # (K,)
+        else:  # floats (or tensors elsewhere): read them here
+            v = torch.tensor([float(x) for x in vals], dtype=torch.float64, device=self.device)
+        ok = torch.isfinite(v)
+        s, c = self.sums.get(keys, (0, 0))
+        self.sums[keys] = (s + torch.where(ok, v, 0.0), c + ok.long())
 
-    def add_step(self, loss: float, grad_norm: float, lr: float, seconds: float) -> None:
+    def metric_means(self) -> tuple[list[str], list[float]]:
+        """(names, means) of the metrics with at least one finite value."""
+        total: dict[str, list[float]] = {}
+        for keys, (s, c) in self.sums.items():  # one read per set of names (usually one)
+            for k, a, b in zip(keys, s.tolist(), c.tolist()):
+                t = total.setdefault(k, [0.0, 0])
+                t[0], t[1] = t[0] + a, t[1] + b
+        names = sorted(k for k, (_, n) in total.items() if n)
+        return names, [total[k][0] / total[k][1] for k in names]
+
+    def note_finite(self, finite: torch.Tensor, loss: torch.Tensor, gn: torch.Tensor) -> None:
+        """Remember whether every step so far was finite, and the first bad step's loss and norm."""
+        if self.finite is None:
+            self.finite, self._bad = finite, torch.stack([loss, gn])
+        else:
+            first = self.finite & ~finite  # this step is the first bad one
+            self._bad = torch.where(first, torch.stack([loss, gn]), self._bad)
+            self.finite = self.finite & finite
+
+    def all_finite(self) -> bool:
+        return self.finite is None or bool(self.finite)
+
+    def last_bad(self) -> tuple[float, float]:
+        loss, gn = self._bad.tolist()
+        return loss, gn
+
+    def add_step(self, loss, grad_norm, lr: float, seconds: float) -> None:
         self.steps, self.loss, self.grad_norm = self.steps + 1, self.loss + loss, self.grad_norm + grad_norm
         self.lr, self.seconds = lr, self.seconds + seconds

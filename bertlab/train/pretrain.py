@@ -187,12 +187,12 @@ def compute_loss(model, batch):
     """Sparse MLM (logits only where a label is) + NSP/SOP when the batch has pair labels."""
     out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                 labels=batch["labels"], next_sentence_label=batch.get("next_sentence_label"), sparse_mlm=True)
-    with torch.no_grad():
+    with torch.no_grad():  # tensors, read once per log row (a float() here would make a GPU wait every step)
         targets = batch["labels"][batch["labels"] != -100]
-        m = {"mlm_loss": float(out.mlm_loss), "mlm_acc": float((out.mlm_logits.argmax(-1) == targets).float().mean())}
+        m = {"mlm_loss": out.mlm_loss.detach(), "mlm_acc": (out.mlm_logits.argmax(-1) == targets).float().mean()}
         if out.nsp_loss is not None:
             y = batch["next_sentence_label"]
-            m.update(nsp_loss=float(out.nsp_loss), nsp_acc=float((out.nsp_logits.argmax(-1) == y).float().mean()))
+            m.update(nsp_loss=out.nsp_loss.detach(), nsp_acc=(out.nsp_logits.argmax(-1) == y).float().mean())
     return out.loss, m
 
 

@@ -134,11 +134,13 @@ class TrainArgs(Spec):
                              "regular evaluation: something to see early (0 = off)", NON_NEGATIVE)
     save_every: int = opt(500, "steps between checkpoints", POSITIVE)
     keep_last: int = opt(2, "checkpoints kept", POSITIVE)
-    device: str = opt("cpu", "cpu | cuda | cuda:N | auto")
+    device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
+    compile: bool = opt(False, "torch.compile the model for training (a GPU's speed-up; compiling takes a minute "
+                               "first)")
     stop_at: int | None = opt(None, "stop after this step, resumably, keeping the --steps schedule "
                                     "(compare the start of long runs)", POSITIVE)
     RESUMABLE: ClassVar[tuple[str, ...]] = ("steps", "stop_at", "bf16", "log_every", "eval_every", "eval_early",
-                                            "save_every", "keep_last", "device")
+                                            "save_every", "keep_last", "device", "compile")
 
     @property
     def warmup_steps(self) -> int:

@@ -22,7 +22,7 @@ from ..train.compare import CompareSpec, run_compare, spec_of
 from ..train.distill import distill
 from ..train.evaluate import evaluate_model
 from ..train.finetune import CONFUSION_FILE, finetune
-from ..train.loop import init_distributed
+from ..train.loop import init_distributed, resolve_device
 from ..train.pretrain import pretrain
 from ..train.race import race
 from ..train.runs import read_metrics
@@ -32,9 +32,14 @@ from .stopping import graceful_stop
 from .probe_cli import report_probe
 
 
+def on_device(model, name: str):
+    """The model on the device a command asked for (auto: a GPU where PyTorch sees one), in eval mode."""
+    return model.to(resolve_device(name)).eval()
+
+
 def cmd_fill_mask(a) -> int:
     model, tok = load_pretrained(a.model)
-    results = fill_mask(fast.optimize(model), tok, a.text, top_k=a.top_k)
+    results = fill_mask(fast.optimize(on_device(model, a.device)), tok, a.text, top_k=a.top_k)
     if a.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0
@@ -216,7 +221,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_classify(a) -> int:
-    return finetune_cli.report_classify(a.model, a.text, a.pair, a.question, a.json)
+    return finetune_cli.report_classify(a.model, a.text, a.pair, a.question, a.json, device=a.device)
 
 
 def cmd_distill(a) -> int:
@@ -267,7 +272,7 @@ def cmd_run(a) -> int:
 
 def cmd_evaluate(a) -> int:
     res = evaluate_model(a.model, corpus=a.corpus, max_docs=a.max_docs, batches=a.batches,
-                         batch_size=a.batch_size)
+                         batch_size=a.batch_size, device=a.device)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
@@ -291,6 +296,9 @@ def cmd_export(a) -> int:
     return 0
 
 
+DEVICE_HELP = "cpu | cuda | cuda:N | auto (default: a GPU where PyTorch sees one, else the CPU)"
+
+
 def _positive(text: str) -> int:
     """An argparse type: a whole number of at least 1 (argparse then says what is wrong, in one line)."""
     try:
@@ -310,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--model", default=None, help="model folder or hub id (default: the shipped model)")
     f.add_argument("--top-k", type=_positive, default=5)
     f.add_argument("--json", action="store_true", help="print Hugging Face widget fields as JSON")
+    f.add_argument("--device", default="auto", help=DEVICE_HELP)
     f.set_defaults(run=cmd_fill_mask)
     i = sub.add_parser("info", help="a model's config, parameter counts, memory and FLOPs")
     i.add_argument("model", nargs="?", default=None, help="model folder, hub id or preset name")
@@ -323,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--pair", default=None, help="the second text of a sentence-pair task (segment B)")
     c.add_argument("--question", default=None, help="the question, for a question-answering model")
     c.add_argument("--json", action="store_true", help="print probabilities and logits (or the answer) as JSON")
+    c.add_argument("--device", default="auto", help=DEVICE_HELP)
     c.set_defaults(run=cmd_classify)
     e = sub.add_parser("evaluate", help="held-out MLM loss and masked-token accuracy of a model or run")
     e.add_argument("model", nargs="?", default=None, help="run folder, model folder or hub id (default: shipped)")
@@ -330,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-docs", type=_positive, default=None)
     e.add_argument("--batches", type=_positive, default=50)
     e.add_argument("--batch-size", type=_positive, default=32)
+    e.add_argument("--device", default="auto", help=DEVICE_HELP)
     e.add_argument("--json", action="store_true")
     e.set_defaults(run=cmd_evaluate)
     x = sub.add_parser("export", help="copy a run's (or any) model into a Hugging Face folder")

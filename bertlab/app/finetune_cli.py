@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from ..analysis import classify
 from ..train.compare import CompareSpec, spec_of
+from ..train.loop import resolve_device
 
 
 def compare_spec(a, given: dict) -> CompareSpec:
@@ -65,10 +66,12 @@ def report_compare(res: dict, out: str, as_json: bool) -> int:
     return 1 if failed else 0
 
 
-def report_classify(model_path: str, text: str, pair: str | None, question: str | None, as_json: bool) -> int:
+def report_classify(model_path: str, text: str, pair: str | None, question: str | None, as_json: bool,
+                    device: str = "cpu") -> int:
     if not (model_path or "").strip():
         raise ValueError("--model is empty: name a fine-tuned folder or hub id")
     model, tok = classify.load(model_path)
+    model = model.to(resolve_device(device)).eval()
     res = classify.predict(model, tok, text, pair=pair, question=question)
     if as_json:
         print(json.dumps(res, indent=2, ensure_ascii=False))

@@ -5,6 +5,7 @@ import json
 
 from .. import fast
 from ..checkpoint import load_pretrained
+from ..train.loop import resolve_device
 from ..train.probing import per_tag, probe, public, random_init
 from ..train.specs import ProbeSpec
 
@@ -16,12 +17,12 @@ def _pct(x: float) -> str:
 def report_probe(a: ProbeSpec, as_json: bool = False) -> int:
     """Run the probes a spec asks for and print them (a table, or JSON)."""
     model, tok = load_pretrained(a.model)
-    fast.optimize(model)  # features are read under no_grad: the packed CPU path
+    model = fast.optimize(model.to(resolve_device(a.device)).eval())  # read under no_grad: on a CPU, the packed path
     kw = dict(feature=a.feature, probe="mlp" if a.mlp else "linear", sample=a.sample, seed=a.seed,
               text_column=a.text_column, label_column=a.label_column)
     runs = [probe(model, tok, a.task, name=a.model or "default", **kw)]
     if a.compare_random:
-        runs.append(probe(random_init(model, a.seed), tok, a.task, name="random init (same config)", **kw))
+        runs.append(probe(random_init(model, a.seed).to(next(model.parameters()).device), tok, a.task, name="random init (same config)", **kw))
     for r in runs:
         if a.layer is not None:
             r["per_tag"], r["per_tag_layer"] = per_tag(r, a.layer), a.layer

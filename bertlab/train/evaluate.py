@@ -14,15 +14,18 @@ from ..data.corpus import (
 )
 from ..data.masking import Batcher
 from . import runs
+from .loop import resolve_device
 from .pretrain import Evaluator, _unpack
 
 
 def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None = None,
-                   batches: int = 50, batch_size: int = 32, mask_rate: float = 0.15, seed: int = 0) -> dict:
+                   batches: int = 50, batch_size: int = 32, mask_rate: float = 0.15, seed: int = 0,
+                   device: str = "cpu") -> dict:
     """MLM loss / masked-token accuracy / NSP accuracy on fixed masks. A run folder is scored on the
     held-out documents it set aside; anything else on the held-out 2 % of `corpus` (by document,
     seed 0: the same documents `pretrain` holds out with its defaults)."""
     model, tok = load_pretrained(model_or_run)
+    model = model.to(resolve_device(device))
     run = Path(model_or_run) if model_or_run is not None else None
     if run is not None and (run / "data" / "examples.pt").exists():
         blob = torch.load(run / "data" / "examples.pt", weights_only=True)

@@ -25,12 +25,14 @@ from ..checkpoint import load_pretrained
 from ..config import BertConfig, preset
 from . import runs
 from .finetune import finetune
+from .loop import resolve_device
 from .pretrain import pretrain
 from .specs import RECIPES, FinetuneSpec, PretrainSpec, RaceSpec
 
 TRIAL_STEPS = 12  # timed steps per recipe before its run (the first two are left out: warm-up)
 EVALS = 8  # held-out evaluations per run: enough points for a curve, little time taken from training
-FINETUNE_S = {"tiny": 40, "mini": 120}  # seconds per fine-tuning epoch on sentiment, 2-core EPYC (README: ~4 min for 2)
+FINETUNE_S = {"tiny": 40, "mini": 120, "small": 400}  # seconds per fine-tuning epoch on sentiment, 2-core EPYC
+GPU_FINETUNE_S = 15  # the same on a GPU (an H200: 11-15 s for two epochs of mini)
 
 
 def recipe_spec(race: RaceSpec, name: str, **kw) -> PretrainSpec:
@@ -45,7 +47,7 @@ def recipe_spec(race: RaceSpec, name: str, **kw) -> PretrainSpec:
     base = dict(preset=race.preset if own["arch"] == "bert" else "tiny", layers=L, hidden=H, heads=A,
                 intermediate=4 * H, corpus=race.corpus, max_docs=race.max_docs, max_len=race.max_len,
                 batch_size=race.batch_size, lr=race.lr, warmup=0.05, dropout=0.0, seed=race.seed,
-                eval_batches=8, eval_early=0, keep_last=1)
+                eval_batches=8, eval_early=0, keep_last=1, device=race.device, bf16=race.bf16)
     return PretrainSpec(**{**base, **own, **kw})
 
 
@@ -63,7 +65,8 @@ def estimate_minutes(race: RaceSpec) -> float:
     n = len(race.recipes)
     train = race.minutes * (1 if race.side_by_side else n)
     setup = n * 0.5 + 0.5  # trials and building models; prepared data are cached after the first race
-    tune = n * race.seeds * race.epochs * FINETUNE_S[race.preset] / 60
+    per_epoch = GPU_FINETUNE_S if resolve_device(race.device).type == "cuda" else FINETUNE_S[race.preset]
+    tune = n * race.seeds * race.epochs * per_epoch / 60
     return train + setup + tune
 
 
@@ -149,7 +152,8 @@ def _finetune_part(out: Path, race: RaceSpec, name: str, seed: int, threads: int
     shutil.rmtree(folder, ignore_errors=True)  # a fine-tune cut short starts over: it takes a minute
     torch.set_num_threads(threads)
     res = finetune(folder, FinetuneSpec(model=str(out / "runs" / name / runs.MODEL), task=race.task,
-                                        epochs=race.epochs, seed=seed, threads=threads),
+                                        epochs=race.epochs, seed=seed, threads=threads, device=race.device,
+                                        layer_decay=race.layer_decay),
                    log=lambda *_: None, stop_event=stop)
     if res["state"] != "finished":
         raise InterruptedError(f"stopped while fine-tuning {name} (seed {seed})")

@@ -29,6 +29,7 @@ from ..analysis.compute import non_embedding_params
 from ..analysis.sizing import flops, param_counts
 from ..config import BertConfig, preset
 from . import runs
+from .loop import resolve_device
 from .precision import bf16_is_fast
 from .pretrain import pretrain
 from .specs import PretrainSpec, ScalingSpec, parse_size
@@ -37,7 +38,8 @@ RESULTS, TABLE, PARTS = "results.json", "table.md", "parts"
 # a finished run with other values of these is still the same training (evaluating draws no random numbers;
 # bf16 is how fast, not what: a run may be resumed with it switched, and sweeps made before it was a field
 # ran in fp32)
-REUSE_IGNORES = ("threads", "bf16", "log_every", "eval_every", "eval_early", "save_every", "keep_last")
+REUSE_IGNORES = ("threads", "bf16", "log_every", "eval_every", "eval_early", "save_every", "keep_last", "device",
+                 "compile")
 OVERHEAD_S = 0.03  # seconds a step costs beyond its matmuls (optimizer, masking, small ops): tiny models' floor
 # share of this CPU's 512x512 matmul rate that small BERTs sustain when training: the default sweep said
 # 14 min at 0.25 and took 8.4 (bf16, 2 threads; bench/SCALING.md); the first run's time corrects the rest
@@ -74,6 +76,7 @@ def run_spec(spec: ScalingSpec, shape: tuple[int, int, int], tokens: float) -> P
                         vocab_size=spec.vocab_size, corpus=spec.corpus, max_docs=spec.max_docs, max_len=spec.max_len,
                         objective="mlm", batch_size=spec.batch_size, eval_batches=spec.eval_batches, steps=steps,
                         lr=spec.lr, warmup=0.05, dropout=0.0, seed=spec.seed, threads=spec.threads, bf16=spec.bf16,
+                        device=spec.device,
                         eval_every=max(1, -(-steps // 2)), eval_early=steps, save_every=steps, keep_last=1,
                         log_every=max(1, steps // 50))
 
@@ -89,21 +92,28 @@ def flops_per_token(spec: PretrainSpec) -> float:
     return flops(config_of(spec), spec.max_len, training=True)["total_sparse"] / spec.max_len
 
 
-def matmul_rate(seconds: float = 0.2, n: int = 512, bf16: bool = False) -> float:
-    """This machine's matmul rate (FLOP/s) with torch's threads: fp32, or bf16 where training will use it."""
-    dtype = torch.bfloat16 if bf16 and bf16_is_fast() else torch.float32
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def matmul_rate(seconds: float = 0.2, n: int = 512, bf16: bool = False, device: str = "cpu") -> float:
+    """This machine's matmul rate (FLOP/s) with torch's threads, or a GPU's: fp32, or bf16 where training
+    will use it."""
+    dev = resolve_device(device)
+    dtype = torch.bfloat16 if bf16 and bf16_is_fast(dev.type) else torch.float32
+    if dev.type == "cuda":
+        n = max(n, 4096)  # a GPU needs big matrices to show its rate
+    a, b = torch.randn(n, n, dtype=dtype, device=dev), torch.randn(n, n, dtype=dtype, device=dev)
     torch.mm(a, b)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
     t0, reps = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
         torch.mm(a, b)
         reps += 1
+        sync()
     return 2 * n ** 3 * reps / (time.perf_counter() - t0)
 
 
-def sustained_rate(bf16: bool) -> float:
+def sustained_rate(bf16: bool, device: str = "cpu") -> float:
     """FLOP/s a sweep's runs sustain here: RATE_SHARE of the matmul rate in the precision they train in."""
-    return RATE_SHARE * matmul_rate(bf16=bf16)
+    return RATE_SHARE * matmul_rate(bf16=bf16, device=device)
 
 
 def run_seconds(rs: PretrainSpec, rate: float) -> float:
@@ -114,7 +124,7 @@ def run_seconds(rs: PretrainSpec, rate: float) -> float:
 def estimate_s(spec: ScalingSpec, out: str | os.PathLike | None = None, rate: float | None = None) -> float:
     """Seconds the sweep will take here (runs already finished in `out` cost nothing), from the FLOPs of
     each run at a share of this CPU's measured matmul rate; plus preparing the data once."""
-    rate = rate or sustained_rate(spec.bf16)
+    rate = rate or sustained_rate(spec.bf16, spec.device)
     done = {p["name"] for p in current(out)[1]} if out is not None and Path(out).is_dir() else set()
     todo = [run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in points(spec) if name not in done]
     return sum(todo) + (60 if todo and not done else 0)
@@ -231,7 +241,7 @@ def sweep(out: str | os.PathLike, spec: ScalingSpec, log=print, stop_event=None,
     if spec.threads:
         torch.set_num_threads(spec.threads)
     t0, pts, parts = time.time(), points(spec), []
-    rate = sustained_rate(spec.bf16)
+    rate = sustained_rate(spec.bf16, spec.device)
     guess = {name: run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in pts}
     took: dict[str, float] = {}  # seconds each run trained in this sitting: the ETA learns from them
 

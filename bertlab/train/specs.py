@@ -197,7 +197,7 @@ class FinetuneSpec(Spec):
     weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
     classifier_dropout: float | None = opt(None, "dropout before the head (default: the model's)", DROPOUT)
     bf16: bool = opt(False, "bfloat16 autocast if the hardware has native bf16")
-    device: str = opt("cpu", "cpu | cuda | auto")
+    device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
     log_every: int | None = opt(None, "steps between training rows (default: about 4 per epoch)", POSITIVE)
     RESUMABLE: ClassVar[tuple[str, ...]] = ("bf16", "device", "threads", "log_every", "grad_checkpointing")
@@ -232,6 +232,7 @@ class ProbeSpec(Spec):
     sample: int | None = opt(None, "sentences to use (default 600; files 2000)", POSITIVE)
     seed: int = opt(0, "random seed (sample, split, control labels)")
     compare_random: bool = opt(False, "also probe a randomly initialised model of the same config (the baseline)")
+    device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
     layer: int | None = opt(None, "per-label table at this layer (default: the best)", NON_NEGATIVE)
     per_tag: bool = opt(False, "print the per-label accuracy table")
     text_column: str = opt("text", "CSV/JSON column holding the text")
@@ -260,7 +261,8 @@ class RaceSpec(Spec):
                          (lambda v: 0 < v <= 24 * 60, "above 0 and at most a day"))
     side_by_side: bool = opt(False, "train the recipes at the same time, one CPU thread each (default: one after "
                                     "another, each with every thread)")
-    preset: str = opt("mini", "the shape every recipe shares (BERT's preset)", choices=("tiny", "mini"))
+    preset: str = opt("mini", "the shape every recipe shares (BERT's preset; small is ELECTRA-Small's 12 layers "
+                              "of 256, for a GPU)", choices=("tiny", "mini", "small"))
     corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
     max_docs: int | None = opt(12_000, "use only the first N documents", POSITIVE)
     max_len: int = opt(32, "tokens per pre-training example", between(8, MAX_TOKENS))
@@ -269,9 +271,13 @@ class RaceSpec(Spec):
     task: str = opt("sentiment", "the fine-tuning task every recipe is scored on (as fine-tune's --task)")
     seeds: int = opt(1, "fine-tuning runs per recipe (the table gives their mean and spread)", between(1, 10))
     epochs: int = opt(1, "fine-tuning epochs", between(1, 10))
+    layer_decay: float = opt(1.0, "fine-tuning's layer-wise learning-rate decay (ELECTRA's paper: 0.8); 1 = off",
+                             (lambda v: 0 < v <= 1, "in (0, 1]"))
+    bf16: bool = opt(False, "bfloat16 autocast for pre-training where the hardware computes it natively")
     threads: int | None = opt(None, "torch CPU threads (default: all; side by side: one per recipe)", POSITIVE)
+    device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
     seed: int = opt(0, "random seed of the pre-training runs")
-    RESUMABLE: ClassVar[tuple[str, ...]] = ("threads",)
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("threads", "device")
 
     def check(self) -> None:
         unknown = [r for r in self.recipes if r not in RECIPES]
@@ -350,7 +356,8 @@ class ScalingSpec(Spec):
     seed: int = opt(0, "random seed (the same for every run)")
     bf16: bool = opt(True, "bfloat16 autocast for every run where the hardware computes it natively (else fp32)")
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
-    RESUMABLE: ClassVar[tuple[str, ...]] = ("threads",)
+    device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("threads", "device")
 
     @property
     def mode(self) -> str:

@@ -1,7 +1,7 @@
-"""The trainer's GPU paths, run on the CPU: batches built ahead on a thread (Prefetcher) and losses read
+"""The trainer's GPU paths, run on the CPU: batches built ahead by a worker process (Prefetcher) and losses read
 once a log row (lazy checks) change no number, resume bit for bit, and still refuse a NaN before it is
 saved. On a GPU the trainer takes these paths by itself."""
-import threading
+import multiprocessing as mp
 
 import pytest
 import torch
@@ -52,7 +52,7 @@ def test_prefetched_lazy_run_equals_the_plain_one_and_resumes_exactly(tmp_path, 
     m = tiny_model(seed=99, dropout=0.2)
     assert Trainer(m, TinyBatches(), ARGS, tmp_path / "b", pretraining_loss, evaluate).fit(resume=True)["step"] == 12
     assert all(torch.equal(a, b) for a, b in zip(params(plain).values(), params(m).values()))
-    assert not [t for t in threading.enumerate() if t.name == "bertlab-prefetch" and t.is_alive()]
+    assert not mp.active_children()  # the batch worker is gone
 
 
 def test_lazy_checks_refuse_a_nan_before_anything_is_saved(tmp_path, gpu_paths):
@@ -79,7 +79,7 @@ def test_metrics_may_be_tensors_and_undefined_ones_are_left_out(tmp_path, gpu_pa
     assert len(train) == 2 and all("auc" not in r and isinstance(r["grad_norm"], float) for r in train)
 
 
-def test_prefetcher_hands_on_the_source_error_and_stops_its_thread():
+def test_prefetcher_hands_on_the_source_error_and_stops_its_worker():
     class Broken:
         def __iter__(self):
             yield {"x": torch.zeros(1)}
@@ -93,4 +93,4 @@ def test_prefetcher_hands_on_the_source_error_and_stops_its_thread():
     with pytest.raises(KeyError, match="no such column"):
         next(it)
     p.close()
-    assert not p._thread.is_alive()
+    assert not mp.active_children()

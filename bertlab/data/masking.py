@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from ..tokenizer import SpecialIds, special_token_ids
@@ -138,18 +139,26 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
 # ---- batches: collate, mask, shuffle, shard, resume ---------------------------------------------
 def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad to the longest example in the batch (no attention wasted on a global max_len); labels
-    are (B,) one per example, or (B, T) one per token padded with -100."""
+    are (B,) one per example, or (B, T) one per token padded with -100. Rows are written into numpy
+    arrays: torch.tensor on nested lists took 20 ms for 128 x 128 tokens, long enough to starve a GPU."""
     if not examples:
         raise ValueError("cannot collate an empty list of examples")
-    T = max(len(e.ids) for e in examples)
-
-    def pad(xs: list[int], fill: int) -> list[int]:
-        return xs + [fill] * (T - len(xs))
-    return {"input_ids": torch.tensor([pad(e.ids, pad_id) for e in examples]),  # (B, T)
-            "token_type_ids": torch.tensor([pad(e.token_type_ids, 0) for e in examples]),  # (B, T)
-            "attention_mask": torch.tensor([pad([1] * len(e.ids), 0) for e in examples]),  # (B, T)
-            "labels": torch.tensor([pad(e.label, IGNORE_INDEX) if isinstance(e.label, list) else e.label
-                                    for e in examples], dtype=torch.long)}  # (B,) or (B, T)
+    B, T = len(examples), max(len(e.ids) for e in examples)
+    ids, types = np.full((B, T), pad_id, dtype=np.int64), np.zeros((B, T), dtype=np.int64)
+    per_token = isinstance(examples[0].label, list)
+    labels = np.full((B, T) if per_token else (B,), IGNORE_INDEX, dtype=np.int64)
+    for i, e in enumerate(examples):
+        n = len(e.ids)
+        ids[i, :n], types[i, :n] = e.ids, e.token_type_ids
+        if per_token:
+            labels[i, :len(e.label)] = e.label
+        else:
+            labels[i] = e.label
+    lengths = torch.tensor([len(e.ids) for e in examples])
+    return {"input_ids": torch.from_numpy(ids),  # (B, T)
+            "token_type_ids": torch.from_numpy(types),  # (B, T)
+            "attention_mask": (torch.arange(T)[None, :] < lengths[:, None]).long(),  # (B, T)
+            "labels": torch.from_numpy(labels)}  # (B,) or (B, T)
 
 
 def _seed(*xs: int) -> int:

@@ -14,7 +14,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from bertlab.app.limits import limits  # noqa: E402
+from bertlab.app.limits import app_device, device_label, limits  # noqa: E402
 from bertlab.app.ui import (  # noqa: E402
     architecture_tab,
     attention_tab,
@@ -106,8 +106,20 @@ def build_app() -> gr.Blocks:
     return quiet_gradio_checks(demo)
 
 
+def check_settings() -> str:
+    """The host's BERTLAB_* settings, read once before anything loads: a bad one stops the server with
+    one line that names it (no traceback). Returns the device the views and web jobs run on."""
+    try:
+        limits()
+        return app_device()
+    except ValueError as e:
+        raise SystemExit(f"bertlab: {e}") from None
+
+
 def main() -> None:
+    device = check_settings()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    print(f"bertlab: models and training jobs run on {device_label(device)} (BERTLAB_DEVICE)", flush=True)
     models.get(models.DEFAULT)  # load before the first visitor arrives
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..train import runs
 from ..train.specs import RUN_KINDS, Spec
 from . import quota
-from .limits import hide_paths
+from .limits import app_device, hide_paths
 
 JOB, LOG, UPLOADS = "job.json", "log.txt", ".uploads"
 TEACHER = "\0teacher"  # the owner of a teacher's page: may act on every run, has no per-visitor caps
@@ -92,11 +92,14 @@ class JobManager:
     """Starts, queues, watches, stops and kills training subprocesses under `root`. Thread-safe."""
 
     def __init__(self, root: str | os.PathLike = "runs", max_concurrent: int = 1, python: str = sys.executable,
-                 nice: int = 10):
+                 nice: int = 10, device=None):
+        """`device`: where the jobs train, written into each spec that has a device field (a start and
+        a resume alike): a device name ("cpu", "cuda", "cuda:1"), a function that returns one when a
+        job starts (the web's: limits.app_device), or None to keep each spec's own."""
         if not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent (BERTLAB_MAX_JOBS) must be a positive integer, got {max_concurrent!r}")
         self.root = Path(root).resolve()  # absolute: --out must not depend on the child's cwd
-        self.max_concurrent, self.python = max_concurrent, python
+        self.max_concurrent, self.python, self.device = max_concurrent, python, device
         # lower priority for training, so the explorer tabs answer first (where the kernel honours it)
         self.nice = nice if nice and shutil.which("nice") else 0
         self._lock, self._jobs, self._queue = threading.RLock(), {}, []
@@ -234,6 +237,7 @@ class JobManager:
         check_name(name)
         if not isinstance(spec, Spec) or spec.KIND not in RUN_KINDS:
             raise ValueError(f"a job is a {', '.join(RUN_KINDS[:-1])} or {RUN_KINDS[-1]} spec, got {type(spec).__name__}")
+        spec = self.on_device(spec)
         with self._lock:
             self._reap()
             if (old := self._jobs.get(name)) is not None and old.state == "queued":
@@ -251,6 +255,12 @@ class JobManager:
                 self._queue.append(name)
                 job.position = len(self._queue)
             return job
+
+    def on_device(self, spec: Spec) -> Spec:
+        """The spec with this manager's device, where both have one (a spec without a device field keeps
+        to the CPU). Several jobs may share one GPU: BERTLAB_MAX_JOBS still says how many run at once."""
+        device = self.device() if callable(self.device) else self.device
+        return spec.replace(device=device) if device and hasattr(spec, "device") else spec
 
     def resume(self, name: str, owner: str | None = None, changes: dict | None = None) -> Job:
         """Go on from the newest checkpoint with the run's own spec, plus the `changes` a resume may
@@ -397,11 +407,13 @@ _default_lock = threading.Lock()
 
 
 def default_manager() -> JobManager:
-    """The process-wide, self-polling manager: BERTLAB_RUNS_DIR (default "runs"), BERTLAB_MAX_JOBS (1)."""
+    """The process-wide, self-polling manager: BERTLAB_RUNS_DIR (default "runs"), BERTLAB_MAX_JOBS (1);
+    its jobs train on the app's device (BERTLAB_DEVICE, read as each starts)."""
     global _default
     with _default_lock:
         if _default is None:
             root, n = os.environ.get("BERTLAB_RUNS_DIR", "runs"), os.environ.get("BERTLAB_MAX_JOBS", "1")
-            _default = JobManager(root, int(n) if n.strip().isdigit() else n)  # a bad value: a clear ValueError
+            _default = JobManager(root, int(n) if n.strip().isdigit() else n,  # a bad value: a clear ValueError
+                                  device=app_device)
             threading.Thread(target=_poll_forever, args=(_default, 2.0), name="bertlab-jobs", daemon=True).start()
         return _default

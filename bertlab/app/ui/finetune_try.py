@@ -10,6 +10,7 @@ import gradio as gr
 from ...analysis import classify
 from ...cache import LRU
 from ...train.runs import Run
+from ..limits import app_device
 from . import jobs_ui
 from .common import user_error
 from .finetune_compare import best_run, finished_runs, spec_of
@@ -55,8 +56,13 @@ def refresh_runs(name, current):
 
 
 def _load(folder: Path):
+    """A fine-tuned model on the app's device (BERTLAB_DEVICE), cached until its folder changes."""
     stamp = _stamp(folder)
-    hit = _models.get_or_make(str(folder), lambda: (stamp, *classify.load(folder)), fresh=lambda h: h[0] == stamp)
+
+    def make():
+        model, tok = classify.load(folder)
+        return stamp, model.to(app_device()).eval(), tok
+    hit = _models.get_or_make(str(folder), make, fresh=lambda h: h[0] == stamp)
     return hit[1], hit[2]
 
 

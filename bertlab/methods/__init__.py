@@ -40,6 +40,7 @@ from .lowrank import (
     merge_lora,
     merged_state_dict,
 )
+from .registry import NAMES, REGISTRY, method
 from .peft_format import CONFIG, TASK_TYPES, apply_adapter, head_size, read_adapter, write_adapter
 from .virtual import add_prefix, add_prompt
 
@@ -47,9 +48,9 @@ __all__ = ["METHODS", "MERGEABLE", "apply_method", "save_finetuned", "load_finet
            "LoRALinear", "LoRAEmbedding", "IA3Linear", "AdaptedLinear", "add_lora", "add_ia3", "add_bitfit", "add_prefix",
            "add_prompt", "add_adapters", "has_lora", "has_adapters", "merge", "merge_lora", "merged_state_dict"]
 
-METHODS = ("full", "frozen", "bitfit", "lora", "ia3", "prefix", "prompt", "adapter")
-MERGEABLE = ("lora", "ia3")
-PEFT_METHODS = ("lora", "ia3", "prefix", "prompt")  # saved in peft's format
+METHODS = NAMES  # each method's facts: registry.py
+MERGEABLE = tuple(m.name for m in REGISTRY.values() if m.mergeable)
+PEFT_METHODS = tuple(m.name for m in REGISTRY.values() if m.peft)  # saved in peft's format
 ADAPTERS_FILE, ADAPTER_KEY = "adapters.safetensors", "bertlab_adapter_size"
 
 
@@ -76,26 +77,7 @@ def train_pooler(model: nn.Module) -> list[str]:
 
 
 def _apply(model: nn.Module, spec) -> list[str]:
-    method = spec.method
-    if method == "full":
-        return []
-    if method == "frozen":
-        freeze_encoder(model)
-        return []
-    if method == "bitfit":
-        return add_bitfit(model)
-    if method == "lora":
-        return add_lora(model, spec.lora_rank, spec.lora_alpha, tuple(spec.lora_targets),
-                        getattr(spec, "lora_dropout", 0.0))
-    if method == "ia3":
-        return add_ia3(model)
-    if method == "prefix":
-        return add_prefix(model, spec.virtual_tokens)
-    if method == "prompt":
-        return add_prompt(model, spec.virtual_tokens, per_token=getattr(model, "kind", "sequence") != "sequence")
-    if method == "adapter":
-        return add_adapters(model, spec.adapter_size)
-    raise ValueError(f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+    return method(spec.method).apply(model, spec)
 
 
 def merged_copy(model: nn.Module) -> nn.Module:

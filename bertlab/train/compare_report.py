@@ -5,15 +5,15 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from ..methods.registry import REGISTRY
+
 # the metrics the table shows for each problem, the headline first (finetune_metrics' keys)
 PROBLEM_METRICS = {"single": ("accuracy", "macro_f1"), "multi": ("micro_f1", "macro_f1"),
                    "regression": ("pearson", "spearman"), "qa": ("exact_match", "f1")}
 METRIC_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1", "pearson": "Pearson r",
                 "spearman": "Spearman ρ", "exact_match": "exact match", "f1": "F1", "mse": "MSE"}
 PERCENT = ("accuracy", "exact_match")  # shown as %; the others as 0.xxx
-BLURB = {"full": "every weight", "frozen": "the head only", "bitfit": "biases only", "lora": "low-rank updates",
-         "ia3": "learned rescaling", "prefix": "prefix tuning", "prompt": "prompt tuning",
-         "adapter": "Houlsby adapters"}
+BLURB = {n: m.blurb for n, m in REGISTRY.items()}  # what each method trains, in a few words
 
 
 def minutes(s: float | None) -> str:

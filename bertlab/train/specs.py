@@ -9,6 +9,8 @@ from typing import ClassVar
 
 from ..config import PRESETS, preset, preset_names
 from ..data.corpus import OBJECTIVES
+from ..methods.registry import NAMES as METHOD_NAMES
+from ..methods.registry import REGISTRY as METHOD_RECORDS
 from .spec_base import (  # noqa: F401  (re-exported: the job kinds' shared vocabulary)
     DROPOUT, MAX_STEPS, MAX_TOKENS, NON_NEGATIVE, POSITIVE, POSITIVE_NUM, Spec, TrainArgs, between, opt)
 
@@ -149,10 +151,8 @@ class PretrainSpec(TrainArgs):
 class FinetuneSpec(Spec):
     """Fine-tune a model on a labelled task with a method; epochs decide the Trainer's steps."""
     KIND: ClassVar[str] = "finetune"
-    METHODS: ClassVar[tuple[str, ...]] = ("full", "frozen", "bitfit", "lora", "ia3", "prefix", "prompt", "adapter")
-    # each method's rate, measured on the shipped model + sentiment: bench/FINETUNE.md
-    DEFAULT_LR: ClassVar[dict] = {"full": 3e-4, "frozen": 1e-2, "bitfit": 3e-3, "lora": 1e-3, "ia3": 1e-2,
-                                  "prefix": 1e-2, "prompt": 3e-2, "adapter": 1e-3}
+    METHODS: ClassVar[tuple[str, ...]] = METHOD_NAMES
+    DEFAULT_LR: ClassVar[dict] = {n: m.lr for n, m in METHOD_RECORDS.items()}  # methods/registry.py
     # where LoRA and IA3 may go: BERT's names (heads_family maps each member's own)
     TARGETS: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "embeddings", "dense")
     # LoRA's best set on the shipped model + sentiment (bench/FINETUNE.md): the word table is most of what full

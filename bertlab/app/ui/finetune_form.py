@@ -9,6 +9,7 @@ import gradio as gr
 from ...checkpoint import count_params, resolve_folder
 from ...config import BertConfig
 from ...data.tasks import load_task, task_kind
+from ...methods.registry import REGISTRY
 from ...tokenizer import SubwordTokenizer
 from ...train.finetune import trainable_estimate
 from ...train.specs import FinetuneSpec
@@ -32,29 +33,9 @@ TASKS = {"Sentiment: Rotten Tomatoes (shipped)": "sentiment",
          "Upload: a CSV/JSONL of texts and labels": "upload-csv",
          "Upload: a CoNLL file (word and tag per line)": "upload-conll",
          "Upload: a SQuAD-format JSON (questions and answers)": "upload-qa"}
-METHOD_LABELS = {"full": "Full fine-tuning", "frozen": "Frozen encoder (head only)", "bitfit": "BitFit (biases only)",
-                 "lora": "LoRA", "ia3": "IA³", "prefix": "Prefix tuning", "prompt": "Prompt tuning",
-                 "adapter": "Adapters (Houlsby)"}
+METHOD_LABELS = {n: m.label for n, m in REGISTRY.items()}  # methods/registry.py
 LABEL_TO_METHOD = {v: k for k, v in METHOD_LABELS.items()}
-METHOD_NOTES = {
-    "full": "Every weight may change. Usually the best score, but each task keeps a whole copy of the model.",
-    "frozen": "BERT stays as it is; only the new head on top learns. It shows what the pre-trained vectors "
-              "already hold.",
-    "bitfit": "Only the biases (the *+ b* of every layer) and the head learn: about a thousandth of the "
-              "weights (Ben Zaken et al., 2022).",
-    "lora": "Beside each chosen weight matrix *W*, a small low-rank update *B·A* (rank *r*, scaled by alpha / r) "
-            "learns; *B* starts at zero, so training starts from BERT itself. It merges into *W* afterwards: "
-            "no extra cost when predicting (Hu et al., 2021).",
-    "ia3": "One learned scale per channel of the keys, the values and the feed-forward layer multiplies what "
-           "BERT computes: the fewest parameters of all (Liu et al., 2022).",
-    "prefix": "Every layer gets keys and values of a few learned *virtual tokens* that each real token can "
-              "attend to; BERT's weights stay fixed (Li and Liang, 2021).",
-    "prompt": "A few learned *virtual token* embeddings go in front of the text, at the input only: the "
-              "smallest change, and the slowest to learn on a small model (Lester et al., 2021).",
-    "adapter": "A small bottleneck (down to the adapter size, then up) after the attention and after the "
-               "feed-forward block of every layer; its up-projection starts at zero, so the model starts "
-               "exactly as the base (Houlsby et al., 2019).",
-}
+METHOD_NOTES = {n: m.note for n, m in REGISTRY.items()}
 TARGET_LABELS = {"query": "query", "key": "key", "value": "value", "attention_output": "attention output",
                  "ffn": "feed-forward", "embeddings": "word embeddings", "dense": "every dense layer"}
 PROBLEM_LABELS = {"auto": "auto (from the task)", "single": "one label per text", "multi": "several labels per text",

@@ -15,6 +15,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...methods.registry import REGISTRY
 from ...train.runs import read_metrics
 
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]  # one per overlaid run
@@ -277,9 +278,7 @@ def race_figures(runs: dict[str, list[dict]], flops_per_step: dict[str, float | 
 
 
 # Fine-tuning methods: a colour and a marker per method, the same in every chart of the Fine-tune tab.
-METHOD_STYLE = {"full": ("#1f77b4", "circle"), "frozen": ("#7f7f7f", "x"), "bitfit": ("#bcbd22", "triangle-down"),
-                "lora": ("#d62728", "diamond"), "ia3": ("#9467bd", "star"), "prefix": ("#2ca02c", "triangle-right"),
-                "prompt": ("#17becf", "triangle-up"), "adapter": ("#ff7f0e", "square")}
+METHOD_STYLE = {n: m.style for n, m in REGISTRY.items()}  # methods/registry.py
 
 
 def method_style(method: str) -> tuple[str, str]:

@@ -18,15 +18,12 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
 from ..train import runs, specs
-from ..train.compare import CompareSpec, run_compare, spec_of
-from ..train.distill import distill
+from ..train.compare import spec_of
 from ..train.evaluate import evaluate_model
-from ..train.finetune import CONFUSION_FILE, finetune
+from ..train.finetune import CONFUSION_FILE
+from ..train.kinds import RUN_KINDS, execute
 from ..train.loop import init_distributed, resolve_device
-from ..train.pretrain import pretrain
-from ..train.race import race
 from ..train.runs import read_metrics
-from ..train.scaling import sweep
 from . import class_cli, compute_cli, finetune_cli, memory_cli, scaling_cli
 from .stopping import graceful_stop
 from .probe_cli import report_probe
@@ -107,25 +104,6 @@ def _spec(cls, a) -> specs.Spec:
     if ignored:
         warnings.warn(f"resuming keeps the run's own {', '.join(ignored)}")
     return spec
-
-
-def execute(spec: specs.Spec, out: str, resume: bool, log, stop, callbacks=()) -> dict:
-    """Train one run-folder job (pretrain or finetune) in this process; what `run DIR` and the commands share."""
-    if getattr(spec, "threads", None):
-        torch.set_num_threads(spec.threads)
-    if spec.KIND == "pretrain":
-        return pretrain(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
-    if isinstance(spec, CompareSpec):  # a fine-tune job that compares methods
-        return run_compare(out, spec, log=log, stop_event=stop, callbacks=callbacks)
-    if spec.KIND == "finetune":
-        return finetune(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
-    if spec.KIND == "race":
-        return race(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
-    if spec.KIND == "distill":
-        return distill(out, spec, resume=resume, log=log, stop_event=stop, callbacks=callbacks)
-    if spec.KIND == "scaling":
-        return sweep(out, spec, log=log, stop_event=stop, callbacks=callbacks)
-    raise ValueError(f"a {spec.KIND} job does not train a run folder")
 
 
 def cmd_pretrain(a) -> int:
@@ -361,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     for kind, (what, cmd) in jobs.items():  # the flags are the spec's fields
         j = sub.add_parser(kind, help=what)
         specs.KINDS[kind].add_arguments(j)
-        if kind in specs.RUN_KINDS:
+        if kind in RUN_KINDS:
             j.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
             j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
         if kind not in ("pretrain", "race", "distill"):

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..train import runs
-from ..train.specs import RUN_KINDS, Spec
+from ..train.kinds import RUN_KINDS
+from ..train.specs import Spec
 from . import quota
 from .limits import app_device, hide_paths
 

@@ -382,7 +382,6 @@ class ScalingSpec(Spec):
 
 KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec, DistillSpec,
                                                     ScalingSpec)}
-RUN_KINDS = ("pretrain", "finetune", "race", "distill", "scaling")  # the kinds that train into a run folder
 
 
 def spec_from_dict(d: dict) -> Spec:

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from .. import classroom
 from . import jobs_ui
-from .common import user_error
+from .common import PERCENT_AXIS, user_error
 from .train_charts import DASHES, empty_figure
 
 MAX_CHART = 30  # runs drawn (the best ranked); the table lists every run of the class list
@@ -79,7 +79,7 @@ def class_figure(rows: list[dict]) -> go.Figure:
                 hovertemplate=f"%{{fullData.name}}<br>step %{{x}}: %{{y:{fmt}}}<extra></extra>"))
     fig.add_traces(traces, rows=where, cols=[1] * len(where))  # at once: ~10x faster than one by one
     fig.update_xaxes(title_text="step", title_standoff=2, rangemode="tozero", matches="x")
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(tickformat=PERCENT_AXIS, rangemode="tozero", row=1, col=1)
     fig.update_annotations(font_size=14)
     n = len(shown)
     fig.update_layout(height=600 + 22 * n, margin=dict(l=50, r=12, t=50, b=40), uirevision="keep",

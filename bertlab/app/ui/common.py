@@ -18,6 +18,9 @@ SPECIAL_STYLE = "background:#4b5563;color:#fff;border-color:#374151"
 UNK_STYLE = "background:#fde2e2;color:#b91c1c;border-color:#d62728;font-weight:600"
 CHIP = ("display:inline-block;padding:2px 6px;margin:0;border:1px solid #94a3b8;border-radius:6px;"
         "font-family:ui-monospace,Menlo,monospace;font-size:14px;line-height:1.5;color:#111")
+# Percentage axes: up to 3 decimals, trailing zeros dropped ("4.2%", "5%"). ".0%" wrote "5% 5% 4%" for
+# ticks 0.2 points apart, so a race's or a run's gap could not be read.
+PERCENT_AXIS = ".3~%"
 MAX_INPUT_CHARS = 200_000  # beyond this, tokenizing alone would stall the shared CPU
 MODEL_ERRORS = (ValueError, OSError)  # what models.get raises for a choice that cannot be loaded
 

@@ -230,7 +230,7 @@ def figures(runs: dict[str, list[dict]]) -> list:
     figs = [runs_figure(runs, [p], cols=1, height=360) for p in PANELS]
     for f in figs:  # a legend of two or three series: less room under the panel than runs_figure keeps for five
         f.update_layout(margin_b=95, legend_y=-0.2)
-    figs[1].update_yaxes(tickformat=".0%")
+    figs[1].update_yaxes(tickformat=common.PERCENT_AXIS)
     return figs
 
 

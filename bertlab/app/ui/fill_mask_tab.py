@@ -101,14 +101,13 @@ def figure(results: list[list[dict]], causal: bool) -> go.Figure:
     for i, cands in enumerate(results):
         r, c, k = i // cols, i % cols, str(i + 1) if i else ""
         x0, y1 = c * (w + hs), 1 - r * (h + vs)  # rounded below: [0, 1] exactly, as plotly checks
-        small = max(x["score"] for x in cands) < 0.1  # ".0%" would repeat "1%, 1%, 2%" on the axis
         data.append(dict(type="bar", x=[x["score"] for x in cands], orientation="h",
                          y=[f"{j + 1}. {x['token_str']}" for j, x in enumerate(cands)],
                          marker_color=BAR, text=[f"{x['score']:.1%}" for x in cands], textposition="auto",
                          showlegend=False, customdata=[x["sequence"] for x in cands], xaxis=f"x{k}",
                          yaxis=f"y{k}", hovertemplate="%{y}: %{x:.2%}<br>%{customdata}<extra></extra>"))
         layout[f"xaxis{k}"] = dict(domain=[round(x0, 9), round(x0 + w, 9)], anchor=f"y{k}",
-                                   rangemode="tozero", tickformat=".1%" if small else ".0%")
+                                   rangemode="tozero", tickformat=common.PERCENT_AXIS)
         layout[f"yaxis{k}"] = dict(domain=[max(0.0, round(y1 - h, 9)), round(y1, 9)], anchor=f"x{k}",
                                    autorange="reversed")
         if n > 1:

@@ -113,7 +113,7 @@ def stats_figure(stats: dict) -> go.Figure:
                 text=[f"{v:.1%}" for v in exp], textposition="outside",
                 hovertemplate="%{x}: %{y:.1%} expected<extra></extra>")
     fig.update_layout(
-        barmode="group", height=340, margin=dict(l=50, r=20, t=60, b=85), yaxis_tickformat=".0%",
+        barmode="group", height=340, margin=dict(l=50, r=20, t=60, b=85), yaxis_tickformat=common.PERCENT_AXIS,
         yaxis_range=[0, 1.0], legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
         title=dict(text=f"Over {stats['samples']} draws: {stats['selected_tokens']:,} tokens selected "
                         f"(rate {stats['rate']:.0%})", font_size=15))

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from ...methods.registry import REGISTRY
 from ...train.runs import read_metrics
+from .common import PERCENT_AXIS
 
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]  # one per overlaid run
 _cache: dict[str, tuple[tuple, list[dict]]] = {}
@@ -264,7 +265,7 @@ def race_figures(runs: dict[str, list[dict]], flops_per_step: dict[str, float | 
             continue
         fig.update_xaxes(title_text=title, title_standoff=4, rangemode="tozero", matches="x",
                          exponentformat="SI" if "FLOPs" in title else "none")
-        fig.update_yaxes(tickformat=".0%", row=1, col=1)
+        fig.update_yaxes(tickformat=PERCENT_AXIS, row=1, col=1)
         if rows_n > 1:
             fig.update_yaxes(tickformat=".2f", row=2, col=1)
         fig.update_annotations(font_size=14)  # the panel titles, within a phone's width
@@ -312,7 +313,7 @@ def compare_figure(rows: list[dict], metric: str, metric_label: str) -> go.Figur
     pad = max(0.05, 0.15 * (max(ys) - min(ys)))
     fig.update_xaxes(type="log", title_text="trainable parameters (% of the model, log scale)", ticksuffix=" %",
                      dtick=1, range=[min(xs) - 0.5, max(xs) + 0.5])
-    fig.update_yaxes(title_text=metric_label, tickformat=".0%" if percent else ".2f",
+    fig.update_yaxes(title_text=metric_label, tickformat=PERCENT_AXIS if percent else ".2f",
                      range=[min(ys) - pad, max(ys) + 1.5 * pad])
     fig.update_layout(height=380, margin=dict(l=55, r=15, t=50, b=50), showlegend=False, uirevision="keep",
                       title=dict(text=f"{metric_label[:1].upper() + metric_label[1:]} against the share of "
@@ -343,7 +344,7 @@ def compare_curves(runs: dict[tuple[str, int], list[dict]], metric: str, metric_
                 hovertemplate=f"{method} seed {seed}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"), row=1, col=col)
     fig.update_xaxes(title_text="step", title_standoff=2, rangemode="tozero", matches="x")
     if metric in ("accuracy", "exact_match"):
-        fig.update_yaxes(tickformat=".0%", row=1, col=2)
+        fig.update_yaxes(tickformat=PERCENT_AXIS, row=1, col=2)
     fig.update_layout(height=420, margin=dict(l=45, r=10, t=60, b=40), uirevision="keep",
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font_size=12),
                       title=dict(text="Learning curves, one colour per method", font_size=15))

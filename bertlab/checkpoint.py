@@ -56,6 +56,7 @@ def hub_folder(name: str, max_bytes: float | None = None) -> Path:
     from huggingface_hub.errors import (
         HfHubHTTPError,
         LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
         RepositoryNotFoundError,
     )
     try:
@@ -69,9 +70,9 @@ def hub_folder(name: str, max_bytes: float | None = None) -> Path:
         return Path(snapshot_download(name, allow_patterns=HUB_FILES))
     except RepositoryNotFoundError as e:
         raise ValueError(f"{name}: no such model on the Hugging Face hub (or it is private)") from e
-    except LocalEntryNotFoundError as e:
-        raise ValueError(f"{name}: not a local folder, and the Hugging Face hub cannot be reached "
-                         f"(offline?) and it is not in the local cache") from e
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled) as e:  # a typo, as a reader sees it, not a setting
+        raise ValueError(f"{name}: no model of that name here, and this server cannot fetch it from the "
+                         f"Hugging Face hub (it is offline): check the name") from e
     except (HfHubHTTPError, OSError) as e:
         raise ValueError(f"{name}: download from the Hugging Face hub failed: {e}") from e
     except Exception as e:  # the hub client's HTTP library (httpx, or its fork) has its own errors

@@ -104,6 +104,11 @@ def test_hub_id_offline_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(ValueError, match="hub"):
         load_pretrained("google/bert_uncased_L-2_H-128_A-2")
+    from bertlab.checkpoint import hub_folder  # sized first, as the app asks: the same words
+    for kw in ({}, {"max_bytes": 1e9}):
+        with pytest.raises(ValueError, match="no model of that name here.*check the name") as e:
+            hub_folder("someone/typo-model", **kw)
+        assert "HF_HUB" not in str(e.value)  # what to check is the name, not the server's settings
     with pytest.raises(ValueError, match="no such folder"):
         load_pretrained("./not/here")
 

@@ -60,7 +60,7 @@ def test_distil_in_the_browser_on_a_laptop_and_a_phone(distill_server):
         page.get_by_role("tab", name="Distil").click()
         tab = page.locator("[role=tabpanel]:visible").first
         plan = _wait(tab, "#distill-plan", r"parameters.*About", timeout=60)
-        assert "fewer" in plan and "teacher layers 0, 2 of 0–3" in plan, plan
+        assert "fewer" in plan and "teacher layers 1, 3 of 1–4" in plan, plan
         tab.get_by_label("Student layers").fill("4")
         tab.get_by_label("Student layers").press("Tab")
         _wait(tab, "#distill-plan", r"from 1 to 3 layers", timeout=20)

@@ -71,7 +71,7 @@ def test_the_teacher_picker_holds_the_visitors_finished_bert_runs(teachers, runs
     assert spec.teacher == str(runs_root / "mine" / "model")
     assert distill_tab.teacher_pick(spec.teacher) == "run: mine" and distill_tab.teacher_pick("default") == models.DEFAULT
     plan = distill_tab.plan_md("run: mine", 2, 300)
-    assert "fewer**" in plan and "teacher layers 0, 2 of 0–3" in plan and "min** for 300 steps" in plan
+    assert "fewer**" in plan and "teacher layers 1, 3 of 1–4" in plan and "min** for 300 steps" in plan
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -122,7 +122,7 @@ def test_the_charts_show_kl_accuracy_and_agreement():
     kl, acc = distill_tab.figures({"run": fake_metrics()})
     assert {t.name for t in kl.data} == {"training batches", "held-out"}
     assert [t.name for t in acc.data] == ["teacher", "student", "student's top guess = teacher's"]
-    assert list(acc.data[2].y) == [0.6, 0.8] and acc.layout.yaxis.tickformat == ".0%"
+    assert list(acc.data[2].y) == [0.6, 0.8] and acc.layout.yaxis.tickformat == ".3~%"
     assert len({t.line.color for t in acc.data}) == 3 and acc.data[0].line.color == "#6b7280"  # the teacher grey
     kl2, acc2 = distill_tab.figures({"a": fake_metrics(), "b": fake_metrics()[:3]})  # an overlay: dashes apart
     assert {t.name for t in acc2.data} == {"a: teacher", "a: student", "a: student's top guess = teacher's"}
@@ -179,7 +179,7 @@ def test_a_tiny_distillation_from_the_tab_shows_both_models_guesses(teachers, ru
     assert st["state"] == "finished", st.get("log_tail")
     status, kl, acc, line, table, log, timer = distill_tab.view("tiny", [], OWNER)
     assert "finished" in status and "started in this browser" in status and kl.visible and acc.visible
-    assert "a student of **2 layers**, started from teacher layers 0, 2" in line
+    assert "a student of **2 layers**, started from teacher layers 1, 3" in line
     assert table.value["headers"][2] == "student's top 3 (step 20)" and len(table.value["data"]) == 3
     for sentence, teacher, student in table.value["data"]:
         assert "[MASK]" in sentence and teacher.count(" / ") == 2 and student.count(" / ") == 2

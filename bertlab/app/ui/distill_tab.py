@@ -169,10 +169,10 @@ def plan_md(teacher, layers, steps) -> str:
     warn = f" ⚠️ over this server's cap of {sizing.humanize(cap)} parameters." if s > cap else ""
     mins = estimate_s(c, n, steps, limits().job_threads) / 60
     took = f"{max(1, round(mins))} min" if mins < 90 else f"{mins / 60:.1f} hours"
-    picks = ", ".join(map(str, teacher_layers(c.num_hidden_layers, n)))
+    picks = ", ".join(str(i + 1) for i in teacher_layers(c.num_hidden_layers, n))  # counted from 1, as the app does
     return (f"Student: **{sizing.humanize(s)} parameters** against the teacher's {sizing.humanize(t)} "
             f"(**{1 - s / t:.0%} fewer**); a sentence takes {speed:.0%} of the teacher's computations. It starts "
-            f"from teacher layer{'s' * (n > 1)} {picks} of 0–{c.num_hidden_layers - 1}.{warn}  \n"
+            f"from teacher layer{'s' * (n > 1)} {picks} of 1–{c.num_hidden_layers}.{warn}  \n"
             f"About **{took}** for {steps:,} steps here (longer while other runs share the CPU).")
 
 
@@ -248,7 +248,7 @@ def run_md(name: str | None) -> str:
     who = teacher_pick(spec.teacher)
     who = who if not Path(who).is_absolute() else Path(who).name
     return (f"**{name}**: teacher *{who}* → a student of **{facts.get('layers', spec.layers)} layers**"
-            + (f", started from teacher layers {', '.join(map(str, picks))}" if picks else "")
+            + (f", started from teacher layers {', '.join(str(i + 1) for i in picks)}" if picks else "")
             + f"; T = {spec.temperature:g}, weights {spec.alpha_kl:g} : {spec.alpha_mlm:g} : {spec.alpha_cos:g}.")
 
 

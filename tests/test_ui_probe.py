@@ -59,6 +59,23 @@ def test_default_probe_in_chromium(server):
     assert not errors, errors
 
 
+def test_a_layer_past_the_models_last_says_so():
+    """The slider may reach past a smaller model's layers (another model was picked when it was drawn)."""
+    import torch
+
+    from bertlab.app.ui.probe_tab import show
+    layer = {"acc": 0.8, "control_acc": 0.5, "selectivity": 0.3}
+    r = {"num_layers": 2, "best_layer": 1, "most_selective_layer": 1, "layers": [layer] * 3, "labels": ["DT", "NN"],
+         "_y_val": torch.tensor([0, 1, 1]), "_pred": [torch.tensor([0, 1, 0])] * 3, "_train_share": [0.5, 0.5],
+         "task": "pos", "model": "m", "probe": "linear", "feature": "first", "control": "random tag per word",
+         "majority": 0.6, "seconds": 1.0, "notes": [],
+         "counts": {"sentences": 3, "train": 2, "validation": 3, "unit": "words", "labels": 2}}
+    _, note, data = show([r], 9)
+    assert "per-label table at layer 2" in note and "Layer 9 was asked, but this model has layers 0 to 2" in note
+    assert data[0]["per_tag"][0]["label"] == "NN"
+    assert "was asked" not in show([r], 1)[1] and "was asked" not in show([r], -1)[1]  # -1: the best layer
+
+
 def test_lru_cache_drops_the_least_recently_used_by_count_and_by_bytes():
     """The cache behind the model, probe-result and feature caches."""
     c = LRU(2)

@@ -177,9 +177,12 @@ def show(results: list[dict] | None, layer):
     if not results:
         return gr.skip(), gr.skip(), gr.skip()
     L = results[0]["num_layers"]
-    layer = results[0]["best_layer"] if layer is None or int(layer) < 0 else min(int(layer), L)
+    asked = None if layer is None or int(layer) < 0 else int(layer)
+    layer = results[0]["best_layer"] if asked is None else min(asked, L)
     data = [{**public(r), "per_tag": per_tag(r, min(layer, r["num_layers"]))} for r in results]
-    return tag_table(results, layer), summary(results, layer), data
+    note = f"\n\n⚠️ Layer {asked} was asked, but this model has layers 0 to {L}: showing layer {L}." \
+        if asked is not None and asked > L else ""
+    return tag_table(results, layer), summary(results, layer) + note, data
 
 
 def _on_task(task: str):

@@ -10,6 +10,17 @@ os.environ.setdefault("BERTLAB_CACHE", tempfile.mkdtemp(prefix="bertlab-cache-")
 
 import pytest  # noqa: E402
 
+# Fixtures that start the app (a real server, and with it often a browser): every test that uses one is slow,
+# marked here once instead of test by test, so `python -m pytest -m "not slow"` never starts a server.
+SERVERS = {"server", "client", "laptop", "distill_server", "race_server", "classroom_app"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SERVERS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 WORDS = ("the a an film movie was is were acting plot story great good bad terrible boring fun i you "
          "it this that and but not very really would recommend watch love hate of to in on bank river "
          "money . , ! ? ' actor actress scene end").split()

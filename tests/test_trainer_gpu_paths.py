@@ -94,3 +94,19 @@ def test_prefetcher_hands_on_the_source_error_and_stops_its_worker():
         next(it)
     p.close()
     assert not mp.active_children()
+
+
+def test_ctrl_c_is_the_trainers_not_the_batch_workers():
+    """Ctrl-C reaches every process of the terminal's group: the worker must go on building batches while
+    the trainer finishes its step and saves (a dead worker would fail the run instead)."""
+    import os
+    import signal
+    p = Prefetcher(TinyBatches())
+    it = iter(p)
+    first = next(it)
+    (worker,) = mp.active_children()
+    os.kill(worker.pid, signal.SIGINT)
+    os.kill(worker.pid, signal.SIGTERM)
+    more = [next(it) for _ in range(10)]  # past the queue's depth: built after the signals
+    assert worker.is_alive() and all(b["input_ids"].shape == first["input_ids"].shape for b in more)
+    p.close()

@@ -8,6 +8,7 @@ The trainer's checkpoint asks this for the batch source's position: the position
 """
 from __future__ import annotations
 
+import signal
 from typing import Iterable
 
 import torch
@@ -34,6 +35,13 @@ class _Stream(IterableDataset):
                 raise ValueError("the batch source yielded no batches")
 
 
+def _quiet_worker(_: int) -> None:
+    """Ctrl-C and SIGTERM are the trainer's to handle (a checkpoint after the step): a worker that died of
+    them would fail the run instead. The worker ends with its parent (the loader watches it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 class Prefetcher:
     """Wraps a resumable batch source (iterating it runs the rest of an epoch; `state_dict()` says where it
     is). Iterating this never ends: epochs follow each other, as the trainer restarts them anyway."""
@@ -48,7 +56,8 @@ class Prefetcher:
             # One worker keeps the order; batch_size=None hands the source's batches on as they are.
             loader = DataLoader(_Stream(self.source), batch_size=None, num_workers=1,
                                 pin_memory=torch.cuda.is_available(), prefetch_factor=self.depth,
-                                persistent_workers=False, generator=torch.Generator())  # leaves the
+                                persistent_workers=False, worker_init_fn=_quiet_worker,
+                                generator=torch.Generator())  # leaves the
             self._it = iter(loader)  # global RNG alone: the loader draws its workers' seed from its generator
         for batch, state in self._it:
             self._state = state

@@ -113,7 +113,7 @@ def _tokens(batch: Any) -> int:
 class Trainer:
     """Run `compute_loss(model, batch) -> (loss, {name: float or 0-d tensor})` over `batches` for `args.steps`
     AdamW steps, logging, evaluating and checkpointing into `run_dir` (see runs.py)."""
-    # Batches built on a thread ahead of the step, and losses checked once a log row instead of once a step:
+    # Batches built by a worker process ahead of the step, and losses checked once a log row instead of each step:
     # None = on a GPU only (on a CPU both only take cores from the step). Tests switch them on for the CPU.
     prefetch: bool | None = None
     lazy_checks: bool | None = None
@@ -249,8 +249,8 @@ class Trainer:
         self.model.train()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self._status("running")
-        # On a GPU, batches are built and pinned by a thread ahead of the step and read values wait for log
-        # rows; on the CPU both would only take cores from the step, so every step is checked at once.
+        # On a GPU, a worker process builds and pins batches ahead of the step, and values are read once a
+        # log row; on the CPU both would only take cores from the step, so every step is checked at once.
         gpu = self.device.type == "cuda"
         self.source = Prefetcher(self.batches) if (gpu if self.prefetch is None else self.prefetch) else self.batches
         lazy = (gpu if self.lazy_checks is None else self.lazy_checks) and self.world == 1
@@ -280,11 +280,8 @@ class Trainer:
                 n = self.step + 1
                 due = (n % a.log_every == 0 or n % a.save_every == 0 or final or stop
                        or (self.evaluate is not None and (n % a.eval_every == 0 or n in early)))
-                finite = torch.isfinite(loss_avg) & torch.isfinite(gn)
-                if lazy and not due:  # read at the next row: a bad step can only spoil weights no file holds
-                    acc.note_finite(finite, loss_avg, gn)
-                else:
-                    acc.note_finite(finite, loss_avg, gn)
+                acc.note_finite(torch.isfinite(loss_avg) & torch.isfinite(gn), loss_avg, gn)
+                if due or not lazy:  # lazy: read at the next row; a bad step only spoils weights no file holds
                     bad, stop = self._agree(not acc.all_finite(), stop)
                     if bad:
                         return self._fail(acc, lazy)

@@ -1,7 +1,8 @@
 """Batches built ahead of the step by a worker process, for a GPU: while the device runs step k, the worker
 masks and collates batch k+1..k+depth and the loader pins them, so the step never waits for the data. A
-process, not a thread: a thread building batches holds Python's lock, and every kernel launch of the
-training loop then waits its turn (measured on an H200: mini pre-trained at 0.32 of its bare step's rate).
+process, not a thread: a thread building batches holds Python's lock, which every kernel launch of the
+training loop needs too. (With a thread and the old collate, mini pre-trained on an H200 at 0.32 of its
+bare step's rate.)
 
 The trainer's checkpoint asks this for the batch source's position: the position after the last batch
 *handed out*, not the last one built, so a resumed run sees exactly the batches an uninterrupted one would.

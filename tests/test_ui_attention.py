@@ -89,6 +89,15 @@ def test_hide_specials_renormalises(result):
     assert "hidden" in caption and "sum to 1" in caption
 
 
+def test_a_paste_that_fills_the_box_is_said_to_be_cut():
+    """The browser cuts a 200,000-character paste at the box's 20,000 quietly: the caption says so."""
+    full = ("the cat sat on the mat . " * 1000)[:at.MAX_TEXT]
+    caption = at.analyse(full, "", 1, 1, False, D)[5]
+    assert "fills its box: 20,000 characters" in caption and "cut the rest off" in caption
+    assert "fills its box" not in at.analyse(TEXT, "", 1, 1, False, D)[5]
+    assert "second sentence fills its box" in at.select_head(TEXT, full, 1, 1, False, D)[2]
+
+
 def test_restrict_is_exact():
     m = torch.softmax(torch.randn(2, 3, 6, 6), -1)
     sub = av.restrict(m, [1, 2, 4])

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ...analysis import attention_views as av
 from ...analysis import bertviz_offline as bv
-from . import attention_finder, attention_mask, attention_math, links, models
+from . import attention_finder, attention_mask, attention_math, links, models, text_notes
 from .attention_run import checked_run as _run
 from .common import (
     config_of,
@@ -24,6 +24,8 @@ from .common import (
     notice_html,
     wire,
 )
+
+MAX_TEXT = 20_000  # characters per box: more would only be cut to the model's tokens anyway
 
 EXPLAIN = """**Attention: where each token looks.** In every layer, each *head* lets every token (a row,
 the *query*) share out 100 % of its attention over all tokens (the columns, the *keys*) and takes in
@@ -186,6 +188,12 @@ def _caption(run, keep, layer, head, hide, extra: str = "") -> str:
     return shown + "".join(notice_html(n) for n in notes)
 
 
+def cut_notes(text, pair) -> str:
+    """A box's limit cuts a longer paste in the browser without a word: say so under the caption."""
+    return "".join(notice_html(n) for n in (text_notes.cut(text, "text", MAX_TEXT),
+                                             text_notes.cut(pair, "second sentence", MAX_TEXT)) if n)
+
+
 def head_figures(run, layer: int, head: int, hide: bool):
     keep, labels = _shown(run, hide)
     m = av.restrict(run.attentions[layer - 1, head - 1], keep)
@@ -208,6 +216,7 @@ def analyse(text: str, pair: str, layer, head, hide_specials: bool, choice: str 
             "num_layers": run.num_layers, "num_heads": run.num_heads, "attention": _r(m),
             "head_stats": [{k: s[k] for k, _ in STAT_COLUMNS} | {"pattern_share": s["pattern_share"]} for s in stats],
             "rollout": _r(roll)}
+    caption += cut_notes(text, pair)
     return fig, grid, overview(stats, run.num_layers, run.num_heads), roll_fig, stats_frame(stats), caption, data
 
 
@@ -215,7 +224,7 @@ def select_head(text: str, pair: str, layer, head, hide_specials: bool, choice: 
     """Slider moves: redraw only the head map, the layer grid and the caption."""
     run, layer, head = _run(text, pair, choice, layer, head)
     fig, grid, caption, *_ = head_figures(run, layer, head, bool(hide_specials))
-    return fig, grid, caption
+    return fig, grid, caption + cut_notes(text, pair)
 
 
 def bertviz_views(text: str, pair: str, layer, head, hide_specials: bool, choice: str | None):
@@ -255,8 +264,8 @@ def build(picker: gr.Dropdown) -> None:
     c = config_of(models.DEFAULT)
     L, A = (c.num_hidden_layers, c.num_attention_heads) if c else (12, 12)
     with form(EXPLAIN) as side:
-        text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=20_000)
-        pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=20_000)
+        text = gr.Textbox(label="Text", value=EXAMPLES[0][0], lines=2, max_length=MAX_TEXT)
+        pair = gr.Textbox(label="Second sentence (optional)", value="", lines=1, max_length=MAX_TEXT)
         with gr.Row():
             layer = gr.Slider(1, L, value=min(2, L), step=1, label="Layer", min_width=220)
             head = gr.Slider(1, A, value=1, step=1, label="Head", min_width=220)

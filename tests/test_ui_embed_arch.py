@@ -248,7 +248,7 @@ def test_picked_model_card_counts_its_weights():
     assert family == model.config.model_type and box["value"] == "custom" and "custom" in box["choices"]
     assert values == [model.config.num_hidden_layers, model.config.hidden_size, model.config.num_attention_heads,
                       model.config.intermediate_size, model.config.vocab_size,
-                      model.config.max_position_embeddings, None, 1]
+                      model.config.max_position_embeddings, 0, 1]  # E: 0 = no factorising, not a blank box
     bad = at.compute(*BASE, 1, 64, "/no/such/model")
     assert "could not load" in bad[5] and "error" in bad[6]["picked_model"]
 
@@ -259,7 +259,7 @@ def test_presets_fill_the_form(family, name):
     c = preset(name, model_type=family)
     assert vals[:6] == [c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size,
                         c.vocab_size, c.max_position_embeddings]
-    assert vals[6:] == [c.embedding_size if c.embedding_dim != c.hidden_size else None, c.num_hidden_groups]
+    assert vals[6:] == [c.embedding_size if c.embedding_dim != c.hidden_size else 0, c.num_hidden_groups]
     assert at.preset_of(family, *vals) == name or (family, name) == ("electra", "small-generator")  # = small
     data = at.compute(*vals[:6], 8, 64, D, family, *vals[6:])[-1]
     assert data["params"] == sizing.param_counts(c) and data["family"] == family

@@ -128,8 +128,9 @@ def make_config(layers, hidden, heads, intermediate, vocab, max_positions, famil
 
 
 def form_values(c: BertConfig) -> list:
-    """The form's shape boxes (FIELDS, then EXTRA) for a config; E stays blank when it equals H."""
-    e = c.embedding_size if c.embedding_dim != c.hidden_size else None
+    """The form's shape boxes (FIELDS, then EXTRA) for a config; E is 0 (its label's "no factorising")
+    when it equals H: a blank box read as a value left out."""
+    e = c.embedding_size if c.embedding_dim != c.hidden_size else 0
     return [getattr(c, field) for _, field, _ in FIELDS] + [e, c.num_hidden_groups]
 
 

@@ -64,7 +64,7 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
                                "path')].every(p => getComputedStyle(p).stroke)", timeout=20_000)
         legends = _legend_colours(page)
         names = [t.text_content() for t in tab.locator("#pretrain-plot .legend .legendtext").all()]
-        for want in ("unigram guess", "mass on previous token", "held-out MLM acc.", "train loss"):
+        for want in ("unigram guess", "mass on previous token", "held-out MLM acc.", "train MLM loss"):
             assert want in names, (want, names)
         for colours in legends:  # one run: every series of a figure in a colour of its own
             assert len(colours) >= 2 and len(set(colours)) == len(colours), legends

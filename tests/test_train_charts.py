@@ -8,7 +8,7 @@ from bertlab.app.ui.train_charts import (
     pretrain_figures,
 )
 
-TRAIN = [{"step": s, "split": "train", "loss": 9 - s / 20, "mlm_acc": s / 500, "nsp_acc": 0.5, "lr": s * 1e-5,
+TRAIN = [{"step": s, "split": "train", "loss": 9.7 - s / 20, "mlm_loss": 9 - s / 20, "mlm_acc": s / 500, "nsp_acc": 0.5, "lr": s * 1e-5,
           "tokens_per_s": 2e4} for s in (10, 20, 30, 40, 50)]
 EVAL = [{"step": s, "split": "eval", "mlm_loss": 8 - s / 30, "mlm_acc": s / 400, "unigram_acc": 0.043,
          "nsp_acc": 0.5, "attn_prev": 0.03 + s / 1000, "attn_next": 0.03} for s in (10, 25, 50)]
@@ -35,7 +35,7 @@ def test_each_series_has_its_own_colour_and_held_out_series_are_lines_with_point
         held = [t for t in traces if t.mode == "lines+markers"]
         assert len({t.marker.symbol for t in held}) == len(held)  # and a marker of its own
     assert next(t for t in fig.data if t.name == "unigram guess").line.dash == "dot"  # the baseline
-    assert {t.name for t in fig.data} >= {"train loss", "held-out MLM acc.", "mass on previous token"}
+    assert {t.name for t in fig.data} >= {"train MLM loss", "held-out MLM acc.", "mass on previous token"}
     rtd = [{**r, "rtd_acc": 0.8} for r in TRAIN] + [{**r, "rtd_auc": 0.7, "rtd_recall": 0.3} for r in EVAL]
     both = pretrain_figure({"run": rtd}).data
     assert len(both) == 14 and len({t.line.color for t in both}) == 14  # every series its own colour
@@ -45,8 +45,17 @@ def test_overlaid_runs_keep_the_series_colour_and_differ_by_dash():
     fig = pretrain_figure({"a": TRAIN + EVAL, "b": TRAIN[:2] + EVAL[:1]})
     a, b = (next(t for t in fig.data if t.name == f"{r}: held-out MLM loss") for r in "ab")
     assert a.line.color == b.line.color and a.line.dash != b.line.dash and a.mode == b.mode == "lines+markers"
-    b_loss = next(t for t in fig.data if t.name == "b: train loss")
+    b_loss = next(t for t in fig.data if t.name == "b: train MLM loss")
     assert b_loss.mode == "lines+markers"  # two points so far: visible as points, not a hidden stub
+
+
+def test_the_loss_panel_plots_like_with_like():
+    """Masked words' loss on both sides: ELECTRA's total (MLM + 50 x replaced-token loss, ~30) would flatten
+    every other line, and BERT's (+ NSP) sat ~0.7 above the held-out line with no word of why."""
+    rows = [{**r, "loss": 30.0} for r in TRAIN] + EVAL
+    fig = pretrain_figure({"run": rows})
+    train = next(t for t in fig.data if t.name == "train MLM loss")
+    assert list(train.y) == [r["mlm_loss"] for r in TRAIN] and max(train.y) < 10
 
 
 def test_finetune_figure_tells_train_validation_and_macro_f1_apart():

@@ -230,11 +230,12 @@ def test_train_in_the_browser(server, tmp_path):
 
 def test_charts_overlay_runs_and_read_partial_files(tmp_path):
     from bertlab.app.ui import train_charts
-    rows = [{"step": s, "split": "train", "loss": 5 - s / 10, "mlm_acc": s / 100, "lr": 1e-3, "tokens_per_s": 9e3}
+    rows = [{"step": s, "split": "train", "loss": 5 - s / 10, "mlm_loss": 4.5 - s / 10, "mlm_acc": s / 100, "lr": 1e-3,
+             "tokens_per_s": 9e3}
             for s in (10, 20)] + [{"step": 20, "split": "eval", "mlm_loss": 4.0, "mlm_acc": 0.2, "unigram_acc": 0.04}]
     fig = train_charts.pretrain_figure({"a": rows, "b": rows[:1]})
     names = {t.name for t in fig.data}
-    assert {"a: train loss", "b: train loss", "a: held-out MLM acc.", "a: unigram guess"} <= names
+    assert {"a: train MLM loss", "b: train MLM loss", "a: held-out MLM acc.", "a: unigram guess"} <= names
     assert "b: held-out MLM acc." not in names  # b has no evaluation yet
     notes = [a.text for a in fig.layout.annotations]
     assert "appears at the first evaluation" in notes and "not measured in this run" in notes  # attention, NSP

@@ -29,7 +29,9 @@ the model uses the context — at the same moment the **attention to neighbours*
 words next to a blank are the best clues. Short 32-token examples leave that plateau much sooner
 on a CPU than BERT's textbook 128 tokens (compare the *textbook* recipe with the *quick demo*).
 The short recipes train without dropout: a small model that sees each word only a few times is far
-from memorising, so dropout would only slow it down.
+from memorising, so dropout would only slow it down. The **loss** panel compares like with like: the
+masked words' loss on the training batches and on held-out text (the loss the model minimises also
+adds the next-sentence task's, or ELECTRA's weighted replaced-token loss).
 
 A first run spends a little while building its vocabulary and examples (the status says which step;
 they are cached, so the next run with the same data starts at once), then measures itself often at

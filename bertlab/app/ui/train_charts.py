@@ -78,7 +78,9 @@ def _panel(fig, runs, row, col, lines) -> bool:
 
 # (split, key, label, colour, marker): a colour and a marker of its own for every series of a figure
 PRETRAIN_PANELS = [
-    ("Loss", [("train", "loss", "train loss", "#1f77b4", "circle"),
+    # like with like: the masked words' loss on training batches and on held-out text (the total training
+    # loss adds NSP's, or ELECTRA's 50 x replaced-token loss, and sat far above the held-out line)
+    ("Loss", [("train", "mlm_loss", "train MLM loss", "#1f77b4", "circle"),
               ("eval", "mlm_loss", "held-out MLM loss", "#ff7f0e", "diamond")]),
     ("Masked-token accuracy", [("train", "mlm_acc", "train MLM acc.", "#2ca02c", "circle"),
                                ("eval", "mlm_acc", "held-out MLM acc.", "#d62728", "diamond"),

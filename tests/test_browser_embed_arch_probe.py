@@ -42,6 +42,7 @@ def test_embeddings_architecture_probing_desktop(server):
         page.wait_for_timeout(1000)
         pca = figures(panel)[-1]["data"]  # labels only for the followed word: one per sentence
         assert sum(1 for t in pca for x in t["text"] if x) == len(pca) == 4
+        assert sorted(x for t in pca for x in t["text"] if x) == ["S1", "S2", "S3", "S4"]  # not "bank" piled x4
         page.screenshot(path=str(SHOTS / "embeddings_desktop.png"), full_page=True)
         # new views: other contexts of a token, position embeddings
         panel.get_by_role("tab", name="Other contexts of a token").click()

@@ -155,6 +155,8 @@ def test_pca_map_has_one_point_per_token():
     _, _, _, _, res = run("film", "a good film .\nthe film was bad .", 1, "mean", True)
     assert len(res["pca"]["points"]) == 4 + 5 + 4
     assert len(fig.data) == 2  # one trace per sentence
+    stars = [x for t in fig.data for x in t.text if x]  # the followed word's stars, named by sentence
+    assert stars == ["S1", "S2"] and "film" in fig.layout.title.text  # (the word twice over piled up)
 
 
 def test_pca_2d_is_exact_and_deterministic():

@@ -1,6 +1,8 @@
 """Embeddings: the same word gets a different vector in every sentence, and more so higher up."""
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 import plotly.graph_objects as go
 
@@ -134,7 +136,10 @@ def pca_figure(res: dict) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[q["x"] for q in pts], y=[q["y"] for q in pts], mode="markers+text", name=_label(i, s, 24),
             # words on the map only for the followed word (or, without one, a few tokens): hover for the rest
-            text=[q["token"] if shown(q) else "" for q in pts], hovertext=[q["token"] for q in pts],
+            # the followed word's stars are labelled by sentence (S1, S2, ...): the same word four times over
+            # piled up unreadably where its vectors are close
+            text=[(f"S{i}" if q["target"] else q["token"]) if shown(q) else "" for q in pts],
+            hovertext=[q["token"] for q in pts],
             textposition=[POSITIONS[(i - 1 if q["target"] else k) % len(POSITIONS)] for k, q in enumerate(pts)],
             textfont=dict(size=11, color=color),
             marker=dict(color=color, size=[15 if q["target"] else 8 for q in pts],
@@ -143,7 +148,9 @@ def pca_figure(res: dict) -> go.Figure:
             customdata=[[q["position"]] for q in pts],
             hovertemplate=f"S{i} · position %{{customdata[0]}}: %{{hovertext}}<extra></extra>"))
     v1, v2 = (100 * r for r in p["explained_variance"])
-    which = "the followed word" if targets else f"the {MAX_LABELS} tokens farthest out"
+    word = next((q["token"] for q in p["points"] if q["target"]), "")
+    which = f"stars: <b>{html.escape(word)}</b> in sentence S1, S2, ..." if targets else \
+        f"the {MAX_LABELS} tokens farthest out"
     fig.update_layout(title=f"Tokens at layer {p['layer']}, in 2-D (PCA)<br>"
                             f"<sup>labelled: {which}; hover a point for its token</sup>", height=460,
                       xaxis=dict(title=f"PC1 ({v1:.0f} % of variance)", zeroline=False),

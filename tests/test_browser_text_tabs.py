@@ -52,6 +52,10 @@ def test_masking_lab_reruns_on_a_typed_seed_and_names_the_field(laptop):
     panel.get_by_text("Draw #7").first.wait_for(timeout=30_000)
     seed.fill("-5")
     page.get_by_text(re.compile(r"seed \(draw number\) must be 0 or more")).first.wait_for(timeout=30_000)
+    page.wait_for_timeout(3000)  # time for the score section below, which re-runs on the seed too
+    said = [t.inner_text() for t in page.locator(".toast-body").all()]
+    assert len(said) == 1 and not re.search(r"\(\d+\)|4611686018427387904", said[0]), said  # one message
+    panel.get_by_text("Fix the draw above first").first.wait_for(timeout=30_000)  # the section's own note
 
 
 def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
@@ -67,6 +71,13 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
     for row in ("embeddings", "layer 1", "layer 4"):
         assert panel.locator("svg text", has_text=re.compile(f"^{row}$")).count() == 1, row
     page.screenshot(path=str(SHOTS / "text_fill_mask_desktop.png"), full_page=True)
+    panel.get_by_label("Text with [MASK]").fill("no gap in this one .")
+    panel.get_by_role("button", name="Predict").click()
+    toasts = page.locator(".toast-body").filter(has_text="MASK")
+    toasts.first.wait_for(timeout=30_000)
+    page.wait_for_timeout(3000)  # time for the logit lens, which follows the same button
+    said = [t.inner_text() for t in toasts.all()]
+    assert len(said) == 1 and "No [MASK]" in said[0] and not re.search(r"\(\d+\)", said[0]), said
 
 
 def test_next_sentence_river_bank_shows_accuracy_and_ranking(laptop):

@@ -153,6 +153,22 @@ def test_masking_empty(text):
         masking_tab.mask_preview(text, 0.15, False, 0, 50, C)
 
 
+def test_a_bad_draw_is_one_message_not_one_per_section():
+    """Seed -5 or rate 0: the lab's handler says it in the student's words; the score section below, which
+    re-runs on the same change, shows a note instead of a second (and third) error."""
+    from bertlab.app.ui import masking_score
+    for seed, rate, words in ((-5, 0.15, "seed (draw number) must be 0 or more, got -5"), (3, 0.0, "rate")):
+        with pytest.raises(gr.Error, match=r"seed \(draw number\) must be 0 or more" if seed < 0 else "rate") as e:
+            masking_tab.mask_preview(SENT, rate, False, seed, 50, C)
+        assert words in e.value.message and "4611686018427387904" not in e.value.message
+        said, fig, table, data = masking_score.rescore(SENT, rate, False, seed, 0.8, 0.1, C)
+        assert "Fix the draw above first" in said and fig is None and data == {}
+        with pytest.raises(gr.Error, match=words.replace("(", r"\(").replace(")", r"\)")):
+            masking_score.shown(SENT, rate, False, seed, 0.8, 0.1, C)  # its button and API still say it
+    said = masking_score.rescore(SENT, 0.15, False, 3, 0.8, 0.1, C)[0]
+    assert "Draw #3" in said  # a good draw is scored as before
+
+
 def test_masking_bad_inputs(tok):
     with pytest.raises(gr.Error, match="Nothing to mask"):
         masking_tab.mask_preview("😀 😀 ﷽", 0.15, False, 0, 50, C)

@@ -48,7 +48,12 @@ def whole_number(x, what: str, lo: int | None = None, hi: int | None = None) -> 
     except (TypeError, ValueError, OverflowError):
         raise user_error(f"The {what} must be a whole number, got {x!r}.") from None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
-        raise user_error(f"The {what} must be from {lo} to {hi}, got {n}.")
+        if hi is None or hi >= 2**31:  # a bound no one types ("from 0 to 4611686018427387904") goes unsaid
+            raise user_error(f"The {what} must be {lo:,} or more, got {n:,}." if n < lo else
+                             f"The {what} is too large: {n:,}.")
+        if lo is None:
+            raise user_error(f"The {what} must be at most {hi:,}, got {n:,}.")
+        raise user_error(f"The {what} must be from {lo:,} to {hi:,}, got {n:,}.")
     return n
 
 
@@ -92,6 +97,17 @@ def _name_the_field(message: str, components: list, values: list) -> str:
         if isinstance(value, (int, float)) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
             return f"{getattr(comp, 'label', None) or 'A number'}: {message}"
     return message
+
+
+def masking_rate(rate) -> float:
+    """The masking rate a form sends, in (0, 1], or a user_error: the Masking lab and its score share it."""
+    try:
+        r = float(rate)
+    except (TypeError, ValueError):
+        raise user_error(f"The masking rate must be a number between 0 and 1, got {rate!r}.") from None
+    if not 0.0 < r <= 1.0:
+        raise user_error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
+    return r
 
 
 def check_text(text, what: str = "text") -> str:
@@ -187,13 +203,15 @@ def plot_beside_json(plot_label: str, json_label: str, note: str = "") -> tuple[
     return plot, raw
 
 
-def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, **kw) -> list:
+def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, *, auto=None, **kw) -> list:
     """Run fn from the button (the API endpoint `api_name`), on each trigger (with `kw`), after an
     example is picked, and when the page opens (so a tab shows a result before the first click).
-    Returns the events, for what should follow each of them."""
+    `auto`, if given, runs instead of fn on those unasked runs (e.g. a section that re-runs on another
+    section's inputs and leaves their mistakes to that section's own message). Returns the events."""
+    auto = auto or fn
     events = [button.click(fn, inputs, outputs, api_name=api_name),
-              gr.on(triggers, fn, inputs, outputs, api_name=False, **kw)]
+              gr.on(triggers, auto, inputs, outputs, api_name=False, **kw)]
     if examples is not None:
-        events.append(examples.load_input_event.then(fn, inputs, outputs, api_name=False))
+        events.append(examples.load_input_event.then(auto, inputs, outputs, api_name=False))
     root = gr.context.Context.root_block
-    return events + [root.load(fn, inputs, outputs, api_name=False, show_progress="hidden")]
+    return events + [root.load(auto, inputs, outputs, api_name=False, show_progress="hidden")]

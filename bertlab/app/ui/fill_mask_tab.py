@@ -165,9 +165,8 @@ def build(picker: gr.Dropdown) -> None:
     links.register("fill-mask", text=text, k=k, left_only=causal)
     args = dict(fn=predict, inputs=[text, k, causal, picker], outputs=[plot, raw, note])
     triggers = [text.submit, causal.input, k.release, picker.change]
-    common.wire(**args, button=go_btn, api_name="fill_mask", triggers=triggers, examples=ex)
-    lens = logit_lens.build(text, k, causal, picker, go_btn, triggers, ex)
+    events = common.wire(**args, button=go_btn, api_name="fill_mask", triggers=triggers, examples=ex)
+    lens = logit_lens.build(text, k, causal, picker, events)
     text.change(update_words, text, pick, api_name=False, show_progress="hidden")
     masked = pick.input(mask_word, [text, pick], text, api_name=False)
-    masked.success(api_name=False, **args)
-    masked.success(api_name=False, **lens)
+    masked.success(api_name=False, **args).success(api_name=False, **lens)

@@ -67,14 +67,18 @@ def lens_view(text, top_k, causal, which, choice):
     return figure(lens, w, n), lens
 
 
-def build(text, k, causal, picker, button, triggers: list, examples) -> dict:
-    """The section under the fill-mask results; returns the event's arguments, for the tab to chain."""
+def build(text, k, causal, picker, after: list) -> dict:
+    """The section under the fill-mask results, run after each of the fill-mask view's events (`after`: its
+    button's first, which also carries this view's API) and only when that worked: a text without [MASK]
+    is then one message, not the same mistake in two wordings. Returns the event's arguments."""
     gr.Markdown(EXPLAIN, elem_classes="bl-lens-explain")
     which = gr.Number(value=1, precision=0, label="Which [MASK] to follow (1 = the first)", minimum=None)
     plot = gr.Plot(label="Predictions at every layer")
     with gr.Accordion("JSON: per layer the top pieces {token, token_str, score}", open=False):
         raw = gr.JSON(label="logit-lens JSON")
     args = dict(fn=lens_view, inputs=[text, k, causal, which, picker], outputs=[plot, raw])
-    common.wire(**args, button=button, api_name="logit_lens", triggers=[*triggers, which.submit, which.input],
-                examples=examples, trigger_mode="always_last")
+    after[0].success(**args, api_name="logit_lens")
+    for event in after[1:]:
+        event.success(**args, api_name=False)
+    gr.on([which.submit, which.input], **args, api_name=False, trigger_mode="always_last")
     return args

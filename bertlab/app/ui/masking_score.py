@@ -60,16 +60,6 @@ def check_shares(mask_share, random_share) -> tuple[float, float, float]:
     return m, r, max(0.0, 1.0 - m - r)
 
 
-def _rate(rate) -> float:
-    try:
-        r = float(rate)
-    except (TypeError, ValueError):
-        raise common.user_error(f"The masking rate must be a number between 0 and 1, got {rate!r}.") from None
-    if not 0.0 < r <= 1.0:
-        raise common.user_error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
-    return r
-
-
 def _pct(p: float) -> str:
     return f"{p:.0%}" if p >= 0.005 else f"{p * 100:.1g}%"
 
@@ -98,7 +88,7 @@ def loss_figure(rows: list[dict], labels: list[str], title: str) -> go.Figure:
 def score(text, rate, whole_word, seed, mask_share, random_share, choice):
     """The API: (summary, loss chart, table, JSON) for the draw of `seed` with the given shares."""
     m, r, k = check_shares(mask_share, random_share)
-    rate = _rate(rate)
+    rate = common.masking_rate(rate)
     seed = common.whole_number(seed, "seed (draw number)", lo=0, hi=2**62)
     model, _ = common.load_model(choice)
     tok, enc, note = common.tokenized(choice, text)
@@ -148,6 +138,18 @@ def shown(text, rate, whole_word, seed, mask_share, random_share, choice):
         return common.notice_html(str(e.message)), None, None, {}
 
 
+def rescore(text, rate, whole_word, seed, mask_share, random_share, choice):
+    """`shown` as the draw above changes: a mistake in that draw (text, rate, seed) is the lab's own
+    handler's to say, once; here it is a note, not a second and third error."""
+    try:
+        common.check_text(text)
+        common.masking_rate(rate)
+        common.whole_number(seed, "seed (draw number)", lo=0, hi=2**62)
+    except gr.Error as e:
+        return common.notice_html(f"Fix the draw above first: {e.message}"), None, None, {}
+    return shown(text, rate, whole_word, seed, mask_share, random_share, choice)
+
+
 def build(text, rate, whole, seed, picker) -> None:
     """The section, under the lab's statistics; it re-scores whenever the draw above changes."""
     gr.Markdown("### Score a draw: the loss at every selected position")
@@ -169,4 +171,5 @@ def build(text, rate, whole, seed, picker) -> None:
     inputs = [text, rate, whole, seed, mask_share, random_share, picker]
     common.wire(shown, inputs, [said, plot, table, raw], go_btn, "mask_score",
                 [seed.change, whole.input, rate.release, text.submit, picker.change, mask_share.release,
-                 random_share.release, mask_share.input, random_share.input], ex, trigger_mode="always_last")
+                 random_share.release, mask_share.input, random_share.input], ex, auto=rescore,
+                trigger_mode="always_last")

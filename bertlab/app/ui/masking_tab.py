@@ -48,17 +48,6 @@ def _int(x, what: str, default: int = 0, lo: int | None = None, hi: int | None =
     return n
 
 
-def _rate(rate) -> float:
-    try:
-        r = float(rate)
-    except (TypeError, ValueError):
-        msg = f"The masking rate must be a number between 0 and 1, got {rate!r}."
-        raise common.user_error(msg) from None
-    if not 0.0 < r <= 1.0:
-        raise common.user_error(f"The masking rate must be above 0 and at most 1, got {rate!r}.")
-    return r
-
-
 def _token_cell(tok_str: str, style: str, below: str, below_color: str, join: str) -> str:
     return (f'<span style="display:inline-flex;flex-direction:column;align-items:center;margin:3px 0 3px {join}">'
             f'<span style="{style}">{html.escape(tok_str)}</span>'
@@ -124,7 +113,7 @@ def stats_figure(stats: dict) -> go.Figure:
 
 def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples: int, choice: str | None):
     """(HTML of one draw, statistics figure, JSON) for one text, rate, whole-word flag and seed."""
-    r, seed = _rate(rate), _int(seed, "seed (draw number)", lo=0)
+    r, seed = common.masking_rate(rate), _int(seed, "seed (draw number)", lo=0)
     n = _int(n_samples, "number of samples (N)", 200, lo=1, hi=masking_lab.MAX_SAMPLES)
     tok, enc, note = common.tokenized(choice, text)
     with common.mistakes():

@@ -63,7 +63,7 @@ def test_embeddings_architecture_probing_desktop(server):
         panel.get_by_text("parameters").first.wait_for(timeout=30_000)
         page.wait_for_timeout(1500)
         assert panel.locator(".error").count() == 0 and page.locator(".toast-body").count() == 0, \
-            [t.inner_text() for t in page.locator(".toast-body").all()]
+            page.locator(".toast-body").all_inner_texts()
         panel.get_by_label("Preset").click()
         page.get_by_role("option", name="large", exact=True).click()
         panel.get_by_role("button", name="Use the picked model").click()

@@ -47,7 +47,7 @@ def _table(page) -> str:
 
 
 def _toasts(page) -> list[str]:
-    return [t.inner_text() for t in page.locator(".toast-body").all()]
+    return page.locator(".toast-body").all_inner_texts()  # at once: a toast may go between two reads
 
 
 def _set_slider(panel, label: str, value: int):

@@ -53,7 +53,7 @@ def test_masking_lab_reruns_on_a_typed_seed_and_names_the_field(laptop):
     seed.fill("-5")
     page.get_by_text(re.compile(r"seed \(draw number\) must be 0 or more")).first.wait_for(timeout=30_000)
     page.wait_for_timeout(3000)  # time for the score section below, which re-runs on the seed too
-    said = [t.inner_text() for t in page.locator(".toast-body").all()]
+    said = page.locator(".toast-body").all_inner_texts()  # at once: a toast may go between two reads
     assert len(said) == 1 and not re.search(r"\(\d+\)|4611686018427387904", said[0]), said  # one message
     panel.get_by_text("Fix the draw above first").first.wait_for(timeout=30_000)  # the section's own note
 
@@ -75,8 +75,9 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
     panel.get_by_role("button", name="Predict").click()
     toasts = page.locator(".toast-body").filter(has_text="MASK")
     toasts.first.wait_for(timeout=30_000)
-    page.wait_for_timeout(3000)  # time for the logit lens, which follows the same button
-    said = [t.inner_text() for t in toasts.all()]
+    said = toasts.all_inner_texts()  # read at once: a toast closes by itself after a while
+    page.wait_for_timeout(2000)  # time for the logit lens, which follows the same button
+    said += [t for t in toasts.all_inner_texts() if t not in said]
     assert len(said) == 1 and "No [MASK]" in said[0] and not re.search(r"\(\d+\)", said[0]), said
 
 

@@ -49,7 +49,7 @@ def test_default_probe_in_chromium(server):
         page.wait_for_timeout(800)
         traces = panel.locator(".js-plotly-plot .scatterlayer .trace").count()
         assert traces >= 6  # accuracy, control, selectivity for each of two models
-        assert panel.locator("table td").filter(has_text="NN").count() >= 1  # the per-label table
+        assert panel.locator("#probe-table").get_by_text("NN", exact=True).count() >= 1  # the per-label table
         fit = panel.locator("#probe-table table").first.evaluate(  # the whole table in its box: nothing cut on the right
             "t => t.getBoundingClientRect().right <= t.closest('#probe-table').getBoundingClientRect().right + 1")
         assert fit

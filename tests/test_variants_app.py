@@ -123,7 +123,7 @@ def test_family_members_in_the_browser(family_server, folders):
             page.get_by_role("tab", name="Tokenize").click()
             page.wait_for_timeout(1000)
             page.screenshot(path=str(SHOTS / f"family_{kind}_tokenize.png"), full_page=True)
-            assert page.locator(".toast-body").count() == 0, [t.inner_text() for t in page.locator(".toast-body").all()]
+            assert page.locator(".toast-body").count() == 0, page.locator(".toast-body").all_inner_texts()
     assert not outside, outside[:5]
     assert not errors, errors
 

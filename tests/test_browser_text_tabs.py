@@ -73,7 +73,7 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
     page.screenshot(path=str(SHOTS / "text_fill_mask_desktop.png"), full_page=True)
     panel.get_by_label("Text with [MASK]").fill("no gap in this one .")
     panel.get_by_role("button", name="Predict").click()
-    toasts = page.locator(".toast-body").filter(has_text="MASK")
+    toasts = page.locator(".toast-body").filter(has_text="No [MASK]")
     toasts.first.wait_for(timeout=30_000)
     page.wait_for_timeout(2000)  # time for the logit lens, which follows the same button
     said = "\n".join(page.locator(".toast-body").all_inner_texts())  # Gradio folds toasts: "Error (2)"

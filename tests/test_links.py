@@ -1,6 +1,7 @@
 """Deep links without a browser: a link's values are checked against the components they fill (strangers
 send links), every tab registers its inputs under the names of links.PARAMS, and the events that run when
 the page opens see the link's values (so the first drawing is the linked view)."""
+import json
 import types
 
 import gradio as gr
@@ -111,31 +112,56 @@ def _call_with_link(block_fn, args, query):
         LocalContext.request.reset(token)
 
 
-def test_the_page_opening_events_see_the_links_values(demo):
-    from bertlab.app.ui import attention_tab
+def _inside(demo, comp, tab_block) -> bool:
+    block = comp
+    while block is not None:
+        if block is tab_block:
+            return True
+        block = getattr(block, "parent", None)
+    return False
+
+
+def test_opening_the_page_fills_only_the_first_tab(demo):
+    """Each tab draws its view when it is opened: filling every tab as the page opened sent some sixty
+    results into tabs not yet drawn, and the browser walked its whole page for each (a 2-core laptop's
+    page froze ~25 s before a tab could be clicked)."""
+    tabs = next(b for b in demo.blocks.values() if isinstance(b, gr.Tabs) and b.elem_id == "bl-tabs")
+    first, *others = [c for c in tabs.children if isinstance(c, gr.Tab)]
+    on_open = [f for f in demo.fns.values() if links._opens_page(demo, f)]
+    assert on_open
+    for f in on_open:
+        for c in f.outputs:
+            assert not any(_inside(demo, c, t) for t in others), (f.name, c)
+    # the views are drawn when their tab opens: the attention tab's view, for one
+    analyse = [f for f in demo.fns.values() if f.name == "analyse"]
+    attention = next(t for t in others if t.id == "attention")
+    assert any(t == (attention._id, "select") for f in analyse for t in f.targets)
+
+
+def test_a_link_fills_its_tab_then_selects_it(demo):
     reg = demo.__dict__["_bl_links"]
     comps = reg["attention"]["inputs"]
-    loads = [f for f in demo.fns.values() if f.name == "analyse" and links._opens_page(demo, f)]
-    assert len(loads) == 1
-    fn = loads[0]
-    defaults = [c.value for c in fn.inputs]
+    apply = next(f for f in demo.fns.values() if f.name == "apply")
     text = "the dog chased the ball ."
-    out = _call_with_link(fn, defaults, {"tab": "attention", "text": text, "layer": "3", "head": "2"})
-    want = attention_tab.analyse(text, "", 3, 2, False, defaults[-1])
-    assert out[-1]["layer"] == 3 and out[-1]["head"] == 2 and out[-1] == want[-1]
-    assert "dog" in " ".join(out[-1]["tokens"]) and comps["text"] in fn.inputs
-    plain = _call_with_link(fn, defaults, {})  # no link: the defaults
-    assert plain[-1]["layer"] == defaults[2] and "dog" not in " ".join(plain[-1]["tokens"])
-    other = _call_with_link(fn, defaults, {"tab": "tokenize", "text": text})  # a link to another tab
-    assert other[-1] == plain[-1]
-    # a training tab's page-opening events keep their defaults: a link fills its form, nothing else
-    linked = set().union(*(getattr(f.fn, "substitutes", set()) for f in demo.fns.values()))
-    assert comps["text"]._id in linked and reg["embeddings"]["inputs"]["word"]._id in linked
+    query = {"tab": "attention", "text": text, "layer": "3", "head": "2"}
+    picker_out, held = apply.fn(types.SimpleNamespace(query_params=query))
+    assert held and isinstance(picker_out, type(gr.skip()))
+    fill = next(f for f in demo.fns.values() if f.name == "fill")
+    out = dict(zip([c._id for c in fill.outputs], fill.fn(held)))
+    assert out[comps["text"]._id] == text and out[comps["layer"]._id] == 3 and out[comps["head"]._id] == 2
+    other = reg["tokenize"]["inputs"]["text"]._id
+    assert isinstance(out[other], type(gr.skip()))  # another tab's inputs are left alone
+    select = next(f for f in demo.fns.values() if f.name == "select")
+    assert select.fn(held).selected == "attention"
+    assert select.outputs[0].elem_id == "bl-tabs"  # the app's own tabs
+    # no link: nothing is held, so nothing is filled or selected
+    assert all(isinstance(v, type(gr.skip())) for v in apply.fn(types.SimpleNamespace(query_params={})))
     # on a training tab a link changes only what describes the form: no page-opening event starts a job
     starts = [f.name for f in demo.fns.values() if links._opens_page(demo, f) and "start" in (f.name or "")]
     assert not starts, starts
-    method = reg["finetune"]["inputs"]["method"]._id
-    assert method in linked  # the method's note and parameter count follow a linked method at once
+    # the events that do run as the page opens see a linked model
+    linked = set().union(*(getattr(f.fn, "substitutes", set()) for f in demo.fns.values()))
+    assert demo.__dict__["_bl_links"]["lessons"]["inputs"]["lesson"]._id in linked
 
 
 def test_every_try_it_link_of_the_lessons_is_valid(demo):
@@ -161,11 +187,12 @@ def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
     recipe = list(pretrain_tab.RECIPES)[1]
     arch = demo.__dict__["_bl_links"]["pretrain"]["inputs"]["arch"]
     fill = next(f for f in demo.fns.values() if f.name == "recipe_fields")
-    out = _call_with_link(run, [], {"tab": "pretrain", "recipe": recipe})
+    held = json.dumps({"tab": "pretrain", "values": {"recipe": recipe}})
+    out = run.fn(held)
     want = pretrain_tab.recipe_fields(recipe, arch.value)
     assert [out[slot[c._id]] for c in fill.outputs] == list(want)
     method_out = next(f for f in demo.fns.values() if f.name == "method_fields").outputs
-    out = _call_with_link(run, [], {"tab": "finetune", "method": "LoRA"})
+    out = run.fn(json.dumps({"tab": "finetune", "values": {"method": "LoRA"}}))
     assert "LoRA" in out[slot[method_out[0]._id]]  # the method's note
-    out = _call_with_link(run, [], {})
+    out = run.fn("")
     assert all(isinstance(v, type(gr.skip())) for v in out)  # no link: nothing changes

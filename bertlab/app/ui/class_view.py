@@ -15,7 +15,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .. import classroom
-from . import jobs_ui
+from . import common, jobs_ui
 from .common import PERCENT_AXIS, user_error
 from .train_charts import DASHES, empty_figure
 
@@ -181,4 +181,4 @@ def build() -> None:
     timer.tick(view, None, [plot, table], api_name=False, show_progress="hidden")
     live.change(lambda on: gr.Timer(active=on), live, timer, api_name=False)
     name_btn.click(set_name, [owner, name], [note, plot, table], api_name="class_name")
-    opened.then(view, None, [plot, table], api_name=False, show_progress="hidden")
+    common.on_open(view, None, [plot, table], after=opened)

@@ -209,9 +209,43 @@ def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=No
     `auto`, if given, runs instead of fn on those unasked runs (e.g. a section that re-runs on another
     section's inputs and leaves their mistakes to that section's own message). Returns the events."""
     auto = auto or fn
-    events = [button.click(fn, inputs, outputs, api_name=api_name),
-              gr.on(triggers, auto, inputs, outputs, api_name=False, **kw)]
+    opened = on_open(auto, inputs, outputs)
+    # what the student asks for supersedes the tab's opening run: a result of the defaults that came
+    # in late would draw over theirs
+    events = [button.click(fn, inputs, outputs, api_name=api_name, cancels=[opened]),
+              gr.on(triggers, auto, inputs, outputs, api_name=False, cancels=[opened], **kw)]
     if examples is not None:
-        events.append(examples.load_input_event.then(auto, inputs, outputs, api_name=False))
-    root = gr.context.Context.root_block
-    return events + [root.load(auto, inputs, outputs, api_name=False, show_progress="hidden")]
+        events.append(examples.load_input_event.then(auto, inputs, outputs, api_name=False, cancels=[opened]))
+    return events + [opened]
+
+
+def _top_tab() -> gr.Tab | None:
+    """The outermost gr.Tab being built around this point (None outside any tab)."""
+    from gradio.context import get_render_context
+    block, top = get_render_context(), None
+    while block is not None:
+        if isinstance(block, gr.Tab):
+            top = block
+        block = getattr(block, "parent", None)
+    return top
+
+
+def on_open(fn, inputs, outputs, after=None, **kw):
+    """Run fn (no API endpoint) when the student opens the tab it is built in, or when the page opens
+    (after the page-load event `after`, if given) for the page's first tab and anything outside tabs.
+    Filling every tab as the page opened sent some sixty results into tabs not yet drawn, and the
+    browser walks its whole page for each: on a 2-core laptop the page froze ~25 s before a tab could
+    be clicked. Returns the event."""
+    kw = {"api_name": False, "show_progress": "hidden", **kw}
+    tab = _top_tab()
+    if tab is not None and not _is_first(tab):
+        return tab.select(fn, inputs, outputs, **kw)
+    if after is not None:
+        return after.then(fn, inputs, outputs, **kw)
+    return gr.context.Context.root_block.load(fn, inputs, outputs, **kw)
+
+
+def _is_first(tab: gr.Tab) -> bool:
+    siblings = [c for c in getattr(tab.parent, "children", []) if isinstance(c, gr.Tab)]
+    return bool(siblings) and siblings[0] is tab
+

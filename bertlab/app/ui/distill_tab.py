@@ -391,7 +391,5 @@ def build(picker: gr.Dropdown) -> None:
     try_btn.click(try_it, [watch, text], tried, api_name="distill_try")
     text.submit(try_it, [watch, text], tried, api_name=False)
     jobs_ui.wire_run_view("distill", opened, owner, watch, overlay, timer, view, outs)
-    opened.then(lambda o: gr.Dropdown(choices=teacher_choices(o)), owner, teacher, api_name=False,
-                show_progress="hidden")
-    gr.context.Context.root_block.load(plan_md, [teacher, layers, steps], plan, api_name=False,
-                                       show_progress="hidden")
+    common.on_open(lambda o: gr.Dropdown(choices=teacher_choices(o)), owner, teacher, after=opened)
+    common.on_open(plan_md, [teacher, layers, steps], plan)

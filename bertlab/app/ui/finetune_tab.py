@@ -263,5 +263,5 @@ def build(picker: gr.Dropdown) -> None:
     gr.on([sub.focus, timer.tick], finetune_try.refresh_runs, [watch, sub], sub, api_name=False,
           show_progress="hidden")
     jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs)
-    gr.context.Context.root_block.load(params_md, p_in, params, api_name=False, show_progress="hidden")
+    common.on_open(params_md, p_in, params)
 

@@ -19,6 +19,7 @@ import gradio as gr
 
 from ...train.runs import list_runs
 from .. import classroom, jobs
+from . import common
 from .common import user_error
 
 LIVE = ("queued", "starting", "running", "stopping")
@@ -77,8 +78,8 @@ def is_teacher(owner) -> bool:
 
 def session():
     """(owner, opened): the one BrowserState holding this browser's id, shared by every training tab,
-    and the page-load event that fills it in. Tabs chain their own page-load work with `opened.then`,
-    so it runs once the id is known. Create it at the page's top level: a component inside a tab that
+    and the page-load event that fills it in. Tabs run their own opening work with
+    `common.on_open(..., after=opened)`, so on the first tab it runs once the id is known. Create it at the page's top level: a component inside a tab that
     was never opened is not mounted, and would never reach localStorage."""
     root = gr.context.Context.root_block
     if getattr(root, "_bertlab_session", None) is None:
@@ -102,13 +103,13 @@ def run_watcher(label: str, elem_id: str, log_lines: int):
 
 def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs) -> None:
     """What both training tabs do with their run picker: redraw on a pick, on each tick while a shown
-    run is live, refresh the run lists when opened, and on page load show this browser's last run
+    run is live, refresh the run lists when opened, and when the tab opens show this browser's last run
     (with the runs started together with it overlaid)."""
     gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
     timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
     for dd in (watch, overlay):
         dd.focus(lambda: gr.Dropdown(choices=runs_of(kind)), None, dd, api_name=False)
-    opened.then(reopen(kind), [owner, watch], [watch, overlay], api_name=False, show_progress="hidden").then(
+    common.on_open(reopen(kind), [owner, watch], [watch, overlay], after=opened).then(
         view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
 
 

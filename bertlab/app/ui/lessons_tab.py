@@ -13,7 +13,7 @@ import gradio as gr
 from ..lessons import LESSONS, Lesson
 from ..lessons.answers import MAX_ANSWER_CHARS, clean
 from ..lessons.checks import CHECKS
-from . import class_view, links
+from . import class_view, common, links
 from .common import mistakes, user_error
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
@@ -158,7 +158,7 @@ def build(model: gr.Textbox) -> None:
 
     view = [body, tries, expect, pointer, code, question, answer, feedback, bar, pick, prev_btn, next_btn]
     pick.change(show, [pick, progress], view, api_name=False, show_progress="hidden")
-    gr.context.Context.root_block.load(show, [pick, progress], view, api_name=False, show_progress="hidden")
+    common.on_open(show, [pick, progress], view)
     prev_btn.click(lambda n: step(n, -1), pick, pick, api_name=False)
     next_btn.click(lambda n: step(n, +1), pick, pick, api_name=False)
     gr.on([check_btn.click, answer.submit], check, [answer, pick, model, progress],

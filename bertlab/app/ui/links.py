@@ -7,10 +7,10 @@ share exactly what is on the projector.
 `PARAMS` below is the contract: each tab's key and the names of its inputs. A tab registers its
 inputs in its build() with one call, `links.register("attention", text=text_box, layer=slider, ...)`,
 and puts a "copy link" button where it wants one with `links.copy_button("attention")`; app.py calls
-`links.install(...)` once. Opening a link then selects the tab, fills the inputs and runs the view
-(the tab's own page-opening events see the link's values instead of the defaults, so they draw what the
-link describes and nothing redraws it afterwards; the filled inputs' .change listeners run once, as a
-browser would not fire them for a tab it had not drawn). A training tab is only filled, never started.
+`links.install(...)` once. Opening a link then fills the tab's inputs, runs their .change listeners
+once (a browser would not fire them for a tab it had not drawn) and selects the tab, whose opening
+draws its view from the filled inputs; the page's own opening events (the model, the lesson) see the
+link's values instead of the defaults. A training tab is only filled, never started.
 
 Layers and heads are counted as the UI counts them: attention's layer and head from 1; the
 embeddings layer from 0 (0 = the embedding layer's output); probing's layer as its slider (-1 = all).
@@ -213,11 +213,16 @@ def _request_link(registered: dict, tabs) -> Link | None:
 # ---- wiring -----------------------------------------------------------------------------------
 
 def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown, model: gr.Textbox) -> None:
-    """Call once, after every tab is built: opening a link selects its tab and fills its inputs (one
-    warning for what was wrong), every event that runs when the page opens sees the link's values,
-    and each copy button builds the link from its tab's current values."""
+    """Call once, after every tab is built: opening a link fills its tab's inputs, runs their .change
+    listeners, then selects the tab (whose opening draws the view from the filled inputs), with one
+    warning for what was wrong; every event that runs when the page opens sees the link's model and
+    values; each copy button builds the link from its tab's current values."""
     registered = _links(demo)
     comps = [(tab, name, c) for tab, r in registered.items() for name, c in r.get("inputs", {}).items()]
+    # The checked link, as JSON, for the events that apply it. A page opened without a link leaves it
+    # empty, so they never run: sending "no change" to every linked input of every tab cost a 2-core
+    # laptop's browser ~2 s as the page opened.
+    held = gr.Textbox("", visible="hidden", label="Link", elem_id="bl-link")
 
     def apply(request: gr.Request):
         link = parse(getattr(request, "query_params", {}) or {}, registered, keys)
@@ -226,20 +231,36 @@ def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown
             link.model = None
         if link.problems:
             gr.Warning(link.message())
-        fills = [link.values[name] if tab == link.tab and name in link.values else gr.skip()
-                 for tab, name, _ in comps]
-        return [gr.Tabs(selected=link.tab) if link.tab else gr.skip(),
-                link.model if link.model else gr.skip(), *fills]
+        chosen = json.dumps({"tab": link.tab, "values": link.values, "model": link.model}) if link.tab else gr.skip()
+        return [link.model if link.model else gr.skip(), chosen]
 
-    opened = demo.load(apply, None, [tabs, picker, *(c for *_, c in comps)], api_name=False, show_progress="hidden")
+    def fill(chosen: str):
+        tab, values = _held(chosen)
+        return [values[name] if t == tab and name in values else gr.skip() for t, name, _ in comps]
+
+    def select(chosen: str):
+        return gr.Tabs(selected=_held(chosen)[0]) if chosen else gr.skip()
+
+    demo.load(apply, None, [picker, held], api_name=False, show_progress="hidden")
+    filled = held.change(fill, held, [c for *_, c in comps], api_name=False, show_progress="hidden")
     _see_links_on_open(demo, registered, keys, picker, model)
-    _follow_changes(demo, opened, registered, keys, picker, model)
+    _follow_changes(demo, filled, held, registered, {picker._id, model._id}).then(select, held, tabs, api_name=False,
+                                                          show_progress="hidden")
     for tab, r in registered.items():
         if "copy" in r:
             btn, box = r["copy"]
             names = list(r.get("inputs", {}))
             btn.click(None, [*r.get("inputs", {}).values(), model], box, api_name=False,
                       js=_copy_js(tab, names))
+
+
+def _held(chosen: str) -> tuple[str | None, dict]:
+    """(tab, values) of the link `apply` checked and held."""
+    try:
+        d = json.loads(chosen or "{}")
+    except ValueError:
+        return None, {}
+    return d.get("tab"), dict(d.get("values") or {})
 
 
 def _copy_js(tab: str, names: list[str]) -> str:
@@ -295,40 +316,33 @@ def _see_links_on_open(demo, registered: dict, keys, picker, model) -> None:
         block_fn.fn = _substituting(block_fn.fn, ids, by_id, model_ids, registered, keys)
 
 
-def _follow_changes(demo, opened, registered: dict, keys, picker, model) -> None:
+def _follow_changes(demo, filled, held, registered: dict, model_ids: set):
     """What a linked input's own .change listeners do (the Pre-train recipe fills the form, the
-    Fine-tune method shows its settings) is done here, once the link is applied: a browser does not
-    fire them for a tab that was not drawn yet. Listeners that are the tab's view are not run twice."""
+    Fine-tune method shows its settings) is done here, once the link has filled the inputs: a browser
+    does not fire them for a tab it has not drawn yet. Returns the event (chained after `filled`)."""
     owner = {c._id: (tab, name) for tab, r in registered.items() for name, c in r.get("inputs", {}).items()}
-    on_open = {getattr(f.fn, "original", f.fn) for f in demo.fns.values() if _opens_page(demo, f)}
     follow = []
     for f in list(demo.fns.values()):
         tabs = {owner[t[0]][0] for t in f.targets if t[1] == "change" and t[0] in owner}
-        if tabs and f.outputs and _plain(f.fn) and getattr(f.fn, "original", f.fn) not in on_open:
+        if tabs and f.outputs and _plain(f.fn):
             follow.append((tabs, f))
     outputs = list({id(c): c for _, f in follow for c in f.outputs}.values())
-    if not follow:
-        return
     slot = {id(c): i for i, c in enumerate(outputs)}
-    model_ids = {picker._id, model._id}
 
-    def run_listeners():
+    def run_listeners(chosen: str):
         out = [gr.skip()] * len(outputs)
-        link = _request_link(registered, keys)
-        if link is None or link.tab is None:
-            return out
+        tab, values = _held(chosen)
+        linked_model = json.loads(chosen or "{}").get("model") if tab else None
         for tabs, f in follow:
-            if link.tab not in tabs:
+            if tab not in tabs:
                 continue
             args = []
             for c in f.inputs:
                 who = owner.get(c._id)
-                if who and who[0] == link.tab and who[1] in link.values:
-                    args.append(link.values[who[1]])
-                elif c._id in model_ids and link.model and _loads(link.model):
-                    args.append(link.model)
+                if who and who[0] == tab and who[1] in values:
+                    args.append(values[who[1]])
                 else:
-                    args.append(c.value)
+                    args.append(linked_model if c._id in model_ids and linked_model else c.value)
             try:
                 res = f.fn(*args)
             except (ValueError, TypeError, gr.Error):
@@ -336,7 +350,7 @@ def _follow_changes(demo, opened, registered: dict, keys, picker, model) -> None
             for c, v in zip(f.outputs, [res] if len(f.outputs) == 1 else list(res)):
                 out[slot[id(c)]] = v
         return out
-    opened.then(run_listeners, None, outputs, api_name=False, show_progress="hidden")
+    return filled.then(run_listeners, held, outputs, api_name=False, show_progress="hidden")
 
 
 def _substituting(fn, ids, by_id, model_ids, registered, keys):

@@ -15,7 +15,7 @@ from ...train.specs import PretrainSpec
 from .. import classroom
 from ..jobs import check_name
 from ..limits import check_upload, limits
-from . import jobs_ui, links, models
+from . import common, jobs_ui, links, models
 from .common import user_error
 from .train_charts import empty_figure, metrics, pretrain_figures, probe_rows
 
@@ -345,4 +345,4 @@ def build(picker: gr.Dropdown) -> None:
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("pretrain")], [watch, overlay], api_name="pretrain_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs)
-    gr.context.Context.root_block.load(size_md, size_in, size, api_name=False, show_progress="hidden")
+    common.on_open(size_md, size_in, size)

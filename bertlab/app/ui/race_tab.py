@@ -281,4 +281,4 @@ def build(picker: gr.Dropdown) -> None:
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("race")], [watch, overlay], api_name="race_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     jobs_ui.wire_run_view("race", opened, owner, watch, overlay, timer, view, outs)
-    gr.context.Context.root_block.load(estimate_md, form, estimate, api_name=False, show_progress="hidden")
+    common.on_open(estimate_md, form, estimate)

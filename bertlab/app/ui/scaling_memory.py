@@ -287,7 +287,7 @@ def build() -> None:
     common.examples(side, EXAMPLES, inputs, label="Examples: click one, then Measure",
                     example_labels=["tiny 32 × 128", "mini 16 × 128", "small 8 × 128", "tiny 8 × 128, accum 4"])
     gr.on([c.change for c in inputs], estimate, inputs, outputs, api_name=False, show_progress="hidden")
-    gr.context.Context.root_block.load(estimate, inputs, outputs, api_name=False, show_progress="hidden")
+    common.on_open(estimate, inputs, outputs)
     go_btn.click(measure, inputs, outputs, api_name="scaling_memory", concurrency_limit=1,
                  concurrency_id="memory-measure")
     build_gpu()

@@ -277,4 +277,4 @@ def build() -> None:
     resume_btn.click(_act("resume"), [owner, watch, overlay], outs, api_name="scaling_sweep_resume",
                      show_progress="minimal")
     jobs_ui.wire_run_view("scaling", opened, owner, watch, overlay, timer, view, outs)
-    gr.context.Context.root_block.load(estimate_md, form, estimate, api_name=False, show_progress="hidden")
+    common.on_open(estimate_md, form, estimate)

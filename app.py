@@ -34,7 +34,7 @@ from bertlab.app.ui import (  # noqa: E402
     scaling_tab,
     tokenize_tab,
 )
-from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, user_error  # noqa: E402
+from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, redraw_open_tab_only, user_error  # noqa: E402
 
 INTRO = """# bertlab
 See BERT work on your own sentences. The **Lessons** lead through the tabs from left to right: how
@@ -102,6 +102,7 @@ def build_app() -> gr.Blocks:
             for title, tab in TABS:
                 with gr.Tab(title, id=links.KEYS[title]):  # the key a link names (?tab=attention)
                     tab.build(model)
+        redraw_open_tab_only(tabs, model)
         links.install(demo, tabs, [links.KEYS[title] for title, _ in TABS], picker, model)
     return quiet_gradio_checks(demo)
 

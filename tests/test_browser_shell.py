@@ -1,9 +1,10 @@
 """The page around the tabs, as a student meets it: the model picker (a typo is one message and the
 working model stays), and every tab reachable and readable on a phone held upright (390×844)."""
 import re
+import time
 
 import pytest
-from browser import DESKTOP, PHONE, SHOTS, chromium_page
+from browser import DESKTOP, PHONE, ROOT, SHOTS, chromium_page, serving
 
 TABS = ["Lessons", "Tokenize", "Masking lab", "Fill-mask", "Next sentence", "Attention", "Embeddings", "Architecture",
         "Pre-train", "Fine-tune", "Distil", "Race", "Scaling", "Probing"]
@@ -63,5 +64,62 @@ def test_every_tab_is_reachable_and_fits_a_phone(server):
             assert wide <= PHONE[0] + 2, f"{name}: the page is {wide} px wide on a {PHONE[0]} px phone"
         card = page.locator("#model-card").bounding_box()  # the card reads across, not one word per line
         assert card["width"] > 0.8 * (PHONE[0] - 40) and card["height"] < 90
+    assert not outside, outside[:5]
+    assert not errors, errors
+
+
+def _two_layer_run(runs) -> str:
+    """A finished run whose model is the shipped one cut to 2 layers: a second model to switch to."""
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    src, run = ROOT / "assets" / "default-model", runs / "two-layers"
+    shutil.copytree(src, run / "model")
+    cfg = json.loads((src / "config.json").read_text())
+    (run / "model" / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 2}))
+    weights = load_file(src / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not re.search(r"\.layer\.[23]\.", k)},
+              run / "model" / "model.safetensors")
+    (run / "status.json").write_text(json.dumps({"name": "two-layers", "kind": "pretrain", "state": "finished"}))
+    return "run: two-layers"
+
+
+def _wait_for_layers(panel, n: str) -> None:
+    """The attention tab's Layer slider reaches up to layer n (it is fitted to the model in use)."""
+    slider = panel.locator("input[type=range]").first
+    slider.wait_for(timeout=30_000)
+    t0 = time.time()
+    while slider.get_attribute("max") != n:
+        assert time.time() - t0 < 30, f"the Layer slider goes to {slider.get_attribute('max')}, not {n}"
+        time.sleep(0.25)
+
+
+@pytest.mark.slow
+def test_a_new_model_redraws_the_open_tab_and_the_others_when_opened(tmp_path):
+    """Switching the model redraws the tab in view at once; every other tab draws the new model when
+    it is opened (all fourteen redrawing at once froze a 2-core laptop's page)."""
+    choice = _two_layer_run(tmp_path / "runs")
+    with serving(["app.py"], tmp_path) as (url, log), chromium_page(DESKTOP) as (browser, page, outside, errors):
+        page.goto(url)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=30_000)
+        page.get_by_role("tab", name="Attention").click()
+        panel = page.locator("[role=tabpanel]:visible").first
+        _wait_for_layers(panel, "4")
+        page.get_by_role("tab", name="Architecture").click()  # drawn for the shipped model, then left
+        page.get_by_role("tab", name="Tokenize").click()
+        box = page.get_by_role("combobox", name="Model")
+        box.fill(choice)
+        asked = []  # what the page asks the server to run from here on
+        page.on("request", lambda r: asked.append(r.url) if "/queue/join" in r.url else None)
+        box.press("Enter")
+        page.locator("#model-card").get_by_text("two-layers").wait_for(timeout=30_000)
+        page.wait_for_timeout(5000)
+        # the pick, then Tokenize's redraw; not the tabs drawn before (7 requests in all, when they did)
+        assert len(asked) <= 3, asked
+        page.get_by_role("tab", name="Attention").click()  # a tab left open on the old model follows
+        _wait_for_layers(page.locator("[role=tabpanel]:visible").first, "2")
+        page.screenshot(path=str(SHOTS / "model_switch_attention.png"))
+    assert "Traceback" not in log.read_text(errors="replace")
     assert not outside, outside[:5]
     assert not errors, errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import re
 
 import gradio as gr
@@ -249,3 +250,32 @@ def _is_first(tab: gr.Tab) -> bool:
     siblings = [c for c in getattr(tab.parent, "children", []) if isinstance(c, gr.Tab)]
     return bool(siblings) and siblings[0] is tab
 
+
+def redraw_open_tab_only(tabs: gr.Tabs, model: gr.Textbox) -> None:
+    """Call once, after every tab is built. A new model redraws the open tab; any other tab redraws
+    when it is next opened, not at once (every tab redrawing froze a 2-core laptop's page as the
+    page-open runs did, see on_open). Each tab's listeners of `model`.change are moved onto a hidden
+    copy of the model that only the open tab's copy follows: in the browser, no server round trip."""
+    from gradio.context import get_blocks_context
+    top = [t for t in tabs.children if isinstance(t, gr.Tab)]
+    owner = {}  # block id -> the top tab it is drawn in
+    for t in top[1:]:  # the first tab is open as the page opens: it follows the model directly
+        stack = [t]
+        while stack:
+            b = stack.pop()
+            owner[b._id] = t
+            stack.extend(getattr(b, "children", []))
+    shown = gr.Textbox(str(top[0].id), visible="hidden", label="Open tab", elem_id="bl-open-tab")
+    copies = {t._id: gr.Textbox(model.value, visible="hidden", label=f"Model of {t.id}") for t in top[1:]}
+    for f in get_blocks_context().fns.values():
+        tabs_of = {owner.get(c._id) for c in f.outputs}
+        if (model._id, "change") in f.targets and len(tabs_of) == 1 and None not in tabs_of:
+            copy = copies[tabs_of.pop()._id]
+            f.targets = [(copy._id, "change") if t == (model._id, "change") else t for t in f.targets]
+    keys = [json.dumps(str(t.id)) for t in top[1:]]
+    model.change(None, [model, shown, *copies.values()], list(copies.values()), api_name=False, js=f"""
+        (m, open, ...had) => [{", ".join(keys)}].map((k, i) => k === open ? m : had[i])""")
+    for t in top:
+        t.select(None, None, shown, api_name=False, js=f"() => {json.dumps(str(t.id))}")
+        if t._id in copies:  # opening a tab catches its copy up; a change runs the tab's listeners
+            t.select(None, model, copies[t._id], api_name=False, js="(m) => m")

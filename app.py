@@ -34,7 +34,7 @@ from bertlab.app.ui import (  # noqa: E402
     scaling_tab,
     tokenize_tab,
 )
-from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, redraw_open_tab_only, user_error  # noqa: E402
+from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, redraw_open_tab_only, said, user_error, warn  # noqa: E402
 
 INTRO = """# bertlab
 See BERT work on your own sentences. The **Lessons** lead through the tabs from left to right: how
@@ -71,8 +71,8 @@ def pick(choice: str, current: str):
     try:
         return models.describe(choice), choice, gr.update()
     except MODEL_ERRORS as e:
-        msg = user_error(e).message
-    gr.Warning(f"{msg} Still using {current or models.DEFAULT}.")
+        msg = said(user_error(e))
+    warn(f"{msg} Still using {current or models.DEFAULT}.")
     return gr.update(), current, gr.update(value=current)
 
 

@@ -144,11 +144,14 @@ def test_links_reproduce_views_and_survive_strangers(server):
         # 4. On a phone: an unknown tab is one message and the first tab; its copy button fits
         page.close()
         phone = _new_page(browser, PHONE, errors, is_mobile=True, has_touch=True)
-        phone.goto(server + "?tab=no-such-tab&text=hello")
+        fetched = []  # a link's markup must stay text: no tracking pixel fetched, no live link shown
+        phone.on("request", lambda r: fetched.append(r.url) if "pixel1" in r.url else None)
+        phone.goto(server + "?tab=no-such-tab%3Cimg%20src%3D%2Fpixel1%3E&text=hello")
         phone.locator(".toast-body").first.wait_for()
         said = _toasts(phone)
         phone.wait_for_timeout(1500)
-        assert len(said) == 1 and len(_toasts(phone)) <= 1 and "no-such-tab" in said[0], said
+        assert len(said) == 1 and len(_toasts(phone)) <= 1 and "no-such-tab<img src=/pixel1>" in said[0], said
+        assert not fetched and phone.locator(".toast-body img").count() == 0, fetched
         assert phone.get_by_role("tab").first.get_attribute("aria-selected") == "true"  # the first tab, as without a link
         phone.get_by_role("tab", name="Tokenize").click()
         panel = _panel(phone)

@@ -196,3 +196,14 @@ def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
     assert "LoRA" in out[slot[method_out[0]._id]]  # the method's note
     out = run.fn("")
     assert all(isinstance(v, type(gr.skip())) for v in out)  # no link: nothing changes
+
+
+def test_a_links_warning_shows_what_it_quotes_as_text(demo, monkeypatch):
+    """Gradio's toasts render HTML: `?model=<img src=/pixel1>` made every reader's browser fetch it, and
+    `?tab=<a href=/phish>` showed a live link. The warning quotes them as text."""
+    said = []
+    monkeypatch.setattr(gr, "Warning", lambda msg, *a, **k: said.append(msg))
+    apply = next(f for f in demo.fns.values() if f.name == "apply")
+    apply.fn(types.SimpleNamespace(query_params={"tab": "<a href=/phish>log in</a>", "model": "<img src=/pixel1>"}))
+    assert len(said) == 1 and "<" not in said[0] and "&lt;a href=/phish&gt;" in said[0], said
+    assert "&lt;img src=/pixel1&gt;" in said[0]

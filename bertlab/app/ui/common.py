@@ -30,7 +30,26 @@ def user_error(e: Exception | str) -> gr.Error:
     """The visitor's mistake as one clear line on the page, with no traceback in the server log;
     where the web may not name the server's folders, the message names none either."""
     msg = str(e).strip() or type(e).__name__
-    return gr.Error(msg if limits().allow_local_paths else hide_paths(msg), print_exception=False)
+    return gr.Error(shown(msg if limits().allow_local_paths else hide_paths(msg)), print_exception=False)
+
+
+def shown(msg: str) -> str:
+    """A message as the page may show it: Gradio's toasts render HTML, and a message can quote what a
+    stranger typed or put in a link (`?model=<img src=/pixel>` made every reader's browser fetch it)."""
+    return html.escape(str(msg), quote=False)
+
+
+def said(e: gr.Error) -> str:
+    """The plain text of a user_error (its message is escaped for the page), to quote it elsewhere."""
+    return html.unescape(str(e.message))
+
+
+def warn(msg: str) -> None:
+    gr.Warning(shown(msg))
+
+
+def info(msg: str) -> None:
+    gr.Info(shown(msg))
 
 
 @contextlib.contextmanager

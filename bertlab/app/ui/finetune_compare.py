@@ -11,7 +11,7 @@ from ...train.compare import PARTS, CompareSpec, current_results, run_name, spec
 from ...train.compare_report import headline, metric_keys, table_cells
 from ...train.specs import FinetuneSpec
 from ..jobs import check_name
-from . import jobs_ui
+from . import common, jobs_ui
 from .finetune_form import LABEL_TO_METHOD, METHOD_LABELS, form_spec
 from .train_charts import compare_curves, compare_figure, metrics, read_json
 
@@ -62,7 +62,7 @@ def start(owner, name, form: list, picked, seeds) -> str:
         jobs_ui.discard_staged(spec)
         raise
     if job.notice:
-        gr.Warning(job.notice)
+        common.warn(job.notice)
     return name
 
 

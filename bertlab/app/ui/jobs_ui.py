@@ -60,7 +60,7 @@ def browser_id(current: str | None, request: gr.Request | None = None) -> str:
             classroom.check_token(asked, _client(request), classroom.GUARD)
             return teacher_id(token)
         except PermissionError as e:
-            gr.Warning(str(e))
+            common.warn(str(e))
     if is_teacher(current):
         return current
     if isinstance(current, str) and current.startswith(TEACHER):
@@ -210,7 +210,7 @@ def launch(owner: str, name: str, spec, group: list[str] | None = None) -> None:
         discard_staged(spec)
         raise
     if job.notice:
-        gr.Warning(job.notice)
+        common.warn(job.notice)
 
 
 def delete(owner: str, name: str | None, kind: str):
@@ -221,7 +221,7 @@ def delete(owner: str, name: str | None, kind: str):
         manager().delete(name, visitor(owner))
     except (ValueError, PermissionError, OSError) as e:
         raise owner_error(e) from None
-    gr.Info(f"Run {name} is deleted.")
+    common.info(f"Run {name} is deleted.")
     return gr.Dropdown(choices=runs_of(kind), value=None), gr.Dropdown(choices=runs_of(kind), value=[])
 
 

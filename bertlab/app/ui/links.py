@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 from gradio.context import LocalContext
 
-from . import models
+from . import common, models
 
 # tab title (as in app.py's TABS) -> key in the address
 KEYS = {"Tokenize": "tokenize", "Masking lab": "masking", "Fill-mask": "fill-mask", "Next sentence": "nsp",
@@ -230,7 +230,7 @@ def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown
             link.problems.append(f"The model {link.model[:60]!r} could not be loaded; the shipped one is used.")
             link.model = None
         if link.problems:
-            gr.Warning(link.message())
+            common.warn(link.message())
         chosen = json.dumps({"tab": link.tab, "values": link.values, "model": link.model}) if link.tab else gr.skip()
         return [link.model if link.model else gr.skip(), chosen]
 

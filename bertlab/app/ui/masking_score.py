@@ -135,7 +135,7 @@ def shown(text, rate, whole_word, seed, mask_share, random_share, choice):
     except gr.Error as e:
         if "masked-LM head" not in str(e.message):
             raise
-        return common.notice_html(str(e.message)), None, None, {}
+        return common.notice_html(common.said(e)), None, None, {}
 
 
 def rescore(text, rate, whole_word, seed, mask_share, random_share, choice):
@@ -146,7 +146,7 @@ def rescore(text, rate, whole_word, seed, mask_share, random_share, choice):
         common.masking_rate(rate)
         common.whole_number(seed, "seed (draw number)", lo=0, hi=2**62)
     except gr.Error as e:
-        return common.notice_html(f"Fix the draw above first: {e.message}"), None, None, {}
+        return common.notice_html(f"Fix the draw above first: {common.said(e)}"), None, None, {}
     return shown(text, rate, whole_word, seed, mask_share, random_share, choice)
 
 

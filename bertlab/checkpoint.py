@@ -108,8 +108,13 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
         idx = folder / "model.safetensors.index.json"
         try:
             shards = sorted(set(json.loads(idx.read_text())["weight_map"].values()))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"{idx}: malformed shard index ({e})") from e
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            raise ValueError(f"{idx}: malformed shard index ({type(e).__name__})") from None
+        # a shard is a file of this folder: a name like "../other-run/model.safetensors" would read
+        # another visitor's weights
+        bad = [s for s in shards if not isinstance(s, str) or Path(s).name != s or s in ("", ".", "..")]
+        if bad:
+            raise ValueError(f"{idx}: a shard must be a file name in the model's folder, got {str(bad[0])[:60]!r}")
         files = [folder / s for s in shards]
     elif (folder / "pytorch_model.bin").exists():
         f = folder / "pytorch_model.bin"

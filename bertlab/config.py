@@ -28,6 +28,8 @@ def read_json_config(path: str | os.PathLike) -> dict:
             d = json.load(f)
     except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ValueError(f"{path}: not a readable JSON config ({e})") from e
+    except RecursionError:  # [[[[...]]]] nested deeper than the parser's stack
+        raise ValueError(f"{path}: not a readable JSON config (nested too deeply)") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path}: a config must be a JSON object")
     return d

@@ -148,3 +148,33 @@ def test_default_model_ships_and_loads():
     assert (ours.mlm_logits - theirs.prediction_logits).abs().max() < 1e-4
     assert sum(f.stat().st_size for f in checkpoint.DEFAULT_MODEL_DIR.iterdir()) < 25e6
     assert m.config.hidden_dropout_prob == 0.1  # what fine-tuning it uses
+
+
+def test_a_shard_index_cannot_point_outside_the_model_folder(tmp_path):
+    """A stranger's model folder names its shards; "../other/model.safetensors" would read weights from
+    another folder on the server (another visitor's run)."""
+    from safetensors.torch import save_file
+
+    from bertlab.checkpoint import read_weights
+    other, model = tmp_path / "other", tmp_path / "model"
+    other.mkdir()
+    model.mkdir()
+    save_file({"w": torch.zeros(2)}, other / "model.safetensors")
+    for name in ("../other/model.safetensors", str(other / "model.safetensors"), ".."):
+        (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": name}}))
+        with pytest.raises(ValueError, match="file name in the model's folder"):
+            read_weights(model)
+    save_file({"w": torch.ones(2)}, model / "part-1.safetensors")  # a plain shard name still loads
+    (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "part-1.safetensors"}}))
+    assert read_weights(model)["w"].tolist() == [1.0, 1.0]
+
+
+def test_a_deeply_nested_config_is_one_clear_error(tmp_path):
+    from bertlab.checkpoint import read_weights
+    from bertlab.config import read_json_config
+    (tmp_path / "config.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_json_config(tmp_path / "config.json")
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(ValueError, match="malformed shard index"):
+        read_weights(tmp_path)

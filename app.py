@@ -119,6 +119,8 @@ def check_settings() -> str:
 
 def main() -> None:
     device = check_settings()
+    # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told: a local client could name any address
+    os.environ["FORWARDED_ALLOW_IPS"] = limits().trusted_proxies
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     print(f"bertlab: models and training jobs run on {device_label(device)} (BERTLAB_DEVICE)", flush=True)
     models.get(models.DEFAULT)  # load before the first visitor arrives

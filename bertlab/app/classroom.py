@@ -192,9 +192,11 @@ def class_runs(mgr: jobs.JobManager, max_runs: int = MAX_RUNS, max_points: int =
 # ---- the teacher's clearing ------------------------------------------------------------------------
 
 class Guard:
-    """Wrong teacher tokens: at most `per_client` from one client and `overall` from everyone within
-    `window_s`; past either, every try is refused unchecked (the right token too) until old ones age
-    out, so guessing the token costs hours, not seconds."""
+    """Wrong teacher tokens, counted per client (its address) within `window_s`: past `per_client`,
+    that client's every try is refused unchecked (the right token too) until old ones age out, so
+    guessing costs hours, not seconds. Past `overall` from everyone, a client that has failed once
+    gets no more tries either; one that has not is always heard, so strangers guessing cannot lock
+    the teacher out of their own class."""
 
     def __init__(self, per_client: int = 5, overall: int = 20, window_s: float = 600.0, clock=time.monotonic):
         self.per_client, self.overall, self.window_s, self.clock = per_client, overall, window_s, clock
@@ -210,7 +212,7 @@ class Guard:
             self._prune()
             mine = [t for t, c in self._fails if c == client]
             every = [t for t, _ in self._fails]
-            full = mine if len(mine) >= self.per_client else every if len(every) >= self.overall else None
+            full = mine if len(mine) >= self.per_client else every if mine and len(every) >= self.overall else None
             if full is not None:
                 wait = max(1, int(full[0] + self.window_s - self.clock()) + 1)
                 raise PermissionError(f"too many wrong teacher tokens: try again in {wait // 60} min {wait % 60} s")

@@ -31,6 +31,7 @@ class Limits:
     model_cache_mb: float  # models the views keep loaded
     worker_mb: float  # address space of the worker process that runs probes
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
+    trusted_proxies: str = ""  # addresses whose X-Forwarded-For names the client (uvicorn's FORWARDED_ALLOW_IPS)
 
 
 def _env_num(name: str, default, kind=int):
@@ -110,7 +111,20 @@ def limits() -> Limits:
                   disk_budget_mb=_env_num("BERTLAB_DISK_BUDGET_MB", 20_000.0, float),
                   model_cache_mb=_env_num("BERTLAB_MODEL_CACHE_MB", 3000.0, float),
                   worker_mb=_env_num("BERTLAB_WORKER_MB", 6000.0, float),
-                  allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()))
+                  allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()),
+                  trusted_proxies=_proxies())
+
+
+def _proxies() -> str:
+    """BERTLAB_TRUSTED_PROXIES: the proxies whose X-Forwarded-For header is believed. A client's address
+    keys its teacher-token guesses; if any connection could name its own, rotating the header got
+    round the limit. A Space is reached only through Hugging Face's proxy ("*"); elsewhere none is."""
+    raw = os.environ.get("BERTLAB_TRUSTED_PROXIES")
+    raw = ("*" if os.environ.get("SPACE_ID") else "") if raw is None else raw.strip()
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        if part != "*" and not re.fullmatch(r"[0-9A-Fa-f.:/]+", part):
+            raise ValueError(f"BERTLAB_TRUSTED_PROXIES={raw!r}: give IP addresses or networks, comma-separated, or *")
+    return raw
 
 
 def check_upload(path: str | os.PathLike | None, what: str = "file") -> Path:

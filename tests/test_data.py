@@ -354,3 +354,29 @@ def test_batcher_feeds_the_model(vocab_tokenizer):
     model = BertForPreTraining(config)
     out = model(**next(iter(Batcher.from_tokenizer(ex, 4, vocab_tokenizer))))
     assert torch.isfinite(out.loss)
+
+
+def test_a_hub_dataset_name_never_reads_a_folder_of_the_server(tmp_path, monkeypatch):
+    """With the hub reachable, `datasets` read a local folder of the dataset's name first: "hub:runs/<a
+    run>" trained on another visitor's private upload. The hub (here a dead address on 127.0.0.1) is
+    the only place a hub name is looked up."""
+    import datasets
+    import huggingface_hub.constants
+    secret = tmp_path / "runs" / "v2-queued"
+    secret.mkdir(parents=True)
+    (secret / "upload.csv").write_text("text\n" + "someone else's private essay\n" * 20)
+    monkeypatch.chdir(tmp_path)
+    dead = "http://127.0.0.1:9"  # the discard port: nothing answers
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_ENDPOINT", dead)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", dead)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    import time
+    monkeypatch.setattr(time, "sleep", lambda s: None)  # the hub client's five retries waited 23 s
+    for name in ("hub:runs/v2-queued",):
+        try:
+            docs = load_documents(name, max_docs=5)
+        except ValueError as e:
+            assert "private essay" not in str(e) and "upload.csv" not in str(e), e
+        else:
+            assert not any("private essay" in d for d in docs), docs

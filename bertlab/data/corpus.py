@@ -146,7 +146,9 @@ def _load_hub(name: str, text_column: str, max_docs: int | None) -> list[str]:
         raise ValueError(f"{offline} ({host}: {e})") from None
     try:
         with _quiet():  # streaming fetches only the first max_docs rows, not the whole dataset
-            ds = datasets.load_dataset(name, split="train", streaming=max_docs is not None)
+            # "hf://datasets/": the hub's repository only. A bare "owner/name" is read as a local folder
+            # first when one exists: "runs/<a run>" trained on another visitor's private upload.
+            ds = datasets.load_dataset(f"hf://datasets/{name}", split="train", streaming=max_docs is not None)
             rows = list(ds.take(max_docs)) if max_docs is not None else None
     except DatasetNotFoundError as e:
         raise ValueError(f"{name}: no such dataset on the Hugging Face hub (or it is private): {e}") from None

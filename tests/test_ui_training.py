@@ -68,6 +68,42 @@ def test_caps_from_the_environment(runs_root, monkeypatch):
         pre_args()
 
 
+def test_a_run_is_refused_by_its_memory_and_electra_counts_its_generator(runs_root, monkeypatch):
+    """A 42.8 M-parameter model under the 50 M cap at batch 1,024 × 512 tokens (the app's own estimate:
+    ~456 GB) was accepted, and an ELECTRA with a generator as wide as itself trained 86.7 M parameters
+    against the 50 M cap (issue 30, item 2)."""
+    big = dict(preset_name="small", layers=12, hidden=512, heads=8, inter=2048, vocab=512, max_len=512)
+    with pytest.raises(ValueError, match="BERTLAB_JOB_MB"):
+        pre_args(**big, batch=1024)
+    assert pre_args(**big, batch=2).layers == 12  # the same model at a batch that fits
+    electra = dict(TINY, arch="electra", objective="MLM only (RoBERTa; ELECTRA's generator)", layers=4, hidden=256,
+                   heads=4, inter=1024, vocab=8192, max_len=128)
+    n_alone = pretrain_tab.training_size(pretrain_tab.model_config("mini", 4, 256, 4, 1024, 8192, 128, "electra"),
+                                         "electra", 0.25, 8, 128)[0]
+    monkeypatch.setenv("BERTLAB_MAX_PARAMS", str(n_alone))
+    assert pretrain_tab.form_spec(**{**electra, "generator_size": 0.25}).generator_size == 0.25
+    with pytest.raises(ValueError, match="BERTLAB_MAX_PARAMS"):  # a generator as wide as the discriminator
+        pretrain_tab.form_spec(**{**electra, "generator_size": 1.0})
+
+
+def test_a_job_process_gets_a_memory_cap(tmp_path):
+    import resource
+    import sys
+
+    from bertlab.app import jobs
+    from bertlab.train.specs import PretrainSpec
+    mgr = jobs.JobManager(tmp_path / "runs", python=sys.executable, memory_mb=700, nice=0)
+    mgr.start("capped", PretrainSpec(corpus=str(tmp_path / "missing.txt")))
+    pid = mgr.status("capped")["pid"]
+    try:
+        soft, hard = resource.prlimit(pid, resource.RLIMIT_DATA)
+        assert soft == hard == 700 * 2**20
+    except ProcessLookupError:
+        pytest.skip("the job ended before its limit could be read")
+    finally:
+        mgr.stop("capped")
+
+
 def test_bad_uploads_are_refused_with_reasons(runs_root, tmp_path, monkeypatch):
     def up(name, data):
         p = tmp_path / name

@@ -22,7 +22,7 @@ from ..train import runs
 from ..train.kinds import RUN_KINDS
 from ..train.specs import Spec
 from . import quota
-from .limits import app_device, hide_paths
+from .limits import app_device, hide_paths, limits
 
 JOB, LOG, UPLOADS = "job.json", "log.txt", ".uploads"
 TEACHER = "\0teacher"  # the owner of a teacher's page: may act on every run, has no per-visitor caps
@@ -93,14 +93,16 @@ class JobManager:
     """Starts, queues, watches, stops and kills training subprocesses under `root`. Thread-safe."""
 
     def __init__(self, root: str | os.PathLike = "runs", max_concurrent: int = 1, python: str = sys.executable,
-                 nice: int = 10, device=None):
+                 nice: int = 10, device=None, memory_mb: float | None = None):
         """`device`: where the jobs train, written into each spec that has a device field (a start and
         a resume alike): a device name ("cpu", "cuda", "cuda:1"), a function that returns one when a
-        job starts (the web's: limits.app_device), or None to keep each spec's own."""
+        job starts (the web's: limits.app_device), or None to keep each spec's own. `memory_mb` caps
+        each job process's private memory (RLIMIT_DATA: the heap and anonymous maps, which bounds what
+        it takes of the machine's RAM and, unlike an address-space cap, lets CUDA start)."""
         if not isinstance(max_concurrent, int) or max_concurrent < 1:
             raise ValueError(f"max_concurrent (BERTLAB_MAX_JOBS) must be a positive integer, got {max_concurrent!r}")
         self.root = Path(root).resolve()  # absolute: --out must not depend on the child's cwd
-        self.max_concurrent, self.python, self.device = max_concurrent, python, device
+        self.max_concurrent, self.python, self.device, self.memory_mb = max_concurrent, python, device, memory_mb
         # lower priority for training, so the explorer tabs answer first (where the kernel honours it)
         self.nice = nice if nice and shutil.which("nice") else 0
         self._lock, self._jobs, self._queue = threading.RLock(), {}, []
@@ -222,6 +224,11 @@ class JobManager:
             log.flush()
             job.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)  # its own group: kill reaches all
+        if self.memory_mb:  # set on the running child (a preexec_fn is unsafe in a threaded server);
+            import resource  # it keeps the cap through nice's exec, and the data loader's worker inherits it
+            cap = int(self.memory_mb * 2**20)
+            with contextlib.suppress(ProcessLookupError):
+                resource.prlimit(job.proc.pid, resource.RLIMIT_DATA, (cap, cap))
         job.pid, job.state, job.position, job.created = job.proc.pid, "running", None, time.time()
         group = job.group or (_read_json(rd / JOB).get("group") if job.resume else None)  # a resume keeps it
         runs.write_json_atomic(rd / JOB, {"pid": job.pid, "owner": job.owner, "started": job.created, "cmd": cmd,
@@ -415,6 +422,6 @@ def default_manager() -> JobManager:
         if _default is None:
             root, n = os.environ.get("BERTLAB_RUNS_DIR", "runs"), os.environ.get("BERTLAB_MAX_JOBS", "1")
             _default = JobManager(root, int(n) if n.strip().isdigit() else n,  # a bad value: a clear ValueError
-                                  device=app_device)
+                                  device=app_device, memory_mb=limits().job_mb)
             threading.Thread(target=_poll_forever, args=(_default, 2.0), name="bertlab-jobs", daemon=True).start()
         return _default

@@ -30,6 +30,7 @@ class Limits:
     disk_budget_mb: float  # all runs: past it the oldest finished ones are removed
     model_cache_mb: float  # models the views keep loaded
     worker_mb: float  # address space of the worker process that runs probes
+    job_mb: float  # private memory (heap, anonymous maps) of one training job process
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
     trusted_proxies: str = ""  # addresses whose X-Forwarded-For names the client (uvicorn's FORWARDED_ALLOW_IPS)
 
@@ -111,6 +112,7 @@ def limits() -> Limits:
                   disk_budget_mb=_env_num("BERTLAB_DISK_BUDGET_MB", 20_000.0, float),
                   model_cache_mb=_env_num("BERTLAB_MODEL_CACHE_MB", 3000.0, float),
                   worker_mb=_env_num("BERTLAB_WORKER_MB", 6000.0, float),
+                  job_mb=_env_num("BERTLAB_JOB_MB", 6000.0, float),
                   allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()),
                   trusted_proxies=_proxies())
 

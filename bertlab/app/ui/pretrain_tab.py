@@ -11,6 +11,7 @@ import gradio as gr
 from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset, preset_names
 from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
+from ...train.electra import generator_config
 from ...train.specs import PretrainSpec
 from .. import classroom
 from ..jobs import check_name
@@ -130,6 +131,24 @@ def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, st
             f"{c.hidden_size}; training memory about {sizing.humanize(mem['total'], 'B')} at this batch size.{warn}")
 
 
+def training_size(c, arch: str, generator_size, batch: int, seq_len: int) -> tuple[int, int]:
+    """(parameters trained, bytes of memory a training step peaks at, fp32) of a new model: ELECTRA
+    trains its generator too (sharing the embeddings), so a generator as wide as the discriminator
+    doubled what the parameter cap let through."""
+    n = sizing.param_counts(c)["total"]
+    need = sizing.memory(c, batch_size=max(1, batch), seq_len=seq_len, dtype="fp32", training=True,
+                         sparse_mlm=True)["total"]
+    if arch == "electra":
+        try:
+            g = generator_config(c, float(generator_size))
+        except (TypeError, ValueError):
+            return n, need  # the spec says what is wrong with the size
+        n += sizing.param_counts(g)["total"] - sizing.param_counts(g)["embeddings"]
+        need += sizing.memory(g, batch_size=max(1, batch), seq_len=seq_len, dtype="fp32", training=True,
+                              sparse_mlm=True)["total"]
+    return n, need
+
+
 def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
               max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False,
               arch="bert", generator_size=0.25, rtd_weight=50.0) -> PretrainSpec:
@@ -152,9 +171,14 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
         spec = spec.replace(init_from=str(models.resolve(start_from)))
     else:
         c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch)
-        if (n := sizing.param_counts(c)["total"]) > lim.max_params:
+        n, need = training_size(c, arch, generator_size, _int(batch, "batch size"), _int(max_len, "tokens"))
+        if n > lim.max_params:
             raise ValueError(f"this model has {n:,} parameters; this server trains at most {lim.max_params:,} "
                              f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
+        if need > lim.job_mb * 2**20:
+            raise ValueError(f"this run would need about {sizing.humanize(need, 'B')} of memory; a training job here "
+                             f"gets at most {sizing.humanize(lim.job_mb * 2**20, 'B')} (BERTLAB_JOB_MB): "
+                             f"choose a smaller batch, fewer tokens or a smaller model")
         spec = spec.replace(preset=preset_name if arch == "bert" else _arch_preset(preset_name, arch),
                             layers=c.num_hidden_layers, hidden=c.hidden_size,
                             heads=c.num_attention_heads, intermediate=c.intermediate_size, vocab_size=c.vocab_size,

@@ -157,6 +157,24 @@ def test_kill_ends_a_process_that_ignores_sigterm(tmp_path):
     assert st["returncode"] == -9
 
 
+def test_a_run_stopped_while_queued_leaves_no_folder(tmp_path):
+    """Stopping a queued new run left a folder holding only its upload and no job.json: its owner could
+    not delete it and no cap or disk budget counted it (issue 30, item 3: 9 such folders, 430 MB)."""
+    busy = tmp_path / "busy-python"  # stands in for python: holds the only slot
+    busy.write_text("#!/bin/sh\nsleep 30\n")
+    busy.chmod(0o755)
+    mgr = JobManager(tmp_path / "runs", python=str(busy), nice=0)
+    mgr.start("first", PretrainSpec(steps=5), owner="me")
+    staged = mgr.root / jobs.UPLOADS / "abc.txt"
+    staged.parent.mkdir(parents=True)
+    staged.write_text("a corpus someone uploaded\n" * 100)
+    job = mgr.start("second", PretrainSpec(steps=5, corpus=str(staged)), owner="me")
+    assert job.state == "queued" and (mgr.root / "second" / "upload-corpus.txt").exists()
+    mgr.stop("second", owner="me")
+    assert not (mgr.root / "second").exists() and not staged.exists()
+    mgr.kill("first", owner="me", timeout=0.5)
+
+
 @pytest.mark.slow
 def test_a_stop_asked_for_while_the_data_is_prepared_is_not_lost(tmp_path, small_corpus):
     mgr = JobManager(tmp_path / "runs")

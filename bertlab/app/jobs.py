@@ -316,6 +316,10 @@ class JobManager:
             return False
         self._queue.remove(name)
         del self._jobs[name]
+        if not job.resume and not (self.root / name / JOB).exists():
+            # a new run that never started holds only its staged upload: with no job.json its owner could
+            # not delete it, and no cap or disk budget counted it
+            shutil.rmtree(self.root / name, ignore_errors=True)
         self.poll()  # renumbers the queue
         return True
 

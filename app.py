@@ -81,7 +81,10 @@ def refresh():
 
 
 def build_app() -> gr.Blocks:
-    with gr.Blocks(title="bertlab: see and train BERT") as demo:
+    # Uploads pile up in Gradio's folder (any number, surviving restarts) unless it deletes them: a
+    # started run has its own copy by then (jobs_ui.stage_upload)
+    age = limits().upload_age_s
+    with gr.Blocks(title="bertlab: see and train BERT", delete_cache=(max(1, min(600, age // 2)), age)) as demo:
         with gr.Row(elem_id="bl-header", equal_height=True):
             with gr.Column(scale=3, min_width=300):
                 gr.Markdown(INTRO, elem_id="bl-intro")
@@ -127,7 +130,10 @@ def main() -> None:
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD)  # Gradio refuses bigger uploads before storing them
+        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD,  # Gradio refuses bigger uploads before storing them
+        # each session holds its own copy of the page's config (~1.3 MB here): Gradio kept 10,000; the
+        # least recently used go first, and a page that comes back starts a fresh one
+        state_session_capacity=limits().max_sessions)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class Limits:
     model_cache_mb: float  # models the views keep loaded
     worker_mb: float  # address space of the worker process that runs probes
     job_mb: float  # private memory (heap, anonymous maps) of one training job process
+    max_sessions: int  # browser sessions the server keeps (Gradio copies the page's config into each)
+    upload_age_s: int  # an uploaded file is deleted this long after it came (a run keeps its own copy)
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
     trusted_proxies: str = ""  # addresses whose X-Forwarded-For names the client (uvicorn's FORWARDED_ALLOW_IPS)
 
@@ -113,6 +115,8 @@ def limits() -> Limits:
                   model_cache_mb=_env_num("BERTLAB_MODEL_CACHE_MB", 3000.0, float),
                   worker_mb=_env_num("BERTLAB_WORKER_MB", 6000.0, float),
                   job_mb=_env_num("BERTLAB_JOB_MB", 6000.0, float),
+                  max_sessions=_env_num("BERTLAB_MAX_SESSIONS", 300),
+                  upload_age_s=_env_num("BERTLAB_UPLOAD_AGE_S", 3600),
                   allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()),
                   trusted_proxies=_proxies())
 

@@ -207,3 +207,36 @@ def test_a_links_warning_shows_what_it_quotes_as_text(demo, monkeypatch):
     apply.fn(types.SimpleNamespace(query_params={"tab": "<a href=/phish>log in</a>", "model": "<img src=/pixel1>"}))
     assert len(said) == 1 and "<" not in said[0] and "&lt;a href=/phish&gt;" in said[0], said
     assert "&lt;img src=/pixel1&gt;" in said[0]
+
+
+def test_a_tabs_opening_run_gives_way_to_what_the_student_asked():
+    """A slow opening run (defaults) that ends after the student's own request must not draw over it."""
+    import threading
+
+    from bertlab.app.ui import common
+    started, release = threading.Event(), threading.Event()
+
+    def view(text):
+        if text == "default":
+            started.set()
+            release.wait(5)
+        return f"result of {text}", text
+    opening, asked = common._opening(view, "demo-view", 2), common._asked(view, "demo-view")
+    out = {}
+
+    def in_session(fn, arg, name):
+        token = LocalContext.request.set(types.SimpleNamespace(session_hash="browser-1"))
+        try:
+            out[name] = fn(arg)
+        finally:
+            LocalContext.request.reset(token)
+    t = threading.Thread(target=in_session, args=(opening, "default", "opening"))
+    t.start()
+    started.wait(5)
+    in_session(asked, "mine", "asked")  # the student asks while the opening run is still busy
+    release.set()
+    t.join(5)
+    assert out["asked"] == ("result of mine", "mine")
+    assert all(isinstance(v, type(gr.skip())) for v in out["opening"]), out["opening"]
+    in_session(opening, "default", "again")  # an opening run nothing overtook draws as usual
+    assert out["again"] == ("result of default", "default")

@@ -3,9 +3,11 @@ nothing in the server log (Gradio logs a traceback for every other exception: th
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import json
 import re
+import time
 
 import gradio as gr
 from gradio.exceptions import ComponentProcessingError
@@ -229,14 +231,46 @@ def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=No
     `auto`, if given, runs instead of fn on those unasked runs (e.g. a section that re-runs on another
     section's inputs and leaves their mistakes to that section's own message). Returns the events."""
     auto = auto or fn
-    opened = on_open(auto, inputs, outputs)
-    # what the student asks for supersedes the tab's opening run: a result of the defaults that came
-    # in late would draw over theirs
-    events = [button.click(fn, inputs, outputs, api_name=api_name, cancels=[opened]),
-              gr.on(triggers, auto, inputs, outputs, api_name=False, cancels=[opened], **kw)]
+    key = api_name  # what the student asks for supersedes the tab's opening run: see _opening
+    events = [button.click(_asked(fn, key), inputs, outputs, api_name=api_name),
+              gr.on(triggers, _asked(auto, key), inputs, outputs, api_name=False, **kw)]
     if examples is not None:
-        events.append(examples.load_input_event.then(auto, inputs, outputs, api_name=False, cancels=[opened]))
-    return events + [opened]
+        events.append(examples.load_input_event.then(_asked(auto, key), inputs, outputs, api_name=False))
+    return events + [on_open(_opening(auto, key, len(outputs)), inputs, outputs)]
+
+
+_ASKED: dict[tuple, float] = {}  # (browser session, view) -> when the student last asked it to run
+
+
+def _session_view(key: str) -> tuple:
+    from gradio.context import LocalContext
+    return getattr(LocalContext.request.get(None), "session_hash", None), key
+
+
+def _asked(fn, key: str):
+    """fn, noting when this browser asked the view `key` for a result."""
+    @functools.wraps(fn)  # the API keeps fn's own parameters
+    def run(*args):
+        if len(_ASKED) > 5000:  # a bound: old sessions' entries only matter for a few seconds
+            _ASKED.clear()
+        _ASKED[_session_view(key)] = time.monotonic()
+        return fn(*args)
+    return run
+
+
+def _opening(fn, key: str, n_outputs: int):
+    """fn for the run a tab makes as it opens, whose result is dropped when the student asked for one
+    after it began: a slow first run (the next-sentence head's accuracy is measured once per model)
+    that came in late drew the defaults' result over theirs. (Gradio's `cancels` lost the student's
+    own result now and then: a cancelled run's stream is the session's.)"""
+    @functools.wraps(fn)
+    def run(*args):
+        began = time.monotonic()
+        out = fn(*args)
+        if _ASKED.get(_session_view(key), 0.0) > began:
+            return [gr.skip()] * n_outputs if n_outputs > 1 else gr.skip()
+        return out
+    return run
 
 
 def _top_tab() -> gr.Tab | None:

@@ -114,6 +114,17 @@ def test_no_server_path_is_accepted_as_data(hostile):
     assert {p.name for p in root.iterdir()} == before  # no run folder was made for any of it
 
 
+def test_an_api_call_with_too_few_values_is_one_message(hostile):
+    """Over raw HTTP a call may send fewer values than the endpoint takes: Gradio logged a traceback and
+    answered `{"error": null}` (issue 30, item 8). The fixture checks the log has no traceback."""
+    import httpx
+    client = hostile[0]
+    url = client.src.rstrip("/") + "/gradio_api/call/fill_mask"
+    event = httpx.post(url, json={"data": ["a [MASK] film ."]}).json()["event_id"]
+    said = httpx.get(f"{url}/{event}", timeout=60).text
+    assert "event: error" in said and "This endpoint takes" in said and "got 1" in said, said
+
+
 def test_runs_of_others_and_of_the_cli_are_read_only(hostile):
     client, root, _, _ = hostile
     eve = "eve-browser-id-0002"

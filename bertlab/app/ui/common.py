@@ -107,6 +107,13 @@ def quiet_gradio_checks(demo: gr.Blocks) -> gr.Blocks:
             i = re.search(r"at index (\d+)", str(e))  # Gradio's own index into block_fn.inputs
             what = i and getattr(block_fn.inputs[int(i.group(1))], "label", None) or "An input"
             raise user_error(f"{what}: not a value this field takes (files go through handle_file).") from None
+        except ValueError as e:  # last: the others are ValueErrors too
+            # an API caller sent too few values: Gradio logged a traceback and said nothing
+            if "didn't receive enough input values" not in str(e):
+                raise
+            shown = [c for c in block_fn.inputs if not getattr(c, "stateful", False)]
+            names = ", ".join(str(getattr(c, "label", None) or type(c).__name__) for c in shown)
+            raise user_error(f"This endpoint takes {len(shown)} values ({names}); got {len(inputs or [])}.") from None
     demo.preprocess_data = preprocess_data
     return demo
 

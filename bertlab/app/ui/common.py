@@ -238,12 +238,27 @@ def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=No
     `auto`, if given, runs instead of fn on those unasked runs (e.g. a section that re-runs on another
     section's inputs and leaves their mistakes to that section's own message). Returns the events."""
     auto = auto or fn
+    scroll_to_results(button)
     key = api_name  # what the student asks for supersedes the tab's opening run: see _opening
     events = [button.click(_asked(fn, key), inputs, outputs, api_name=api_name),
               gr.on(triggers, _asked(auto, key), inputs, outputs, api_name=False, **kw)]
     if examples is not None:
         events.append(examples.load_input_event.then(_asked(auto, key), inputs, outputs, api_name=False))
     return events + [on_open(_opening(auto, key, len(outputs)), inputs, outputs)]
+
+
+def scroll_to_results(button: gr.Button) -> None:
+    """A click on `button` brings what is under it into view when the button sits low on the screen: at
+    1280x900 Attention's heatmap started at y = 870 (only its title showed), and on a phone Fill-mask's
+    and Next sentence's results lay below the fold. In the browser, no server round trip."""
+    if not button.elem_id:
+        button.elem_id = f"bl-go-{button._id}"
+    button.click(None, None, None, api_name=False, js=f"""() => {{
+        const b = document.getElementById({json.dumps(button.elem_id)});
+        if (!b) return;
+        const r = b.getBoundingClientRect();
+        if (r.bottom > window.innerHeight * 0.5) window.scrollBy({{top: r.top - 8, behavior: "smooth"}});
+    }}""")
 
 
 _ASKED: dict[tuple, float] = {}  # (browser session, view) -> when the student last asked it to run

@@ -227,6 +227,7 @@ def build(picker: gr.Textbox) -> None:
         common.examples(side, EXAMPLES, [task, feature, kind, sample])
     results = gr.State()
     links.register("probing", task=task, feature=feature, probe=kind, sample=sample, layer=layer)
+    common.scroll_to_results(go_btn)
     go_btn.click(run_probes, [task, upload, feature, kind, sample, compare, layer, picker],
                  [plot, table, note, raw, results], api_name="probe", concurrency_limit=2)
     layer.release(show, [results, layer], [table, note, raw], api_name=False, show_progress="hidden")

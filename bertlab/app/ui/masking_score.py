@@ -165,7 +165,10 @@ def build(text, rate, whole, seed, picker) -> None:
         said = gr.Markdown(elem_id="mask-score-said")
         gr.Markdown(ABLATION)
     plot = gr.Plot(label="Loss per selected position", elem_id="mask-score-plot")
-    table = gr.Dataframe(label="Every selected position", interactive=False, wrap=True, elem_id="mask-score-table")
+    # widths that fit each header on one line: at a phone's 390 px the columns broke "posi/ti/on" into
+    # three lines; now the table scrolls sideways instead
+    table = gr.Dataframe(label="Every selected position", interactive=False, wrap=True, elem_id="mask-score-table",
+                         column_widths=["100px", "110px", "100px", "120px", "80px", "130px", "70px", "260px"])
     with gr.Accordion("JSON (per position: rule, loss, p(original), rank, top-5)", open=False):
         raw = gr.JSON()
     inputs = [text, rate, whole, seed, mask_share, random_share, picker]

@@ -146,8 +146,9 @@ def form_spec(choice, task, upload, text_column, label_column, method, epochs, l
         spec = spec.replace(task=str(jobs_ui.stage_upload(src)), problem="qa" if t == "upload-qa" else spec.problem)
         try:
             tok = SubwordTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))
-            with jobs_ui.upload_named(src, spec.task):
-                load_task(spec.task, tok, spec.max_len, **task_options(spec))
+            with jobs_ui.upload_named(src, spec.task):  # its columns and labels, said now; on a sample of
+                # rows: the whole file is the job's to encode (a 45 MB CSV took the web server to 4.6 GB)
+                load_task(spec.task, tok, spec.max_len, **task_options(spec), max_examples=CHECK_ROWS)
         except BaseException:
             jobs_ui.discard_staged(spec)
             raise
@@ -159,6 +160,9 @@ def form_spec(choice, task, upload, text_column, label_column, method, epochs, l
                     max_len=max(spec.max_len, own.get("max_len", 0)))
         return spec.replace(task=str(EXAMPLES_DIR / name), **keep)
     return spec.replace(task=t)
+
+
+CHECK_ROWS = 2000  # rows (questions, for QA) of an upload the form encodes to check it
 
 
 def task_options(spec: FinetuneSpec) -> dict:

@@ -208,3 +208,21 @@ def test_shipped_model_learned_context():
     assert {"highly", "not"} <= set(recommend) and {"good", "bad", "terrible"} & set(acting)
     assert not set(acting) & set(recommend)
     assert set(top("this is one of the [MASK] movies i have ever seen .")[:2]) == {"worst", "best"}
+
+
+def test_the_prepared_data_cache_keeps_to_its_budget(tmp_path):
+    """Every corpus and data setting added a cache entry for good (issue 30, item 3): past
+    BERTLAB_CACHE_MB the least recently used go, the one just written stays."""
+    import os
+
+    from bertlab.train.pretrain import prune_cache
+    root = tmp_path / "pretrain-data"
+    for i, name in enumerate(["old", "used", "new"]):
+        (root / name).mkdir(parents=True)
+        (root / name / "examples.pt").write_bytes(b"x" * 400_000)
+        os.utime(root / name, (1000 + i, 1000 + i))
+    os.utime(root / "used", (5000, 5000))  # reused lately
+    assert prune_cache(root, keep=root / "new", budget_mb=1.0) == ["old"]
+    assert sorted(p.name for p in root.iterdir()) == ["new", "used"]
+    assert prune_cache(root, keep=root / "new", budget_mb=0.5) == ["used"]
+    assert prune_cache(root, keep=root / "new", budget_mb=0.0) == []  # the entry just written stays

@@ -8,6 +8,7 @@ training is not deterministic), the tokenized examples, the settings and the che
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -72,6 +73,29 @@ def _cache_dir(spec: PretrainSpec) -> Path | None:
     return root / "pretrain-data" / key
 
 
+def prune_cache(root: Path, keep: Path | None = None, budget_mb: float | None = None) -> list[str]:
+    """Remove the least recently used prepared-data entries until the cache fits BERTLAB_CACHE_MB
+    (2000): every corpus and data setting made one more, for good. `keep` stays. The names removed."""
+    if budget_mb is None:
+        raw = os.environ.get("BERTLAB_CACHE_MB", "").strip()
+        budget_mb = float(raw) if raw.replace(".", "", 1).isdigit() else 2000.0
+    entries = []
+    for d in root.iterdir() if root.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if d.is_dir() and not d.is_symlink():
+                entries.append((d.stat().st_mtime, sum(f.stat().st_size for f in d.rglob("*") if f.is_file()), d))
+    total, removed = sum(size for _, size, _ in entries), []
+    for _, size, d in sorted(entries, key=lambda e: e[0]):
+        if total <= budget_mb * 1e6:
+            break
+        if keep is not None and d == keep:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        total -= size
+        removed.append(d.name)
+    return removed
+
+
 def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
     """Tokenizer + train/held-out examples, built once per run and read back on resume. `phase(text)`
     hears each step in words (the run's status shows them: a cold start takes a while)."""
@@ -81,6 +105,8 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
     if not (data / "examples.pt").exists() and cache is not None and (cache / "examples.pt").exists():
         log(f"reusing prepared data from {cache}")
         phase("reusing the vocabulary and examples an earlier run prepared (cached) ...")
+        with contextlib.suppress(OSError):
+            os.utime(cache)  # recently used: pruned last
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(cache, tmp)
         os.replace(tmp, data)
@@ -138,6 +164,7 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
             cache.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(tmp, ctmp, dirs_exist_ok=True)
             os.replace(ctmp, cache)
+            prune_cache(cache.parent, keep=cache)
         except OSError:
             shutil.rmtree(ctmp, ignore_errors=True)
     os.replace(tmp, data)

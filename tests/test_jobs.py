@@ -239,6 +239,17 @@ def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
     gone = [n for n in ended if not (mgr.root / n).exists()]
     assert gone and gone == ended[:len(gone)] and ", ".join(gone) in job.notice  # the oldest first, and said
     assert all((mgr.root / n).exists() for n in ("a1", "cat2", "cli"))  # never a live run, nor the CLI's
+    # a visitor over the budget loses their own ended runs before another's (issue 30, item 5)
+    others = [n for n in ended if (mgr.root / n).exists()]
+    for i, name in enumerate(["gus-old", "gus-new"]):
+        _ended_run(mgr.root, name, "gus", started=100 + i)
+    job = mgr.start("gus-next", spec, owner="gus")
+    assert not (mgr.root / "gus-old").exists() and all((mgr.root / n).exists() for n in others), job.notice
+    # and the whole server's queue has a cap: made-up visitor ids got round the per-visitor one
+    busy = sum(st["state"] in ("queued", "running") for st in mgr.list())
+    monkeypatch.setenv("BERTLAB_MAX_QUEUE", str(busy))
+    with pytest.raises(ValueError, match="BERTLAB_MAX_QUEUE"):
+        mgr.start("hal1", spec, owner="made-up-id-1")
 
 
 def test_teacher_page_ids(monkeypatch):

@@ -162,19 +162,25 @@ class JobManager:
         if owner is None or owner == TEACHER:
             return
         busy = sum(j.owner == owner and j.state in ("queued", "running") and n != name for n, j in self._jobs.items())
+        everyone = sum(j.state in ("queued", "running") and n != name for n, j in self._jobs.items())
         mine = self.owned(owner)
-        quota.check_visitor(busy, [self.root / n for n in mine], new=not resume and name not in mine)
+        quota.check_visitor(busy, [self.root / n for n in mine], new=not resume and name not in mine,
+                            everyone=everyone)
 
-    def _free_disk(self, keep: str) -> list[str]:
+    def _free_disk(self, keep: str, owner: str | None = None) -> list[str]:
         """Past the disk budget, remove the oldest ended web runs (never a live or queued one, nor one
-        the CLI made) and stale staged uploads."""
+        the CLI made) and stale staged uploads; those of `owner`, who is starting a run, go first: a
+        visitor over the budget lost another student's finished run while keeping their own."""
         quota.sweep(self.root / UPLOADS)
         live = {n for n, j in self._jobs.items() if j.state in ("queued", "running")} | {keep}
 
         def ended(d: Path) -> bool:
             return bool(_NAME.match(d.name)) and d.name not in live and (d / JOB).exists() \
                 and self._running_pid(d.name) is None
-        removed = quota.free_disk(self.root, ended, lambda d: _read_json(d / JOB).get("started") or 0)
+        def order(d: Path) -> tuple:
+            info = _read_json(d / JOB)
+            return owner is None or info.get("owner") != owner, info.get("started") or 0
+        removed = quota.free_disk(self.root, ended, order)
         for n in removed:
             self._jobs.pop(n, None)
         return removed
@@ -254,7 +260,7 @@ class JobManager:
             self._check_quota(name, owner, resume)
             job = self._jobs[name] = Job(name, spec, owner, resume, group=list(group or []))
             self._own_uploads(job)
-            if removed := self._free_disk(keep=name):
+            if removed := self._free_disk(keep=name, owner=owner):
                 job.notice = (f"To keep this server's disk budget, the oldest finished runs were removed: "
                               f"{', '.join(removed)}.")
             if self._free_slot():

@@ -25,6 +25,7 @@ class Limits:
     max_epochs: int  # fine-tuning
     job_threads: int  # torch threads per training job: leave a core for the explorer tabs
     max_jobs_per_visitor: int  # queued + running
+    max_queue: int  # queued + running, everyone's
     max_runs_per_visitor: int  # run folders kept
     max_visitor_mb: float  # bytes on disk of one visitor's runs
     disk_budget_mb: float  # all runs: past it the oldest finished ones are removed
@@ -109,6 +110,7 @@ def limits() -> Limits:
                   max_epochs=_env_num("BERTLAB_MAX_EPOCHS", 10),
                   job_threads=_env_num("BERTLAB_JOB_THREADS", max(1, cores - 1)),
                   max_jobs_per_visitor=_env_num("BERTLAB_MAX_QUEUED", 3),
+                  max_queue=_env_num("BERTLAB_MAX_QUEUE", 30),
                   max_runs_per_visitor=_env_num("BERTLAB_MAX_RUNS", 20),
                   max_visitor_mb=_env_num("BERTLAB_MAX_VISITOR_MB", 2000.0, float),
                   disk_budget_mb=_env_num("BERTLAB_DISK_BUDGET_MB", 20_000.0, float),

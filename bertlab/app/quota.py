@@ -15,10 +15,15 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-def check_visitor(busy: int, kept: list[Path], new: bool) -> None:
+def check_visitor(busy: int, kept: list[Path], new: bool, everyone: int = 0) -> None:
     """Per-visitor caps: `busy` jobs queued or training, the `kept` run folders (one more if `new`),
-    and their bytes on disk. A ValueError says which cap and which setting."""
+    and their bytes on disk; and the server's: `everyone`'s jobs queued or training (a visitor id is
+    the browser's own, so made-up ids got round the per-visitor caps). A ValueError says which cap
+    and which setting."""
     lim = limits()
+    if everyone >= lim.max_queue:
+        raise ValueError(f"this server has {everyone} runs queued or training, the most it takes "
+                         f"(BERTLAB_MAX_QUEUE): try again when one has ended")
     if busy >= lim.max_jobs_per_visitor:
         raise ValueError(f"you have {busy} runs queued or training, the most this server allows one "
                          f"visitor (BERTLAB_MAX_QUEUED): wait for one to end, or stop it")

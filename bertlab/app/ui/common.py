@@ -111,9 +111,9 @@ def quiet_gradio_checks(demo: gr.Blocks) -> gr.Blocks:
             # an API caller sent too few values: Gradio logged a traceback and said nothing
             if "didn't receive enough input values" not in str(e):
                 raise
-            shown = [c for c in block_fn.inputs if not getattr(c, "stateful", False)]
-            names = ", ".join(str(getattr(c, "label", None) or type(c).__name__) for c in shown)
-            raise user_error(f"This endpoint takes {len(shown)} values ({names}); got {len(inputs or [])}.") from None
+            takes = [c for c in block_fn.inputs if not getattr(c, "stateful", False)]
+            names = ", ".join(str(getattr(c, "label", None) or type(c).__name__) for c in takes)
+            raise user_error(f"This endpoint takes {len(takes)} values ({names}); got {len(inputs or [])}.") from None
     demo.preprocess_data = preprocess_data
     return demo
 
@@ -340,7 +340,7 @@ def redraw_open_tab_only(tabs: gr.Tabs, model: gr.Textbox) -> None:
             b = stack.pop()
             owner[b._id] = t
             stack.extend(getattr(b, "children", []))
-    shown = gr.Textbox(str(top[0].id), visible="hidden", label="Open tab", elem_id="bl-open-tab")
+    open_tab = gr.Textbox(str(top[0].id), visible="hidden", label="Open tab", elem_id="bl-open-tab")
     copies = {t._id: gr.Textbox(model.value, visible="hidden", label=f"Model of {t.id}") for t in top[1:]}
     for f in get_blocks_context().fns.values():
         tabs_of = {owner.get(c._id) for c in f.outputs}
@@ -348,9 +348,9 @@ def redraw_open_tab_only(tabs: gr.Tabs, model: gr.Textbox) -> None:
             copy = copies[tabs_of.pop()._id]
             f.targets = [(copy._id, "change") if t == (model._id, "change") else t for t in f.targets]
     keys = [json.dumps(str(t.id)) for t in top[1:]]
-    model.change(None, [model, shown, *copies.values()], list(copies.values()), api_name=False, js=f"""
+    model.change(None, [model, open_tab, *copies.values()], list(copies.values()), api_name=False, js=f"""
         (m, open, ...had) => [{", ".join(keys)}].map((k, i) => k === open ? m : had[i])""")
     for t in top:
-        t.select(None, None, shown, api_name=False, js=f"() => {json.dumps(str(t.id))}")
+        t.select(None, None, open_tab, api_name=False, js=f"() => {json.dumps(str(t.id))}")
         if t._id in copies:  # opening a tab catches its copy up; a change runs the tab's listeners
             t.select(None, model, copies[t._id], api_name=False, js="(m) => m")

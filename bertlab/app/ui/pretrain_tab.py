@@ -143,7 +143,8 @@ def training_size(c, arch: str, generator_size, batch: int, seq_len: int) -> tup
             g = generator_config(c, float(generator_size))
         except (TypeError, ValueError):
             return n, need  # the spec says what is wrong with the size
-        n += sizing.param_counts(g)["total"] - sizing.param_counts(g)["embeddings"]
+        counts = sizing.param_counts(g)
+        n += counts["total"] - counts["embeddings"]
         need += sizing.memory(g, batch_size=max(1, batch), seq_len=seq_len, dtype="fp32", training=True,
                               sparse_mlm=True)["total"]
     return n, need

@@ -68,6 +68,15 @@ def special_token_ids(tok: SubwordTokenizer) -> SpecialIds:
     return found
 
 
+def exact_unigram(path: str) -> models.Unigram:
+    """A Unigram model with the file's scores to the last bit. The Rust JSON reader can land a score one
+    unit in the last place off; where two segmentations tie ("word" * 30) that picks another one than
+    `transformers`, which reads the scores in Python."""
+    with open(path, encoding="utf-8") as f:
+        m = json.load(f)["model"]
+    return models.Unigram([(p, float(s)) for p, s in m["vocab"]], m.get("unk_id"), m.get("byte_fallback", False))
+
+
 class SubwordTokenizer:
     """Any BERT-family tokenizer: five markers by role (pad unk cls sep mask), the family's pair layout,
     longest-first truncation. Load one with `from_pretrained` or `from_file`; train one with
@@ -129,6 +138,8 @@ class SubwordTokenizer:
         path = os.fspath(path)
         try:
             raw = Tokenizer.from_file(path)
+            if isinstance(raw.model, models.Unigram):
+                raw.model = exact_unigram(path)
             kind = {"WordPiece": WordPieceTokenizer, "BPE": BPETokenizer}.get(type(raw.model).__name__)
             return (kind or SubwordTokenizer)(raw, model_max_length, **kw)
         except Exception as e:  # the Rust side raises bare Exceptions with terse messages

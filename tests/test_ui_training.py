@@ -2,9 +2,11 @@
 pre-training in the page, watch its chart move, stop, fight over it from another browser, reload,
 resume, then fine-tune to a confusion matrix and try the model."""
 import re
+import shutil
 import time
 from pathlib import Path
 
+import gradio as gr
 import pytest
 from browser import SHOTS, chromium_page
 from conftest import write_corpus
@@ -37,6 +39,32 @@ def test_pretrain_form_gives_a_spec(runs_root):
     assert not a.pre_ln  # a continued model keeps its own layout
     a = pre_args(dropout=0, pre_ln=True)
     assert a.pre_ln and a.dropout == 0.0
+
+
+SHOWN = ["recipe", "arch", "electra_row", "preset_name", "layers", "hidden", "heads", "inter", "vocab", "dropout",
+         "pre_ln", "corpus", "hub_name", "text_column", "max_docs", "max_len", "batch", "steps", "lr", "mask_rate",
+         "objective", "bf16", "generator_size", "rtd_weight"]
+
+
+@pytest.mark.parametrize("kw", [dict(steps=600, mask_rate=0.2, bf16=True, max_docs=500),
+                                dict(arch=list(pretrain_tab.ARCHS)[3], generator_size=0.5, rtd_weight=20.0,
+                                     objective="MLM only (RoBERTa; ELECTRA's generator)"),
+                                dict(corpus=pretrain_tab.CORPORA[2], hub_name="someone/texts", pre_ln=True)])
+def test_the_form_shows_the_run_it_shows(runs_root, kw):
+    """form -> spec -> spec.json -> form gives the same spec: a reloaded page (or a run picked to watch)
+    shows the settings of the run it shows, whichever recipe the box said before."""
+    from bertlab.train.runs import Run
+    spec = pre_args(**kw)
+    Run(runs_root / "shown").write_spec(spec)
+    got = dict(zip(SHOWN, pretrain_tab.form_of_run("shown")))
+    assert got["recipe"]["value"] == pretrain_tab.FROM_RUN and pretrain_tab.FROM_RUN in got["recipe"]["choices"]
+    assert all(v == gr.skip() for v in pretrain_tab.recipe_fields(pretrain_tab.FROM_RUN))  # the box fills nothing
+    form = {k: v for k, v in got.items() if k not in ("recipe", "electra_row")}
+    form["hub_name"] = kw.get("hub_name", "") if form["hub_name"] == gr.skip() else form["hub_name"]
+    again = pretrain_tab.form_spec(**{**TINY, **form})
+    assert again.to_dict() == spec.to_dict()
+    assert all(v == gr.skip() for v in pretrain_tab.form_of_run("nothing-here"))
+    assert all(v == gr.skip() for v in pretrain_tab.form_of_run("../../etc"))
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -195,7 +223,7 @@ def _wait_status(page, sel, pattern, timeout=90):
 
 
 @pytest.mark.slow
-def test_train_in_the_browser(server, tmp_path):
+def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
     corpus = write_corpus(tmp_path / "docs.txt", n_docs=200)
     with chromium_page() as (browser, page, outside, errors):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
@@ -233,9 +261,14 @@ def test_train_in_the_browser(server, tmp_path):
         other.screenshot(path=str(SHOTS / "8_pretrain_other_session.png"))
         assert "running" in page.locator("#pretrain-status").inner_text()
 
-        page.reload()  # the reloaded page finds its own running job again
+        page.reload()  # the reloaded page finds its own running job again, and the form shows its settings
         page.get_by_role("tab", name="Pre-train").click()
         _wait_status(page, "#pretrain-status", r"ui-tiny · running .*started in this browser")
+        page.wait_for_function("() => document.querySelector('#pretrain-recipe input').value.startsWith('The settings')",
+                               timeout=20_000)
+        assert page.get_by_label("Steps").input_value() == "5000"  # not the recipe's 2,000
+        page.locator("#pretrain-model").get_by_text("Model", exact=True).click()
+        assert page.get_by_label("Vocabulary").input_value() == "300" and page.get_by_label("Layers").input_value() == "2"
         page.locator("#pretrain-stop").click()
         stopped = _wait_status(page, "#pretrain-status", r"stopped · step")
         step = int(re.search(r"step ([\d,]+)", stopped).group(1).replace(",", ""))
@@ -245,6 +278,17 @@ def test_train_in_the_browser(server, tmp_path):
         _wait_status(page, "#pretrain-status", r"stopped · step")
         assert int(re.search(r"step ([\d,]+)", resumed).group(1).replace(",", "")) >= step
         page.screenshot(path=str(SHOTS / "8_pretrain_stopped.png"), full_page=True)
+
+        folder = next(tmp_path_factory.getbasetemp().glob("app*/runs/ui-tiny"))  # a second ended run to overlay
+        shutil.copytree(folder, folder.with_name("ui-copy"))
+        page.locator("#pretrain-overlay input").click()
+        page.get_by_role("option", name="ui-copy").click()
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(1500)  # the browser stores what it shows
+        page.reload()  # the overlay comes back with the run it was laid on
+        page.get_by_role("tab", name="Pre-train").click()
+        page.locator("#pretrain-overlay").get_by_text("ui-copy").wait_for(timeout=20_000)
+        assert page.locator("#pretrain-run input").input_value() == "ui-tiny"
 
         page.get_by_role("tab", name="Fine-tune").click()
         page.get_by_text("More options").click()

@@ -86,8 +86,40 @@ def session():
         # a fixed secret, so a restarted server still reads the stored id (which is random, not personal)
         owner = gr.BrowserState(None, storage_key="bertlab-owner", secret=os.environ.get("BERTLAB_SECRET", "bertlab"))
         opened = root.load(browser_id, owner, owner, api_name=False, show_progress="hidden")
+        root._bertlab_views = gr.BrowserState({}, storage_key="bertlab-views")
         root._bertlab_session = (owner, opened)
     return root._bertlab_session
+
+
+def views_state() -> gr.BrowserState:
+    """The BrowserState that keeps, per training tab, the run it showed and the runs overlaid on it, so
+    a reloaded page shows them again (made by `session()`, at the page's top level)."""
+    session()
+    return gr.context.Context.root_block._bertlab_views
+
+
+MAX_OVERLAID = 16
+
+
+def remembered(views, kind: str) -> tuple[str | None, list[str]]:
+    """(run, overlay) a tab showed, from what the browser stored: anything else a browser sends is nothing."""
+    kept = views.get(kind) if isinstance(views, dict) else None
+    if not isinstance(kept, dict) or not valid(kept.get("run")):
+        return None, []
+    overlay = kept.get("overlay") if isinstance(kept.get("overlay"), list) else []
+    return kept["run"], [n for n in overlay[:MAX_OVERLAID] if valid(n) and n != kept["run"]]
+
+
+def remember(kind: str):
+    """(views, run, overlay) -> views, with this tab's run and overlay; other tabs' entries kept."""
+    def keep(views, run, overlay):
+        views = {k: v for k, v in list(views.items())[:8] if isinstance(k, str) and len(k) <= 16} \
+            if isinstance(views, dict) else {}  # a browser may have stored anything: a few tabs' entries only
+        if not valid(run):
+            views.pop(kind, None)
+            return views
+        return {**views, kind: {"run": run, "overlay": shown_runs(run, overlay)[1:MAX_OVERLAID + 1]}}
+    return keep
 
 
 def run_watcher(label: str, elem_id: str, log_lines: int):
@@ -101,16 +133,25 @@ def run_watcher(label: str, elem_id: str, log_lines: int):
     return watch, overlay, log, gr.Timer(TICK_S, active=False)
 
 
-def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs) -> None:
-    """What both training tabs do with their run picker: redraw on a pick, on each tick while a shown
-    run is live, refresh the run lists when opened, and when the tab opens show this browser's last run
-    (with the runs started together with it overlaid)."""
+def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, shown=None) -> None:
+    """What the training tabs do with their run picker: redraw on a pick, on each tick while a shown
+    run is live, refresh the run lists when opened, remember what is shown in the browser, and when the
+    tab opens show this browser's last run (with the runs started together with it, or those it had
+    overlaid). `shown`: (fn(run), outputs) that also runs when a run is picked or reopened (the
+    Pre-train form takes the settings of the run it shows)."""
+    views = views_state()
     gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
+    gr.on([watch.change, overlay.change], remember(kind), [views, watch, overlay], views, api_name=False,
+          show_progress="hidden")
     timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
     for dd in (watch, overlay):
         dd.focus(lambda: gr.Dropdown(choices=runs_of(kind)), None, dd, api_name=False)
-    common.on_open(reopen(kind), [owner, watch], [watch, overlay], after=opened).then(
-        view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+    reopened = common.on_open(reopen(kind), [owner, watch, views], [watch, overlay], after=opened)
+    reopened.then(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
+    if shown is not None:
+        fn, outputs = shown
+        reopened.then(fn, watch, outputs, api_name=False, show_progress="hidden")
+        watch.input(fn, watch, outputs, api_name=False, show_progress="hidden")
 
 
 def runs_of(kind: str) -> list[str]:
@@ -137,13 +178,20 @@ def my_live_run(owner: str, kind: str) -> str | None:
 
 
 def reopen(kind: str):
-    """A training tab's page-load handler (owner, current) -> (run picker, overlay picker): this
-    browser's last run, finished too, and for a comparison its other runs as the overlay. A run
+    """A training tab's page-load handler (owner, current, views) -> (run picker, overlay picker): this
+    browser's live run, else the run the page showed before (with what it overlaid, from `views`), else
+    this browser's last run, finished too; for a comparison its other runs as the overlay. A run
     picked while the page loaded stays, unless one of this browser's runs is live."""
-    def on_open(owner, current):
+    def on_open(owner, current, views=None):
         choices, st = runs_of(kind), my_last_run(owner, kind)
-        if st is None or (not is_live(st) and current in choices):
+        kept, kept_overlay = remembered(views, kind)
+        if current in choices and not is_live(st):
             # no value: a slow page-load must not clear a run picked meanwhile
+            return gr.update(choices=choices), gr.update(choices=choices)
+        if kept in choices and not is_live(st) or kept is not None and st is not None and kept == st["name"]:
+            return (gr.update(choices=choices, value=kept),
+                    gr.update(choices=choices, value=[n for n in kept_overlay if n in choices]))
+        if st is None:
             return gr.update(choices=choices), gr.update(choices=choices)
         group = [n for n in st.get("group") or [] if valid(n) and (run_dir(n).exists() or is_live(status(n)))]
         group = group if st["name"] in group else [st["name"]]

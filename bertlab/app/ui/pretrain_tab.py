@@ -12,6 +12,7 @@ from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset, preset_names
 from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
 from ...train.electra import generator_config
+from ...train.runs import Run
 from ...train.specs import PretrainSpec
 from .. import classroom
 from ..jobs import check_name
@@ -68,8 +69,13 @@ def preset_fields(name: str):
     return L, H, A, 4 * H
 
 
+FROM_RUN = "The settings of the run shown below"  # what the recipe box says once the form shows a run's
+
+
 def recipe_fields(recipe: str, arch: str = "BERT"):
     """The recipe's form values; its objective is BERT's, so another architecture keeps its own."""
+    if recipe not in RECIPES:  # FROM_RUN: the form already holds the run's settings
+        return (gr.skip(),) * 13
     r = RECIPES[recipe]
     objective = r["objective"] if ARCHS.get(arch, "bert") == "bert" else \
         PretrainSpec.DEFAULT_OBJECTIVE[ARCHS.get(arch, arch)]
@@ -204,6 +210,37 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
     return spec
 
 
+def form_of_run(name) -> tuple:
+    """The form as the run `name` was started (see `build`'s `shown` outputs), so that a reloaded page,
+    or a run picked to watch, shows the settings of the run it shows. Nothing changes for a run without
+    a pre-training spec; the corpus of an upload and the model a run continued stay as they are (a
+    server path is never shown)."""
+    keep = (gr.skip(),) * 24
+    try:
+        spec = Run(jobs_ui.run_dir(name)).spec() if jobs_ui.valid(name) else None
+        c = preset(spec.preset, spec.arch, **spec.config_overrides()) if isinstance(spec, PretrainSpec) else None
+    except (ValueError, TypeError, KeyError, OSError):
+        return keep
+    if c is None:
+        return keep
+    label = {v: k for k, v in ARCHS.items()}
+    shape = (gr.skip(),) * 6 if spec.init_from is not None else (
+        spec.preset if spec.preset in PRESETS else gr.skip(), c.num_hidden_layers, c.hidden_size,
+        c.num_attention_heads, c.intermediate_size, spec.vocab_size)
+    if spec.corpus == "imdb":
+        corpus = (CORPORA[0], gr.skip())
+    elif spec.corpus.startswith(HUB_PREFIX) and is_hub_dataset(spec.corpus.removeprefix(HUB_PREFIX)):
+        corpus = (CORPORA[2], spec.corpus.removeprefix(HUB_PREFIX))
+    else:
+        corpus = (gr.skip(), gr.skip())
+    return (gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN), label[spec.arch],
+            gr.Row(visible=spec.arch == "electra"), *shape,
+            gr.skip() if spec.dropout is None else spec.dropout, spec.pre_ln, *corpus, spec.text_column,
+            spec.max_docs or 0, spec.max_len, spec.batch_size, spec.steps, spec.lr, spec.mask_rate,
+            next(k for k, v in OBJECTIVES.items() if v == spec.objective), spec.bf16, spec.generator_size,
+            spec.rtd_weight)
+
+
 def charts(runs: dict) -> list:
     """The three figures; before the first measurement only the first one, a note without axes."""
     if not any(runs.values()):
@@ -273,7 +310,7 @@ def build(picker: gr.Dropdown) -> None:
     r0 = recipe_fields(first)
     with gr.Row():
         with gr.Column(scale=3):
-            recipe = gr.Dropdown(list(RECIPES), value=first, label="Recipe",
+            recipe = gr.Dropdown(list(RECIPES), value=first, label="Recipe", elem_id="pretrain-recipe",
                                  info="fills in the settings below; change any of them afterwards")
             with gr.Row():
                 name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64,
@@ -338,7 +375,8 @@ def build(picker: gr.Dropdown) -> None:
     with gr.Row():
         watch = gr.Dropdown([], label="Run", allow_custom_value=True, info="the run shown below (yours or anyone's)",
                             scale=2, elem_id="pretrain-run")
-        overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3)
+        overlay = gr.Dropdown([], multiselect=True, allow_custom_value=True, label="Overlay other runs", scale=3,
+                              elem_id="pretrain-overlay")
     status = gr.HTML(elem_id="pretrain-status")
     with gr.Row(elem_id="pretrain-plot"):  # three narrow figures: side by side here, stacked on a phone
         plots = [gr.Plot(empty_figure("No measurements yet: start a run, or pick one to watch."), show_label=False,
@@ -369,5 +407,7 @@ def build(picker: gr.Dropdown) -> None:
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("pretrain")], [watch, overlay], api_name="pretrain_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
-    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs)
+    shown = [recipe, arch, electra_row, *model_fields, dropout, pre_ln, corpus, hub_name, text_column, max_docs,
+             max_len, batch, steps, lr, mask_rate, objective, bf16, generator_size, rtd_weight]
+    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, (form_of_run, shown))
     common.on_open(size_md, size_in, size)

@@ -12,7 +12,8 @@ import pytest  # noqa: E402
 
 # Fixtures that start the app (a real server, and with it often a browser): every test that uses one is slow,
 # marked here once instead of test by test, so `python -m pytest -m "not slow"` never starts a server.
-SERVERS = {"server", "client", "laptop", "distill_server", "race_server", "classroom_app"}
+SERVERS = {"server", "client", "laptop", "distill_server", "race_server", "classroom_app", "hostile",
+           "family_server"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -163,6 +163,7 @@ def test_an_adapter_file_missing_half_a_lora_pair_is_one_line(folders, capsys, t
     assert code == 2 and out == "" and "incomplete" in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_a_real_process_says_it_in_one_line(folders, tmp_path):
     r = subprocess.run([sys.executable, "-m", "bertlab", "classify", "--model", str(tmp_path / "gone"), "good film",
                         "--json"], capture_output=True, text=True, timeout=120)

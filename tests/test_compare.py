@@ -58,6 +58,7 @@ def test_the_spec_keeps_each_methods_default_learning_rate(tiny):
     assert unfreeze.run_spec("full", 0).gradual_unfreeze and not unfreeze.run_spec("lora", 0).gradual_unfreeze
 
 
+@pytest.mark.slow
 def test_two_methods_two_seeds_stop_resume_and_reuse(tiny, tmp_path):
     out, methods = tmp_path / "cmp", ["lora", "full"]
     stop, events = threading.Event(), []
@@ -118,6 +119,7 @@ def test_a_run_folder_is_not_a_comparison(tiny, tmp_path):
         compare(tmp_path / "ft", ["frozen", "lora"], 1, tiny, log=lambda m: None)
 
 
+@pytest.mark.slow
 def test_command_line_prints_the_eta_first_and_the_table_last(tiny, tmp_path):
     out = tmp_path / "cli"
     cmd = [sys.executable, "-m", "bertlab", "finetune", "--compare", "frozen,bitfit", "--model", tiny.model,

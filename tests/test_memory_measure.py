@@ -98,6 +98,7 @@ def test_memory_command_prints_the_estimates(capsys):
     assert f"{on['total'] / 1e6:.1f} MB" in out
 
 
+@pytest.mark.slow
 def test_ui_section_bounds_estimates_and_measures():
     summary, table, fig, rows = scaling_memory.estimate("tiny", 32, 128, "both", 1)
     assert [r["checkpointing"] for r in rows] == [False, True] and "less" in summary and "Measure" in summary

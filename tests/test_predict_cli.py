@@ -71,6 +71,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "bertlab", *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_fill_mask_json_and_info(model_dir):
     path, _ = model_dir
     r = run_cli("fill-mask", "--model", str(path), "--json", "--top-k", "3", "the film was [MASK] .")
@@ -84,6 +85,7 @@ def test_cli_fill_mask_json_and_info(model_dir):
     assert r.returncode == 0 and "109,482,240" in r.stdout
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line(tmp_path):
     r = run_cli("fill-mask", "--model", str(tmp_path / "nope"), "a [MASK]")
     assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
@@ -91,6 +93,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert r.returncode == 2 and "config.json" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_export_fp16(model_dir, tmp_path):
     path, m = model_dir
     r = run_cli("export", str(path), str(tmp_path / "half"), "--fp16")

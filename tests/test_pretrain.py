@@ -127,6 +127,7 @@ def test_cli_csv_without_the_column(tmp_path):
     assert r.returncode == 2 and "text" in r.stderr and "review" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_impossible_settings(tmp_path, small_corpus):
     r = cli("pretrain", "--corpus", str(small_corpus), "--out", str(tmp_path / "r"), "--mask-rate", "1.5")
     assert r.returncode == 2 and "mask_rate" in r.stderr

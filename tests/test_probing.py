@@ -235,6 +235,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "bertlab", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_errors(tmp_path, tiny):
     folder = save_pretrained(tiny[0], tiny[1], tmp_path / "model")
     (tmp_path / "a.conll").write_text(conll(20))

@@ -151,6 +151,7 @@ def test_stop_at_samples_the_start_of_a_long_schedule(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_sigkill_during_checkpoint_save_leaves_previous_one_resumable(tmp_path, one_thread):
     proc = subprocess.Popen([sys.executable, str(WORKER), "kill", str(tmp_path)], env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -273,6 +274,7 @@ def test_second_trainer_on_a_run_is_refused(tmp_path):
     assert st["state"] == "finished" and read_metrics(tmp_path)[0][-1]["split"] == "eval"
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_on_gloo(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

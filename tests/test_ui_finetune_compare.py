@@ -107,6 +107,7 @@ def _wait(name, timeout=240):
     raise AssertionError(f"{name} did not end: {jobs_ui.status(name)}")
 
 
+@pytest.mark.slow
 def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root, tmp_path, vocab_tokenizer):
     from bertlab.app.ui import jobs_ui
     torch.manual_seed(0)

@@ -119,7 +119,17 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         assert [r[0].split(":")[0] for r in _rows(tab)] == ["frozen", "lora"]
         tab.get_by_text("More options").click()
         _check_readable(tab, PHONE)
+        score = _box(tab.locator("#finetune-summary thead th").nth(2))  # the score, without a sideways scroll
+        assert score["x"] + score["w"] <= PHONE[0], f"the comparison's score is off the screen: {score}"
+        title, frame = (_box(tab.locator(f"#finetune-confusion {s}").first) for s in (".gtitle", ".main-svg"))
+        assert frame["x"] - 1 <= title["x"] and title["x"] + title["w"] <= frame["x"] + frame["w"] + 1, \
+            f"the confusion matrix's title is clipped: {title} in {frame}"
         figures_fit(page, tab.locator("#finetune-compare-plot, #finetune-plot"), PHONE[0])
+        joins = []  # a finished comparison's page is quiet: storing the picks once set the overlay off in a loop
+        page.on("request", lambda r: joins.append((r.post_data or "")[:200]) if "queue/join" in r.url else None)
+        page.wait_for_timeout(6000)
+        assert len(joins) <= 2, f"{len(joins)} server calls in 6 s on a page that shows a finished run: {joins[:4]}"
+        page.wait_for_function("() => !document.querySelector('[role=tabpanel] .progress-text')", timeout=30_000)
         page.screenshot(path=str(SHOTS / "finetune_phone_compare.png"), full_page=True)
         assert page.get_by_text("Traceback").count() == 0
     assert not outside, f"requests left the machine: {outside[:5]}"

@@ -320,20 +320,18 @@ def test_a_reloaded_page_finds_its_last_run_and_its_comparison(tmp_path, monkeyp
     shutil.rmtree(mgr.root / "cmp-lora")  # a deleted run of the comparison is left out
     assert value(jobs_ui.reopen("finetune")("ann", None)[1]) == ["cmp-frozen"]
 
-    # what the page showed comes back after a reload: the run and what was overlaid on it
-    views = jobs_ui.remember("pretrain")({}, "other", ["pre", "../etc", "other", "gone"])
-    assert views == {"pretrain": {"run": "other", "overlay": ["pre", "gone"]}}
+    # what the page showed comes back after a reload: the run and what was overlaid on it, as the
+    # browser stored them (JSON text in localStorage, see jobs_ui.remember_js)
+    views = json.dumps({"pretrain": {"run": "other", "overlay": ["pre", "../etc", "other", "gone"]}})
     watch, overlay = jobs_ui.reopen("pretrain")("ann", None, views)
-    assert value(watch) == "other" and value(overlay) == ["pre"]  # a deleted run is left out
+    assert value(watch) == "other" and value(overlay) == ["pre"]  # a deleted or invalid run is left out
     assert value(jobs_ui.reopen("pretrain")("ann", "pre", views)[0]) is None  # a pick made meanwhile stays
-    assert value(jobs_ui.reopen("pretrain")("ann", None, {"pretrain": {"run": "gone"}})[0]) == "pre"
-    for junk in (None, [], "x", {"pretrain": 5}, {"pretrain": {"run": "../x", "overlay": ["pre"]}},
-                 {"pretrain": {"run": "other", "overlay": "pre"}}):
+    assert value(jobs_ui.reopen("pretrain")("ann", None, '{"pretrain": {"run": "gone"}}')[0]) == "pre"
+    for junk in (None, "", "{", "[]", "x" * 100_000, '{"pretrain": 5}', '{"pretrain": {"run": "../x", "overlay": ["pre"]}}',
+                 '{"pretrain": {"run": "other", "overlay": "pre"}}', '{"pretrain": {"run": "other", "overlay": [5]}}'):
         assert value(jobs_ui.reopen("pretrain")("ann", None, junk)[0]) in ("pre", "other")
-    assert value(jobs_ui.reopen("pretrain")("ann", None, {"pretrain": {"run": "other", "overlay": "pre"}})[1]) == []
-    many = {f"k{i}": {"run": "x"} for i in range(50)}
-    assert len(jobs_ui.remember("pretrain")(many, "pre", [])) <= 9  # a stored dict stays small
-    assert "pretrain" not in jobs_ui.remember("pretrain")(views, None, [])
+    assert value(jobs_ui.reopen("pretrain")("ann", None, '{"pretrain": {"run": "other", "overlay": "pre"}}')[1]) == []
+    assert "localStorage.setItem('bertlab-views'" in jobs_ui.remember_js("pretrain")
 
     sts = [mgr.status(n) for n in cmp[:2]] + [{**mgr.status("cmp-frozen"), "name": "cmp-lora", "state": "queued"}]
     html = jobs_ui.runs_status_html(sts, "ann")

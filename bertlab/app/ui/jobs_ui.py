@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import hmac
 import html
+import json
 import os
 import shutil
 import time
@@ -86,40 +87,48 @@ def session():
         # a fixed secret, so a restarted server still reads the stored id (which is random, not personal)
         owner = gr.BrowserState(None, storage_key="bertlab-owner", secret=os.environ.get("BERTLAB_SECRET", "bertlab"))
         opened = root.load(browser_id, owner, owner, api_name=False, show_progress="hidden")
-        root._bertlab_views = gr.BrowserState({}, storage_key="bertlab-views")
+        root._bertlab_views = gr.Textbox("{}", visible=False)  # filled from localStorage by the events that read it
         root._bertlab_session = (owner, opened)
     return root._bertlab_session
 
 
-def views_state() -> gr.BrowserState:
-    """The BrowserState that keeps, per training tab, the run it showed and the runs overlaid on it, so
-    a reloaded page shows them again (made by `session()`, at the page's top level)."""
+VIEWS_KEY = "bertlab-views"  # localStorage: {tab kind: {"run": name, "overlay": [names]}}
+
+
+def views_box() -> gr.Textbox:
+    """A hidden box that carries what this browser stored of the training tabs' views (the run each
+    showed and the runs overlaid on it) to the events that read it, so a reloaded page shows them again.
+    The browser keeps it in localStorage, written by a browser-only event (`remember_js`): a
+    BrowserState written by the server on each pick set the overlay picker off again, in a loop."""
     session()
     return gr.context.Context.root_block._bertlab_views
+
+
+def remember_js(kind: str) -> str:
+    """The browser-only event (run, overlay) that stores what a tab shows."""
+    return f"""(run, overlay) => {{ try {{
+        const all = JSON.parse(localStorage.getItem({VIEWS_KEY!r}) || "{{}}");
+        all[{kind!r}] = {{run: run, overlay: overlay}};
+        localStorage.setItem({VIEWS_KEY!r}, JSON.stringify(all));
+    }} catch (e) {{}} }}"""
 
 
 MAX_OVERLAID = 16
 
 
 def remembered(views, kind: str) -> tuple[str | None, list[str]]:
-    """(run, overlay) a tab showed, from what the browser stored: anything else a browser sends is nothing."""
+    """(run, overlay) a tab showed, from what the browser stored (JSON text): anything else a browser
+    sends is nothing."""
+    if isinstance(views, str):
+        try:
+            views = json.loads(views[:20_000])
+        except ValueError:
+            views = None
     kept = views.get(kind) if isinstance(views, dict) else None
     if not isinstance(kept, dict) or not valid(kept.get("run")):
         return None, []
     overlay = kept.get("overlay") if isinstance(kept.get("overlay"), list) else []
     return kept["run"], [n for n in overlay[:MAX_OVERLAID] if valid(n) and n != kept["run"]]
-
-
-def remember(kind: str):
-    """(views, run, overlay) -> views, with this tab's run and overlay; other tabs' entries kept."""
-    def keep(views, run, overlay):
-        views = {k: v for k, v in list(views.items())[:8] if isinstance(k, str) and len(k) <= 16} \
-            if isinstance(views, dict) else {}  # a browser may have stored anything: a few tabs' entries only
-        if not valid(run):
-            views.pop(kind, None)
-            return views
-        return {**views, kind: {"run": run, "overlay": shown_runs(run, overlay)[1:MAX_OVERLAID + 1]}}
-    return keep
 
 
 def run_watcher(label: str, elem_id: str, log_lines: int):
@@ -139,14 +148,14 @@ def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, shown=
     tab opens show this browser's last run (with the runs started together with it, or those it had
     overlaid). `shown`: (fn(run), outputs) that also runs when a run is picked or reopened (the
     Pre-train form takes the settings of the run it shows)."""
-    views = views_state()
+    views = views_box()
     gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
-    gr.on([watch.change, overlay.change], remember(kind), [views, watch, overlay], views, api_name=False,
-          show_progress="hidden")
+    gr.on([watch.change, overlay.change], None, [watch, overlay], None, api_name=False, js=remember_js(kind))
     timer.tick(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
     for dd in (watch, overlay):
         dd.focus(lambda: gr.Dropdown(choices=runs_of(kind)), None, dd, api_name=False)
-    reopened = common.on_open(reopen(kind), [owner, watch, views], [watch, overlay], after=opened)
+    reopened = common.on_open(reopen(kind), [owner, watch, views], [watch, overlay], after=opened,
+                              js=f"(owner, run, views) => [owner, run, localStorage.getItem({VIEWS_KEY!r}) || '{{}}']")
     reopened.then(view, [watch, overlay, owner], outs, api_name=False, show_progress="hidden")
     if shown is not None:
         fn, outputs = shown

@@ -7,6 +7,7 @@ lines with a point at every evaluation.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import math
 import threading
@@ -192,9 +193,12 @@ def confusion_figure(conf: dict | None, whose: str = "") -> go.Figure:
     fig.update_yaxes(autorange="reversed", title="true label")
     fig.update_xaxes(title="predicted label", side="bottom")
     size = 320 + 14 * max(0, len(labels) - 4)
-    fig.update_layout(height=min(size, 800), margin=dict(l=60, r=10, t=50, b=50),
-                      title=dict(text=f"Confusion matrix{' of ' + whose if whose else ''} (validation, "
-                                      f"accuracy {conf.get('accuracy', 0):.1%})", font_size=15))
+    # two short lines: one line ran past a phone's 350 px and the accuracy was cut off
+    who = html.escape(whose if len(whose) <= 28 else whose[:27] + "…")
+    fig.update_layout(height=min(size, 800), margin=dict(l=60, r=10, t=64, b=50),
+                      title=dict(text=f"Confusion matrix (validation)<br><span style='font-size:12px'>"
+                                      f"{who + ' · ' if who else ''}accuracy {conf.get('accuracy', 0):.1%}</span>",
+                                 font_size=15))
     return fig
 
 

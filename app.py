@@ -127,6 +127,8 @@ def main() -> None:
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     print(f"bertlab: models and training jobs run on {device_label(device)} (BERTLAB_DEVICE)", flush=True)
     models.get(models.DEFAULT)  # load before the first visitor arrives
+    if limits().warm_cache:  # the default recipe's data, prepared in the background (BERTLAB_WARM_CACHE)
+        pretrain_tab.warm_default_recipe()
     build_app().queue(default_concurrency_limit=4, max_size=64).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

@@ -7,6 +7,9 @@ for k, v in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "GRADIO_ANALYTIC
 import tempfile  # noqa: E402
 
 os.environ.setdefault("BERTLAB_CACHE", tempfile.mkdtemp(prefix="bertlab-cache-"))  # never the user's cache
+# A served app prepares the default recipe's data as it starts: 20-50 s of a core the browser tests need.
+# tests/test_pretrain.py checks the warm-up itself.
+os.environ.setdefault("BERTLAB_WARM_CACHE", "0")
 
 import pytest  # noqa: E402
 

@@ -227,3 +227,31 @@ def test_the_prepared_data_cache_keeps_to_its_budget(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["new", "used"]
     assert prune_cache(root, keep=root / "new", budget_mb=0.5) == ["used"]
     assert prune_cache(root, keep=root / "new", budget_mb=0.0) == []  # the entry just written stays
+
+
+def test_a_server_warms_the_cache_for_its_default_recipe(tmp_path, small_corpus, monkeypatch):
+    """What a class's first run would spend a minute on (issue 31, item 10) is done once, up front: the
+    run then starts from the cached data, and a second warm-up does nothing."""
+    from bertlab.train.pretrain import cache_dir, warm_cache
+    monkeypatch.setenv("BERTLAB_CACHE", str(tmp_path / "cache"))
+    s = spec(small_corpus)
+    entry = warm_cache(s, log=lambda *_: None)
+    assert entry == cache_dir(s) and (entry / "examples.pt").exists()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["pretrain-data"]  # no scratch left behind
+    stamp = (entry / "examples.pt").stat().st_mtime_ns
+    assert warm_cache(s) == entry and (entry / "examples.pt").stat().st_mtime_ns == stamp
+    said = []
+    assert pretrain(tmp_path / "run", s, log=said.append)["state"] == "finished"
+    assert any("reusing prepared data" in m for m in said), said
+
+
+@pytest.mark.slow
+def test_the_app_warms_its_default_recipe_in_the_background(tmp_path, small_corpus, monkeypatch):
+    from bertlab.app.ui import pretrain_tab
+    from bertlab.train.pretrain import cache_dir
+    monkeypatch.setenv("BERTLAB_CACHE", str(tmp_path / "cache"))
+    s = spec(small_corpus)
+    monkeypatch.setattr(pretrain_tab, "default_spec", lambda: s)
+    proc = pretrain_tab.warm_default_recipe()
+    assert proc.wait(timeout=120) == 0 and (cache_dir(s) / "examples.pt").exists()
+    assert pretrain_tab.warm_default_recipe() is None  # there already

@@ -67,6 +67,17 @@ def test_the_form_shows_the_run_it_shows(runs_root, kw):
     assert all(v == gr.skip() for v in pretrain_tab.form_of_run("../../etc"))
 
 
+def test_the_warmed_recipe_is_the_one_the_untouched_form_starts(runs_root):
+    """The server warms the cache for `default_spec()`: the very data of the form as the page opens."""
+    import app
+    from bertlab.train.pretrain import cache_dir
+    demo = app.build_app()
+    fn = next(f for f in demo.fns.values() if f.api_name == "pretrain_start")
+    values = [c.value for c in fn.inputs]  # owner, name, 21 form fields, overlay, arch, generator, weight, student
+    shown = pretrain_tab.form_spec(*values[2:23], *values[24:27])
+    assert cache_dir(shown) == cache_dir(pretrain_tab.default_spec()) is not None
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(hidden=30, heads=4), "divisible"),
     (dict(steps=0), "steps"),

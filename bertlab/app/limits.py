@@ -36,6 +36,7 @@ class Limits:
     upload_age_s: int  # an uploaded file is deleted this long after it came (a run keeps its own copy)
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
     trusted_proxies: str = ""  # addresses whose X-Forwarded-For names the client (uvicorn's FORWARDED_ALLOW_IPS)
+    warm_cache: bool = True  # prepare the default recipe's data as the server starts (pretrain.warm_cache)
 
 
 def _env_num(name: str, default, kind=int):
@@ -120,6 +121,7 @@ def limits() -> Limits:
                   max_sessions=_env_num("BERTLAB_MAX_SESSIONS", 300),
                   upload_age_s=_env_num("BERTLAB_UPLOAD_AGE_S", 3600),
                   allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()),
+                  warm_cache=_env_flag("BERTLAB_WARM_CACHE", True),
                   trusted_proxies=_proxies())
 
 

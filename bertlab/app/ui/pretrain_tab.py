@@ -6,12 +6,17 @@ event: closing the tab does not kill it, and a reloaded page finds it again.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import gradio as gr
 
 from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset, preset_names
 from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
 from ...train.electra import generator_config
+from ...train.pretrain import cache_dir as pretrain_cache_dir
 from ...train.runs import Run
 from ...train.specs import PretrainSpec
 from .. import classroom
@@ -62,6 +67,31 @@ OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT
 ARCHS = {"BERT": "bert", "RoBERTa (byte-level BPE, MLM only)": "roberta",
          "ALBERT (factorised embeddings, shared layers; WordPiece, not SentencePiece)": "albert",
          "ELECTRA (a 1/4-width generator fills the masks, the discriminator spots its replacements)": "electra"}
+
+
+DEFAULT_VOCAB = 8192  # the form's vocabulary (the recipes leave it)
+
+
+def default_spec() -> PretrainSpec:
+    """The run the form starts when nothing is changed: the first recipe, on the shipped reviews."""
+    names = ("preset_name", "layers", "hidden", "heads", "inter", "max_len", "batch", "steps", "lr", "mask_rate",
+             "objective", "dropout", "max_docs")
+    return form_spec(**dict(zip(names, recipe_fields(next(iter(RECIPES))))), vocab=DEFAULT_VOCAB,
+                     start_from=SCRATCH, corpus=CORPORA[0], upload=None, text_column="text", hub_name="", bf16=True)
+
+
+def warm_default_recipe() -> subprocess.Popen | None:
+    """Prepare the default recipe's data in the background, at low priority, as the server starts (see
+    pretrain.warm_cache): on a Space every restart empties the cache, and the first student's run
+    would spend its first minute there. None when the cache already holds it."""
+    spec = default_spec()
+    cache = pretrain_cache_dir(spec)
+    if cache is None or (cache / "examples.pt").exists():
+        return None
+    code = ("import json, os, sys; os.nice(10); from bertlab.train.pretrain import warm_cache; "
+            "from bertlab.train.specs import PretrainSpec; warm_cache(PretrainSpec.from_dict(json.loads(sys.argv[1])))")
+    return subprocess.Popen([sys.executable, "-c", code, json.dumps(spec.to_dict())], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def preset_fields(name: str):
@@ -334,7 +364,7 @@ def build(picker: gr.Dropdown) -> None:
                     hidden = gr.Number(r0[2], label="Hidden size", precision=0, minimum=8, maximum=2048)
                     heads = gr.Number(r0[3], label="Heads", precision=0, minimum=1, maximum=32)
                     inter = gr.Number(r0[4], label="Feed-forward size", precision=0, minimum=8, maximum=8192)
-                    vocab = gr.Number(8192, label="Vocabulary", precision=0, minimum=100, maximum=60000)
+                    vocab = gr.Number(DEFAULT_VOCAB, label="Vocabulary", precision=0, minimum=100, maximum=60000)
                 with gr.Row():
                     dropout = gr.Number(r0[11], label="Dropout", minimum=0, maximum=0.9,
                                         info="0 suits short runs: the model is far from overfitting")

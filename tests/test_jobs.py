@@ -175,6 +175,27 @@ def test_a_run_stopped_while_queued_leaves_no_folder(tmp_path):
     mgr.kill("first", owner="me", timeout=0.5)
 
 
+def test_a_resume_that_loses_the_race_to_a_delete_says_so(tmp_path, monkeypatch):
+    """Issue 30, item 8: a resume read the run's spec, a delete removed the folder meanwhile, and the
+    resume then reported success while the run started again from nothing."""
+    done = tmp_path / "done-python"  # stands in for python: exits at once
+    done.write_text("#!/bin/sh\nexit 0\n")
+    done.chmod(0o755)
+    mgr = JobManager(tmp_path / "runs", python=str(done), nice=0)
+    _ended_run(mgr.root, "old", "me", started=1)
+    runs.Run(mgr.root / "old").write_spec(PretrainSpec(steps=5))
+    read = runs.Run.spec
+
+    def read_then_lose(self):  # the delete lands between the resume's read and its start
+        spec = read(self)
+        mgr.delete("old", owner="me")
+        return spec
+    monkeypatch.setattr(runs.Run, "spec", read_then_lose)
+    with pytest.raises(ValueError, match="gone"):
+        mgr.resume("old", owner="me", changes={"steps": 10})
+    assert not (mgr.root / "old").exists() and "old" not in mgr._jobs
+
+
 @pytest.mark.slow
 def test_a_stop_asked_for_while_the_data_is_prepared_is_not_lost(tmp_path, small_corpus):
     mgr = JobManager(tmp_path / "runs")

@@ -217,6 +217,8 @@ class JobManager:
             raise ValueError(f"run {name} is already being trained (process {pid}); stop it or wait for it to end")
         if not resume and any((self.root / name / n).exists() for n in _PREPARED):
             raise ValueError(f"run {name} exists: resume it or pick another name")
+        if resume and runs.Run(self.root / name).spec_dict() is None:  # deleted since the resume read it
+            raise ValueError(f"run {name} is gone (deleted): there is nothing to resume")
 
     def _launch(self, job: Job) -> None:
         rd = self.root / job.name

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "bertlab"
-CORE = {"config", "model", "fast", "tokenizer", "tokenizer_parts", "checkpoint", "heads", "heads_family", "cache", "family"}
+CORE = {"config", "model", "fast", "tokenizer", "checkpoint", "heads", "heads_family", "cache", "family"}
 CORE_PACKAGES = {"variants", "methods"}  # the family's models and the fine-tuning methods: core like model.py
 # what each layer may import (besides itself)
 ALLOWED = {"core": {"core"}, "analysis": {"core"}, "data": {"core"}, "train": {"core", "data", "analysis"},
@@ -105,6 +105,37 @@ def test_function_level_imports_of_our_own_code_are_gone():
     hidden = [f"{p.relative_to(PKG.parent)}:{line} imports {t}" for n, p in modules().items()
               for t, line, inner in imports(n, p) if inner]
     assert not hidden, "\n".join(hidden)
+
+
+def private_uses(path: Path) -> list[str]:
+    """`from .x import _name` and `x._name`, where x is one of our own modules, in one file."""
+    tree, ours, found = ast.parse(path.read_text(encoding="utf-8")), set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("bertlab")):
+            for a in node.names:
+                ours.add(a.asname or a.name)
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} import {a.name}")
+        elif isinstance(node, ast.Import):
+            ours |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("bertlab")}
+    found += [f"{n.lineno}: {n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id in ours and n.attr.startswith("_")
+              and not n.attr.startswith("__")]
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A name one module needs from another is public there: two halves that import each other's private
+    names are one idea split by length (issue 29, item 6). `from .x import _y` and `x._y` are refused."""
+    paths = [*modules().values(), PKG.parent / "app.py"]
+    found = [f"{p.relative_to(PKG.parent)}:{use}" for p in paths for use in private_uses(p)]
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_check_sees_both_forms(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from .corpus import _check\nfrom . import runs\nimport os\nruns._read(1)\nos._exit(0)\n")
+    assert private_uses(bad) == ["1: from .corpus import _check", "4: runs._read"]
 
 
 @pytest.mark.parametrize("module,expected", [("bertlab.model", "core"), ("bertlab.data.masking", "data"),

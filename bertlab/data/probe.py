@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import labels as tables
 from . import tasks as fd
-from .corpus import _check_text_file
+from .corpus import check_text_file
 
 TASKS = ("pos", "sentiment", "position")
 DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~35 s a model on 2 CPU cores (probe_tab.TIME_NOTE)
@@ -49,7 +49,7 @@ class ProbeData:
 def read_tagged_jsonl(path: Path) -> tuple[list[list[str]], list[list[str]]] | None:
     """Sentences from JSON lines {"tokens": [...], "tags": [...]} (Hugging Face style), or None when
     the file holds texts instead. Tag ids (ints) are kept as their string form."""
-    _check_text_file(path)
+    check_text_file(path)
     text = path.read_text(encoding="utf-8")
     try:
         rows = json.loads(text) if path.suffix.lower() == ".json" else \
@@ -83,7 +83,7 @@ def _word_task(name, sents, tags, sample, seed, key) -> ProbeData:
     sents, tags = [sents[i] for i in keep], [tags[i] for i in keep]
     if len(sents) < MIN_SENTENCES:
         raise ValueError(f"{name}: has {len(sents)} tagged sentences; a probe needs at least {MIN_SENTENCES}")
-    names = tables._order_labels({t for ts in tags for t in ts})
+    names = tables.order_labels({t for ts in tags for t in ts})
     if len(names) < 2:
         raise ValueError(f"{name}: every token has the same tag ({names[0]!r}); a probe needs at least two classes")
     to_id = {t: i for i, t in enumerate(names)}

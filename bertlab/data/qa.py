@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..model import device_of
-from .corpus import _check_text_file, split_heldout
+from .corpus import check_text_file, split_heldout
 from .masking import Example
 
 MAX_QUERY_TOKENS = 64  # longer questions are cut (run_squad's max_query_length)
@@ -70,7 +70,7 @@ def _bad(path: Path, where: str, what: str) -> ValueError:
 def read_squad(path: str | Path) -> tuple[list[QAItem], list[str]]:
     """(questions, notes) from a SQuAD-format file; anything malformed is one ValueError saying where."""
     path = Path(path)
-    _check_text_file(path)
+    check_text_file(path)
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

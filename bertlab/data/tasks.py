@@ -25,7 +25,7 @@ import torch
 
 from ..tokenizer import ptb_words
 from . import qa
-from .corpus import _check_text_file, movie_reviews, split_heldout
+from .corpus import check_text_file, movie_reviews, split_heldout
 from .labels import (CLASSIFICATION_FILES, MIN_ROWS, label_problem, multi_labels, numeric_labels, read_table,
                      single_labels)
 from .masking import IGNORE_INDEX, Batcher, Example, collate
@@ -116,7 +116,7 @@ def read_conll(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
     """Sentences of (token, tag) from a CoNLL-style file: one "token ... tag" per line (tab- or space-
     separated: first column and last), a blank line between sentences; "-DOCSTART-" lines skipped."""
     path = Path(path)
-    _check_text_file(path)
+    check_text_file(path)
     sents, tags, words, ts = [], [], [], []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(itertools.chain(f, [""]), 1):  # "": the end closes the last sentence

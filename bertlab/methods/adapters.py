@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..family import encoder_of
-from .lowrank import _prefix, _replace, freeze_encoder, in_layer
+from .lowrank import encoder_prefix, replace_module, freeze_encoder, in_layer
 
 # per member: the output projections of attention and feed-forward, by their path inside a layer
 ADAPTER_TARGETS = {
@@ -80,8 +80,8 @@ def add_adapters(model: nn.Module, size: int = 64) -> list[str]:
         if isinstance(m, nn.LayerNorm) and "embeddings" not in n:
             m.requires_grad_(True)
     for path in paths:
-        _replace(encoder, path, AdaptedLinear(encoder.get_submodule(path), size))
-    return [_prefix(model) + p for p in paths]
+        replace_module(encoder, path, AdaptedLinear(encoder.get_submodule(path), size))
+    return [encoder_prefix(model) + p for p in paths]
 
 
 def has_adapters(model: nn.Module) -> bool:

@@ -70,12 +70,12 @@ def target_paths(encoder: nn.Module, targets) -> list[str]:
     return [n for n, m in encoder.named_modules() if type(m) in (nn.Linear, nn.Embedding) and in_layer(n) in want]
 
 
-def _replace(root: nn.Module, path: str, new: nn.Module) -> None:
+def replace_module(root: nn.Module, path: str, new: nn.Module) -> None:
     owner, _, name = path.rpartition(".")
     setattr(root.get_submodule(owner) if owner else root, name, new)
 
 
-def _prefix(model: nn.Module) -> str:
+def encoder_prefix(model: nn.Module) -> str:
     return model.base_model_prefix + "." if encoder_of(model) is not model else ""
 
 
@@ -178,9 +178,9 @@ def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16, targets=("query
     freeze_encoder(model)
     for path in paths:
         m = encoder.get_submodule(path)
-        _replace(encoder, path, LoRAEmbedding(m, rank, alpha) if isinstance(m, nn.Embedding)
+        replace_module(encoder, path, LoRAEmbedding(m, rank, alpha) if isinstance(m, nn.Embedding)
                  else LoRALinear(m, rank, alpha, dropout))
-    return [_prefix(model) + p for p in paths]
+    return [encoder_prefix(model) + p for p in paths]
 
 
 LORA = (LoRALinear, LoRAEmbedding)
@@ -241,8 +241,8 @@ def add_ia3(model: nn.Module, paths: dict[str, bool] | None = None) -> list[str]
                  if type(m) is nn.Linear and in_layer(n) in table and "pooler" not in n}
     freeze_encoder(model)
     for path, scale_input in paths.items():
-        _replace(encoder, path, IA3Linear(encoder.get_submodule(path), scale_input))
-    return [_prefix(model) + p for p in paths]
+        replace_module(encoder, path, IA3Linear(encoder.get_submodule(path), scale_input))
+    return [encoder_prefix(model) + p for p in paths]
 
 
 # ---- BitFit ----------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def add_bitfit(model: nn.Module) -> list[str]:
     for n, p in encoder_of(model).named_parameters():
         if n.endswith(".bias"):
             p.requires_grad_(True)
-            names.append(_prefix(model) + n)
+            names.append(encoder_prefix(model) + n)
     return names
 
 
@@ -272,7 +272,7 @@ def merge(model: nn.Module) -> nn.Module:
                 m.base.weight.copy_(w)
                 if b is not None:
                     m.base.bias.copy_(b)
-            _replace(model, name, m.base)
+            replace_module(model, name, m.base)
     return model
 
 

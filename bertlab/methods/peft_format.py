@@ -23,7 +23,7 @@ import torch.nn as nn
 
 from ..checkpoint import write_folder_atomically
 from ..family import encoder_of
-from .lowrank import LORA, IA3Linear, LoRAEmbedding, LoRALinear, _replace
+from .lowrank import LORA, IA3Linear, LoRAEmbedding, LoRALinear, replace_module
 from .virtual import attention_maps
 
 CONFIG, WEIGHTS, SIDECAR = "adapter_config.json", "adapter_model.safetensors", "bertlab.json"
@@ -233,7 +233,7 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
                 m.scaling = alpha / a.size(0) ** 0.5
             with torch.no_grad():
                 pair[0].copy_(a), pair[1].copy_(b)
-            _replace(model, path, m)
+            replace_module(model, path, m)
     elif method == "ia3":
         for key, v in tensors.items():
             k = _strip(key)
@@ -242,7 +242,7 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
                 m = IA3Linear(model.get_submodule(path), scale_input=v.dim() == 2 and v.size(0) == 1 and v.size(1) > 1)
                 with torch.no_grad():
                     m.ia3_l.copy_(v.flatten())
-                _replace(model, path, m)
+                replace_module(model, path, m)
     else:
         v = tensors["prompt_embeddings"].float()
         c = model.config

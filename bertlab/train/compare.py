@@ -211,7 +211,7 @@ def _estimates(out, spec, todo, parts, threads, trial_steps, stop, child_stop, s
     """Seconds per run to come: timed trials of the methods not yet measured (kept in trials.json),
     else the wall time a finished run of that method took."""
     path = out / TRIALS
-    trials = runs._read_json(path) or {}
+    trials = runs.read_json(path) or {}
     key = {k: v for k, v in spec.base().to_dict().items() if k not in ("method", "lr", "gradual_unfreeze")}
     if not _same(trials.get("spec", {}), key):  # measured on other data or another model: time them again
         trials = {}
@@ -232,7 +232,7 @@ def _estimates(out, spec, todo, parts, threads, trial_steps, stop, child_stop, s
             p.join(0.3)
         if child_stop.is_set():
             raise InterruptedError("stopped while timing the methods")
-        got = runs._read_json(tmp) or {}
+        got = runs.read_json(tmp) or {}
         tmp.unlink(missing_ok=True)
         if "spawned_at" in got:
             trials["spawn_s"] = max(0.0, got.pop("spawned_at") - t)
@@ -297,7 +297,7 @@ def _train_one(out, spec, m, s, i, todo, parts, est, threads, stop, child_stop, 
                 + f"; about {minutes(left)} left in all", left, quiet=True)
     if child_stop.is_set():
         raise InterruptedError(f"stopped while training {m} (seed {s})")
-    res = runs._read_json(part)
+    res = runs.read_json(part)
     if res is None:
         res = {"method": m, "seed": s, "state": "failed",
                "message": f"its process exited with code {p.exitcode}" + (" (out of memory?)" if p.exitcode in (-9, 137)
@@ -314,7 +314,7 @@ def read_parts(out, spec: CompareSpec) -> dict:
     """The ended runs of this comparison found in its folder, as (method, seed) -> part."""
     found = {}
     for m, s in spec.runs():
-        p = runs._read_json(Path(out) / PARTS / f"{run_name(m, s)}.json")
+        p = runs.read_json(Path(out) / PARTS / f"{run_name(m, s)}.json")
         if p and _same(p.get("spec", {}), spec.run_spec(m, s).to_dict()):
             found[(m, s)] = p
     return found
@@ -326,7 +326,7 @@ def current_results(out) -> dict | None:
     spec = spec_of(out)
     if spec is None:
         return None
-    res = runs._read_json(Path(out) / RESULTS)
+    res = runs.read_json(Path(out) / RESULTS)
     if res and [r["method"] for r in res.get("rows", [])] == list(spec.methods) and res.get("seeds") == spec.seeds:
         return res
     return {**results(spec, read_parts(out, spec)), "state": "running"}

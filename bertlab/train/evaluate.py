@@ -15,7 +15,7 @@ from ..data.corpus import (
 from ..data.masking import Batcher
 from . import runs
 from .loop import resolve_device
-from .pretrain import Evaluator, _unpack
+from .pretrain import Evaluator, unpack_examples
 
 
 def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None = None,
@@ -29,7 +29,7 @@ def evaluate_model(model_or_run=None, corpus: str = "imdb", max_docs: int | None
     run = Path(model_or_run) if model_or_run is not None else None
     if run is not None and (run / "data" / "examples.pt").exists():
         blob = torch.load(run / "data" / "examples.pt", weights_only=True)
-        held, unigram, source = _unpack(blob["heldout"]), blob["unigram"].tolist(), f"run {run}"
+        held, unigram, source = unpack_examples(blob["heldout"]), blob["unigram"].tolist(), f"run {run}"
         mask_rate = (runs.Run(run).spec_dict() or {}).get("mask_rate", mask_rate)
     else:
         docs = load_documents(corpus, max_docs=max_docs)

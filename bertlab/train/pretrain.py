@@ -43,7 +43,7 @@ PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
 
 # ---- data, cached in the run folder ---------------------------------------------------------------
 
-def _pack(examples: list[Example]) -> dict[str, torch.Tensor]:
+def pack_examples(examples: list[Example]) -> dict[str, torch.Tensor]:
     """Examples as flat tensors: loads with torch.load(weights_only=True), ~10x smaller than JSON."""
     lens = torch.tensor([len(e.ids) for e in examples], dtype=torch.long)
     return {"ids": torch.tensor([i for e in examples for i in e.ids], dtype=torch.int32),
@@ -52,7 +52,7 @@ def _pack(examples: list[Example]) -> dict[str, torch.Tensor]:
             "labels": torch.tensor([e.label for e in examples], dtype=torch.long)}
 
 
-def _unpack(d: dict[str, torch.Tensor]) -> list[Example]:
+def unpack_examples(d: dict[str, torch.Tensor]) -> list[Example]:
     ids, tt, off, lab = d["ids"].tolist(), d["tt"].tolist(), d["offsets"].tolist(), d["labels"].tolist()
     return [Example(ids[a:b], y, tt[a:b]) for a, b, y in zip(off[:-1], off[1:], lab)]
 
@@ -119,7 +119,7 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
         tok = SubwordTokenizer.from_pretrained(data)  # the kind the folder holds
         phase("reading the prepared examples ...")
         blob = torch.load(data / "examples.pt", weights_only=True)
-        return tok, _unpack(blob["train"]), _unpack(blob["heldout"]), blob["unigram"].tolist()
+        return tok, unpack_examples(blob["train"]), unpack_examples(blob["heldout"]), blob["unigram"].tolist()
     log(f"loading corpus {spec.corpus!r} ...")
     phase(f"preparing the data{once}: reading {'the IMDB reviews' if spec.corpus == 'imdb' else 'the corpus'} ...")
     docs = load_documents(spec.corpus, spec.text_column, spec.max_docs)
@@ -157,7 +157,7 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tok.save_pretrained(tmp)
-    torch.save({"train": _pack(train), "heldout": _pack(held), "unigram": counts}, tmp / "examples.pt")
+    torch.save({"train": pack_examples(train), "heldout": pack_examples(held), "unigram": counts}, tmp / "examples.pt")
     if cache is not None:  # best effort: a full disk or a race with another run only costs speed
         ctmp = cache.parent / f".{cache.name}.tmp-{os.getpid()}"
         try:

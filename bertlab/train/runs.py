@@ -59,7 +59,7 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
     """The JSON object in `path`; None if missing, corrupt or not an object."""
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
@@ -70,7 +70,7 @@ def _read_json(path: Path) -> dict | None:
 
 # ---- status -----------------------------------------------------------------------------------
 
-def _pid_alive(pid) -> bool:
+def pid_alive(pid) -> bool:
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -84,8 +84,8 @@ def read_status(run_dir: str | os.PathLike) -> dict:
     """The status, with state "unknown" if missing or corrupt. A "running"/"stopping" run whose
     process is gone (killed, machine rebooted) is reported as "failed" (the file is left alone)."""
     st = {"state": "unknown", "step": 0, "total_steps": None, "message": "", "pid": None, "updated": None}
-    st.update(_read_json(Path(run_dir) / STATUS) or {})
-    if st["state"] in ("running", "stopping") and st["pid"] is not None and not _pid_alive(st["pid"]):
+    st.update(read_json(Path(run_dir) / STATUS) or {})
+    if st["state"] in ("running", "stopping") and st["pid"] is not None and not pid_alive(st["pid"]):
         st.update(state="failed", message=f"the training process (pid {st['pid']}) ended without "
                                           f"saying why (killed?); resume from the last checkpoint")
     return st
@@ -93,7 +93,7 @@ def read_status(run_dir: str | os.PathLike) -> dict:
 
 def write_status(run_dir: str | os.PathLike, **fields) -> dict:
     """Merge `fields` into status.json atomically; stamps pid and time. Returns the new status."""
-    st = {**(_read_json(Path(run_dir) / STATUS) or {}), **fields}
+    st = {**(read_json(Path(run_dir) / STATUS) or {}), **fields}
     st.setdefault("pid", os.getpid())
     st["updated"] = time.time()
     write_json_atomic(Path(run_dir) / STATUS, st)
@@ -101,7 +101,7 @@ def write_status(run_dir: str | os.PathLike, **fields) -> dict:
 
 
 def read_args(run_dir: str | os.PathLike) -> dict | None:
-    return _read_json(Path(run_dir) / ARGS)
+    return read_json(Path(run_dir) / ARGS)
 
 
 # ---- metrics ----------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
 
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     """The newest checkpoint whose trainer_state.json (written last) is present and readable."""
-    complete = (p for p in reversed(checkpoint_dirs(run_dir)) if _read_json(p / COMPLETE) is not None)
+    complete = (p for p in reversed(checkpoint_dirs(run_dir)) if read_json(p / COMPLETE) is not None)
     return next(complete, None)
 
 
@@ -311,11 +311,11 @@ class Run:
 
     def spec_dict(self) -> dict | None:
         """spec.json, or what an older run wrote (pretrain.json + train_args.json, finetune.json)."""
-        if (d := _read_json(self.path / SPEC)) is not None:
+        if (d := read_json(self.path / SPEC)) is not None:
             return d
-        if (old := _read_json(self.path / LEGACY["pretrain"])) is not None:
+        if (old := read_json(self.path / LEGACY["pretrain"])) is not None:
             return legacy_pretrain(old, read_args(self.path))
-        old = _read_json(self.path / LEGACY["finetune"])
+        old = read_json(self.path / LEGACY["finetune"])
         return None if old is None else {**old, "kind": "finetune"}
 
     def spec(self) -> specs.Spec | None:
@@ -331,9 +331,9 @@ class Run:
         write_json_atomic(self.path / SPEC, spec.to_dict())
 
     def facts(self) -> dict:
-        d = _read_json(self.path / FACTS)
+        d = read_json(self.path / FACTS)
         if d is None:  # an older fine-tune kept them in finetune.json
-            d = _read_json(self.path / LEGACY["finetune"])
+            d = read_json(self.path / LEGACY["finetune"])
         return d or {}
 
     def write_facts(self, **facts) -> None:

@@ -156,7 +156,7 @@ def finetune(answer: str, choice) -> Verdict:
 def probing(answer: str, choice) -> Verdict:
     """Which layer is the most selective for part of speech (task accuracy minus control accuracy)?"""
     folder = models.resolve(choice)
-    r = probe_tab._run(choice or models.DEFAULT, folder, False, PROBE["task"], None, PROBE["kind"], PROBE["sample"])
+    r = probe_tab.probe_model(choice or models.DEFAULT, folder, False, PROBE["task"], None, PROBE["kind"], PROBE["sample"])
     best = r["most_selective_layer"]
     sel = [x["selectivity"] for x in r["layers"]]
     nums = integers(answer)

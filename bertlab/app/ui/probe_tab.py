@@ -60,7 +60,7 @@ def _folder(choice: str | None, failed: str = ""):
         return models.resolve(choice)
 
 
-def _run(name, folder, random: bool, task, feature, kind, sample) -> dict:
+def probe_model(name, folder, random: bool, task, feature, kind, sample) -> dict:
     """One probe, run in the worker process (a big one must not grow the server), or cached."""
     stamp = weights_stamp(folder)
     key = (str(folder), stamp, random, task, feature, kind, sample,
@@ -165,7 +165,7 @@ def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer,
         folder = main if i == 0 or random else _folder(entry, failed=f"Cannot load {entry!r} to compare with: ")
         progress(i / len(entries), desc=f"{entry}: probing every layer (in a worker process)")
         try:  # "first" means [CLS] for a sentence task: the backend's default for each kind
-            results.append(_run(entry, folder, random, task, None if feature == "first" else feature, kind, sample))
+            results.append(probe_model(entry, folder, random, task, None if feature == "first" else feature, kind, sample))
         except ValueError as e:  # an upload's temporary folder means nothing to the user: drop it
             msg = str(e).replace(str(Path(task).parent) + "/", "") if task not in probe_data.TASKS else str(e)
             raise user_error(msg.strip() or e) from None

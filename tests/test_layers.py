@@ -132,6 +132,13 @@ def test_no_module_uses_another_modules_private_names():
     assert not found, "\n".join(found)
 
 
+def test_the_web_pages_do_not_call_the_command_line():
+    """A page's logic and a command's both come from the library: ui/ imports no app/*_cli.py (issue 29)."""
+    found = [f"{p.relative_to(PKG.parent)} imports {t}" for n, p in modules().items() if n.startswith("bertlab.app.ui")
+             for t, _, _ in imports(n, p) if t.startswith("bertlab.app.") and t.endswith("_cli")]
+    assert not found, "\n".join(found)
+
+
 def test_the_private_name_check_sees_both_forms(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from .corpus import _check\nfrom . import runs\nimport os\nruns._read(1)\nos._exit(0)\n")

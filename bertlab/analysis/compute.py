@@ -6,8 +6,12 @@ student sees how each figure was made; every published constant has its source b
 from __future__ import annotations
 
 import math
+import time
+from pathlib import Path
 
-from ..config import BertConfig, preset
+import torch
+
+from ..config import PRESETS, BertConfig, preset
 from . import sizing
 
 # ---- published constants ------------------------------------------------------------------------
@@ -336,3 +340,29 @@ def worked_example(name: str) -> dict:
                                                          ACCELERATORS[k]["bf16"], ex["chips"])
                                   for k in ("tpu-v2", "tpu-v3")}
     return res
+
+
+# ---- this machine and the models it sizes -----------------------------------------------------
+
+def measure_cpu(seconds: float = 0.3, n: int = 512) -> float:
+    """This machine's fp32 matmul rate (FLOP/s) with torch's threads: what the trainer's matmuls get."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)  # warm up
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        torch.mm(a, b)
+        reps += 1
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+
+
+def model_config(name: str) -> tuple[BertConfig, str]:
+    """A BERT preset (tiny ... large), FAMILY:PRESET (e.g. roberta:base), or a model folder."""
+    if name in PRESETS:
+        return preset(name), f"BERT {name}"
+    if ":" in name and not Path(name).exists():
+        family, _, size = name.partition(":")
+        return preset(size, model_type=family), f"{family} {size}"
+    folder = Path(name)
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"model {name!r} is no preset ({', '.join(PRESETS)}), FAMILY:PRESET or folder with a config.json")
+    return BertConfig.from_json_file(folder / "config.json"), str(folder)

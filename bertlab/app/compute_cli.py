@@ -3,37 +3,10 @@ Numbers are parsed here (not by argparse) so a bad one is one line on stderr and
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 
 from ..analysis import compute
+from ..analysis.compute import measure_cpu, model_config
 from ..analysis.sizing import humanize
-from ..config import PRESETS, BertConfig, preset
-
-
-def measure_cpu(seconds: float = 0.3, n: int = 512) -> float:
-    """This machine's fp32 matmul rate (FLOP/s) with torch's threads: what the trainer's matmuls get."""
-    import torch
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)  # warm up
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        torch.mm(a, b)
-        reps += 1
-    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
-
-
-def model_config(name: str) -> tuple[BertConfig, str]:
-    """A BERT preset (tiny ... large), FAMILY:PRESET (e.g. roberta:base), or a model folder."""
-    if name in PRESETS:
-        return preset(name), f"BERT {name}"
-    if ":" in name and not Path(name).exists():
-        family, _, size = name.partition(":")
-        return preset(size, model_type=family), f"{family} {size}"
-    folder = Path(name)
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"model {name!r} is no preset ({', '.join(PRESETS)}), FAMILY:PRESET or folder with a config.json")
-    return BertConfig.from_json_file(folder / "config.json"), str(folder)
 
 
 def add_arguments(p) -> None:

@@ -12,53 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..analysis import memory_measure, sizing
-from .compute_cli import model_config
-
-MB = 1e6
-
-
-def recipe_config(name: str, vocab_size: int | None = 8192, dropout: float | None = 0.0, seq_len: int = 128):
-    """A model as `pretrain` builds it (a preset, FAMILY:PRESET or folder; its WordPiece vocabulary of
-    8192, dropout 0 and max(128, seq_len) positions: the CPU recipe); a folder keeps its positions."""
-    c, where = model_config(name)
-    changes = {} if where == name else {"max_position_embeddings": max(128, seq_len) + c.position_offset}
-    if vocab_size:
-        changes["vocab_size"] = vocab_size
-    if dropout is not None:
-        changes |= {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    return (c.replace(**changes) if changes else c), where
-
-
-def case(config, batch_size: int, seq_len: int, checkpointing: bool, accum: int = 1, measure: bool = False) -> dict:
-    """One row: the estimate (its peak moment too) and, if asked, the measured peak beside it."""
-    phases = sizing.training_phases(config, batch_size, seq_len, sparse_mlm=True, checkpointing=checkpointing,
-                                    accum=accum, mask_bytes=memory_measure.CPU_MASK_BYTES)
-    moment, est = max(phases.items(), key=lambda kv: kv[1]["total"])
-    row = {"layers": config.num_hidden_layers, "hidden": config.hidden_size, "batch_size": batch_size,
-           "seq_len": seq_len, "accum": accum, "checkpointing": checkpointing, "estimate": est["total"],
-           "estimate_moment": moment, "estimate_split": est}
-    if measure:
-        r = memory_measure.measure_step(config, batch_size, seq_len, checkpointing, accum=accum)
-        assert r["estimate"]["total"] == est["total"]  # one model of memory, two callers
-        row |= {"measured": r["measured"]["peak"], "measured_phase": r["measured"]["phase"],
-                "measured_split": r["measured"], "ratio": r["ratio"], "seconds": r["seconds"]}
-    return row
-
-
-def table(rows: list[dict], names: list[str]) -> str:
-    """A Markdown table of the rows (names: each row's model name)."""
-    measured = any("measured" in r for r in rows)
-    head = "| model | batch × len | accum | checkpointing | estimated peak | its moment |"
-    head += " measured peak | estimate / measured |" if measured else ""
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for name, r in zip(names, rows):
-        line = (f"| {name} | {r['batch_size']} × {r['seq_len']} | {r['accum']} | {'on' if r['checkpointing'] else 'off'} "
-                f"| {r['estimate'] / MB:.1f} MB | {r['estimate_moment']} |")
-        if measured:
-            line += f" {r['measured'] / MB:.1f} MB | {r['ratio']:.3f} |" if "measured" in r else " | |"
-        lines.append(line)
-    return "\n".join(lines)
+from ..analysis import memory_measure
+from ..analysis.memory_measure import MB, case, chapter_tables, recipe_config, table
 
 
 def add_arguments(p) -> None:
@@ -130,32 +85,6 @@ def cmd_memory(a) -> int:
 
 # ---- the device chapter -------------------------------------------------------------------------
 QUICK = {"model": ["tiny"], "batch_size": [2], "seq_len": [16], "reps": 3, "max_batch": 8}
-
-
-def chapter_tables(result: dict, name: str) -> str:
-    """Markdown: the peaks against the estimate, the largest batch, latency and throughput."""
-    lines = [f"### {name} on {result['device']}", "",
-             "| precision | batch × len | checkpointing | measured peak | estimated peak | estimate / measured | peak in |",
-             "|---|---|---|---|---|---|---|"]
-    for r in result["memory"]:
-        what = f"| {r['dtype']} | {r.get('batch_size', '')} × {r.get('seq_len', '')} | " \
-               f"{'on' if r.get('checkpointing') else 'off'} |"
-        if "error" in r:
-            lines.append(f"{what} failed: {r['error'][:120]} | | | |")
-        else:
-            lines.append(f"{what} {r['measured'] / MB:.1f} MB | {r['estimate'] / MB:.1f} MB | {r['ratio']:.3f} "
-                         f"| {r['phase']} |")
-    lines += ["", "| precision | len | largest batch that trains | first that did not fit | latency, 1 sequence "
-              "| best inference throughput |", "|---|---|---|---|---|---|"]
-    for f, s in zip(result["fit"], result["speed"]):
-        fit = f.get("error") or (f"{f['batch']}" + (f" (the search stops at {f.get('cap')})"
-                                                    if f.get("batch") and not f.get("oom_at") else "")
-                                 if f.get("batch") else (f.get("note") or "none"))
-        lat = f"{s['latency_ms']:.2f} ms" if s.get("latency_ms") is not None else (s.get("error") or "–")
-        thr = (f"{s['best_seq_per_s']:,.0f} sequences/s at batch {s['best_batch']}" if s.get("best_batch")
-               else (s.get("error") or "–"))
-        lines.append(f"| {f['dtype']} | {f['seq_len']} | {fit} | {f.get('oom_at') or '–'} | {lat} | {thr} |")
-    return "\n".join(lines)
 
 
 def cmd_device(a) -> int:

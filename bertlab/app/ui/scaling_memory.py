@@ -20,8 +20,7 @@ import gradio as gr
 import plotly.graph_objects as go
 import torch
 
-from ...analysis import compute, sizing
-from .. import memory_cli
+from ...analysis import compute, memory_measure, sizing
 from ..limits import limits
 from . import common
 from .common import mistakes, user_error
@@ -82,8 +81,8 @@ def checked(size, batch, seq_len, mode, accum) -> tuple[str, int, int, str, int]
 
 
 def estimate_rows(size, batch, seq_len, mode, accum) -> list[dict]:
-    config, _ = memory_cli.recipe_config(size, seq_len=seq_len)
-    return [memory_cli.case(config, batch, seq_len, ck, accum) for ck in MODES[mode]]
+    config, _ = memory_measure.recipe_config(size, seq_len=seq_len)
+    return [memory_measure.case(config, batch, seq_len, ck, accum) for ck in MODES[mode]]
 
 
 @functools.lru_cache(maxsize=64)
@@ -188,7 +187,7 @@ def gpu_available() -> bool:
 
 def gpu_estimate_md(size: str, seq_len: int) -> str:
     """sizing's estimate of a GPU step's peak (bool dropout masks, fused attention) for both precisions."""
-    config, _ = memory_cli.recipe_config(size, seq_len=seq_len)
+    config, _ = memory_measure.recipe_config(size, seq_len=seq_len)
     lines = ["| precision | batch × len | estimated peak |", "|---|---|---|"]
     for dtype in ("fp32", "bf16"):
         for b in GPU_BATCHES:
@@ -238,7 +237,7 @@ def gpu_measure(size, seq_len):
     if not gpu_available():
         return no_gpu_md(size, t), None
     (r,) = gpu_measured(size, t)
-    return memory_cli.chapter_tables(r, f"BERT {size}"), r
+    return memory_measure.chapter_tables(r, f"BERT {size}"), r
 
 
 def build_gpu() -> None:

@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 from ...analysis import compute
 from ...analysis.sizing import humanize
 from ...config import PRESETS, preset
-from .. import compute_cli
 from . import common, links, scaling_memory, scaling_sweep
 from .common import mistakes, wire
 
@@ -69,7 +68,7 @@ def example_row(name: str) -> list:
 
 @functools.lru_cache(maxsize=1)
 def cpu_rate() -> float:
-    return compute_cli.measure_cpu()
+    return compute.measure_cpu()
 
 
 def _config(model, picker):

@@ -67,7 +67,9 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
     mark.wait_for(timeout=30_000)  # the filled sentence, the guessed word highlighted
     assert mark.inner_text().strip() and "[MASK]" not in mark.inner_text()
     assert "the acting was" in panel.locator("li:has(mark)").first.inner_text()
-    panel.get_by_text("after each layer").first.wait_for(timeout=30_000)  # the logit lens
+    # the logit lens's figure (its title, not the explanation beside it, which says "after each layer" too)
+    panel.locator("svg text", has_text=re.compile("after each layer")).first.wait_for(timeout=30_000)
+    panel.locator("svg text", has_text=re.compile("^embeddings$")).first.wait_for(timeout=30_000)
     for row in ("embeddings", "layer 1", "layer 4"):
         assert panel.locator("svg text", has_text=re.compile(f"^{row}$")).count() == 1, row
     page.screenshot(path=str(SHOTS / "text_fill_mask_desktop.png"), full_page=True)

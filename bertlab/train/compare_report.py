@@ -86,8 +86,9 @@ def headline(res: dict) -> tuple[str, str]:
     return k, METRIC_NAMES.get(k, k)
 
 
-def table_cells(res: dict) -> tuple[list[str], list[list[str]]]:
-    """(headers, rows) of the comparison's table: the Markdown below and the UI's table."""
+def table_cells(res: dict, blurbs: bool = True) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of the comparison's table: the Markdown below and the UI's table. `blurbs`: each
+    method's name with its one-line description (a phone's table keeps the name alone)."""
     ok = [r for r in res["rows"] if r["state"] == "finished"]
     keys = ok[0]["metrics"] if ok else ["accuracy", "macro_f1"]
     n = res["seeds"]
@@ -95,7 +96,7 @@ def table_cells(res: dict) -> tuple[list[str], list[list[str]]]:
                                                       for k in keys] + ["time", "peak memory", "saved"])
     rows = []
     for r in res["rows"]:
-        name = f"{r['method']}: {BLURB.get(r['method'], '')}"
+        name = f"{r['method']}: {BLURB.get(r['method'], '')}" if blurbs else r["method"]
         if r["state"] != "finished":
             what = f"failed: {r['message'][:120]}" if r["failed"] else "…"
             rows.append([name, what] + [""] * (len(keys) + 3))

@@ -107,9 +107,8 @@ def view(name, owner):
     key, label = headline(res)
     curves = compare_curves({(m, s): metrics(folder / run_name(m, s)) for m, s in spec.runs()
                              if (folder / run_name(m, s)).is_dir()}, key, label)
-    headers, rows = table_cells(res)
     # the method's name only: its blurb pushed the score off a phone's screen (the method note explains it)
-    rows = [[r[0].split(":")[0], *r[1:]] for r in rows]
+    headers, rows = table_cells(res, blurbs=False)
     chart = compare_figure(res["rows"], key, label)
     best = max((r for r in res["rows"] if r.get(f"{key}_mean") is not None),
                key=lambda r: r[f"{key}_mean"], default=None)

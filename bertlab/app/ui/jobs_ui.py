@@ -197,7 +197,8 @@ def reopen(kind: str):
         if current in choices and not is_live(st):
             # no value: a slow page-load must not clear a run picked meanwhile
             return gr.update(choices=choices), gr.update(choices=choices)
-        if kept in choices and not is_live(st) or kept is not None and st is not None and kept == st["name"]:
+        shown_before = kept in choices and not is_live(st)  # no live run of this browser comes first
+        if kept is not None and (shown_before or (st is not None and kept == st["name"])):
             return (gr.update(choices=choices, value=kept),
                     gr.update(choices=choices, value=[n for n in kept_overlay if n in choices]))
         if st is None:

@@ -307,9 +307,9 @@ def test_the_pretrain_form_puts_the_students_name_on_the_run(mgr, monkeypatch):
         runs.write_json_atomic(mgr.root / job.name / jobs.JOB, {"pid": None, "owner": job.owner, "kind": "pretrain"})
         job.proc, job.state = SimpleNamespace(poll=lambda: 0, returncode=0), "running"
     monkeypatch.setattr(mgr, "_launch", launch)
-    form = dict(preset_name="tiny", layers=2, hidden=64, heads=2, inter=256, vocab=500, start_from=pretrain_tab.SCRATCH,
-                corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text", hub_name="", max_docs=0, max_len=32,
-                batch=8, steps=10, lr=1e-3, mask_rate=0.15, objective="MLM + next sentence (BERT)", bf16=False,
+    form = dict(preset="tiny", layers=2, hidden=64, heads=2, intermediate=256, vocab_size=500,
+                start_from=pretrain_tab.SCRATCH, corpus="imdb", upload=None, text_column="text", hub_name="",
+                max_len=32, batch_size=8, steps=10, lr=1e-3, mask_rate=0.15, objective="nsp", bf16=False,
                 dropout=0.0, pre_ln=False, overlay=[])
     with pytest.raises(gr.Error, match="at most 40"):
         pretrain_tab.start(ANN, "ann-web", **form, student="A" * 41)

@@ -186,11 +186,11 @@ def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
     slot = {c._id: i for i, c in enumerate(run.outputs)}
     recipe = list(pretrain_tab.RECIPES)[1]
     arch = demo.__dict__["_bl_links"]["pretrain"]["inputs"]["arch"]
-    fill = next(f for f in demo.fns.values() if f.name == "recipe_fields")
+    fill = next(f for f in demo.fns.values() if f.name == "fill_recipe")
     held = json.dumps({"tab": "pretrain", "values": {"recipe": recipe}})
     out = run.fn(held)
-    want = pretrain_tab.recipe_fields(recipe, arch.value)
-    assert [out[slot[c._id]] for c in fill.outputs] == list(want)
+    want = {k: 0 if v is None else v for k, v in pretrain_tab.recipe_values(recipe, arch.value).items()}  # 0: all docs
+    assert {c.elem_id.removeprefix("pretrain-").replace("-", "_"): out[slot[c._id]] for c in fill.outputs} == want
     method_out = next(f for f in demo.fns.values() if f.name == "method_fields").outputs
     out = run.fn(json.dumps({"tab": "finetune", "values": {"method": "LoRA"}}))
     assert "LoRA" in out[slot[method_out[0]._id]]  # the method's note

@@ -177,9 +177,9 @@ def test_cli_pretrains_albert_and_refuses_what_an_architecture_lacks(tmp_path, s
 
 def test_the_pretrain_form_picks_an_architecture():
     from bertlab.app.ui import pretrain_tab
-    form = dict(preset_name="small", layers=1, hidden=32, heads=2, inter=64, vocab=300,
-                start_from=pretrain_tab.SCRATCH, corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text",
-                hub_name="", max_docs=0, max_len=32, batch=8, steps=100, lr=1e-3, mask_rate=0.15, bf16=False)
+    form = dict(preset="small", layers=1, hidden=32, heads=2, intermediate=64, vocab_size=300,
+                start_from=pretrain_tab.SCRATCH, corpus="imdb", upload=None, text_column="text",
+                hub_name="", max_len=32, batch_size=8, steps=100, lr=1e-3, mask_rate=0.15, bf16=False)
     roberta, albert = list(pretrain_tab.ARCHS)[1:3]
     s = pretrain_tab.form_spec(**form, objective="MLM only (RoBERTa; ELECTRA's generator)", arch=roberta)
     assert (s.arch, s.objective, s.preset, s.hidden) == ("roberta", "mlm", "tiny", 32)  # no small RoBERTa preset
@@ -198,12 +198,12 @@ def test_the_pretrain_form_picks_an_architecture():
     assert pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)").arch == "bert"  # as before
     with pytest.raises(ValueError, match="objective must be mlm for roberta"):
         pretrain_tab.form_spec(**form, objective="MLM + next sentence (BERT)", arch=roberta)
-    assert "parameters" in pretrain_tab.size_md("tiny", 1, 32, 2, 64, 300, 32, 8, pretrain_tab.SCRATCH, albert)
+    assert "parameters" in pretrain_tab.size_md(**{**form, "preset": "tiny", "arch": albert})
 
 
 def test_a_recipe_keeps_the_architectures_own_objective():
     """Picking a recipe (BERT's settings) after RoBERTa or ALBERT must not bring back NSP."""
     from bertlab.app.ui import pretrain_tab as tab
     recipe = next(iter(tab.RECIPES))
-    said = {tab.ARCHS[a]: tab.OBJECTIVES[tab.recipe_fields(recipe, a)[10]] for a in tab.ARCHS}
+    said = {a: tab.recipe_values(recipe, a)["objective"] for a in tab.ARCHS.values()}
     assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}

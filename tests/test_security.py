@@ -98,7 +98,7 @@ def test_no_server_path_is_accepted_as_data(hostile):
     from gradio_client.exceptions import AppError
     client, root, secret, _ = hostile
     before = {p.name for p in root.iterdir()}
-    hub = "Hugging Face dataset"
+    hub = "hub"
     for value in (str(secret), str(secret.parent), "/etc/passwd", "../secret/grades.csv", "~/grades.csv",
                   str(root / ".uploads")):
         with pytest.raises(AppError) as e:
@@ -268,8 +268,8 @@ def test_upload_messages_name_the_file_not_where_it_lies(tmp_path, monkeypatch):
     assert "labels.csv" in str(e.value) and str(tmp_path) not in str(e.value)
     assert not list((tmp_path / "runs" / ".uploads").glob("*"))  # the staged copy went with the refusal
     with pytest.raises(ValueError) as e:
-        pretrain_tab.form_spec("tiny", 2, 64, 2, 256, 500, None, pretrain_tab.CORPORA[1], str(bad), "text", "",
-                               0, 32, 8, 10, 1e-3, 0.15, "MLM only (RoBERTa; ELECTRA's generator)", False)
+        pretrain_tab.form_spec(preset="tiny", layers=2, hidden=64, heads=2, intermediate=256, vocab_size=500,
+                               corpus="upload", upload=str(bad), steps=10, objective="mlm")
     assert "labels.csv" in str(e.value) and str(tmp_path) not in str(e.value)
 
 

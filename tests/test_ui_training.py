@@ -12,10 +12,11 @@ from browser import SHOTS, chromium_page
 from conftest import write_corpus
 
 from bertlab.app.ui import finetune_tab, pretrain_tab
+from bertlab.train.specs import PretrainSpec
 
-TINY = dict(preset_name="tiny", layers=1, hidden=32, heads=2, inter=64, vocab=300, start_from=pretrain_tab.SCRATCH,
-            corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text", hub_name="", max_docs=0, max_len=32,
-            batch=8, steps=100, lr=1e-3, mask_rate=0.15, objective="MLM + next sentence (BERT)", bf16=False)
+TINY = dict(preset="tiny", layers=1, hidden=32, heads=2, intermediate=64, vocab_size=300, start_from=pretrain_tab.SCRATCH,
+            corpus="imdb", upload=None, text_column="text", hub_name="", max_docs=None, max_len=32,
+            batch_size=8, steps=100, lr=1e-3, mask_rate=0.15, objective="nsp", bf16=False)
 
 
 @pytest.fixture
@@ -34,37 +35,28 @@ def test_pretrain_form_gives_a_spec(runs_root):
     assert a.corpus == "imdb" and a.layers == 1 and a.hidden == 32
     assert a.objective == "nsp" and a.steps == 100 and not a.bf16
     assert a.init_from is None and a.threads >= 1
-    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="MLM only (RoBERTa; ELECTRA's generator)", bf16=True, pre_ln=True)
+    a = pre_args(start_from=pretrain_tab.models.DEFAULT, objective="mlm", bf16=True, pre_ln=True)
     assert a.init_from and a.layers is None and a.bf16 and a.objective == "mlm"
     assert not a.pre_ln  # a continued model keeps its own layout
     a = pre_args(dropout=0, pre_ln=True)
     assert a.pre_ln and a.dropout == 0.0
 
 
-SHOWN = ["recipe", "arch", "electra_row", "preset_name", "layers", "hidden", "heads", "inter", "vocab", "dropout",
-         "pre_ln", "corpus", "hub_name", "text_column", "max_docs", "max_len", "batch", "steps", "lr", "mask_rate",
-         "objective", "bf16", "generator_size", "rtd_weight"]
-
-
 @pytest.mark.parametrize("kw", [dict(steps=600, mask_rate=0.2, bf16=True, max_docs=500),
-                                dict(arch=list(pretrain_tab.ARCHS)[3], generator_size=0.5, rtd_weight=20.0,
-                                     objective="MLM only (RoBERTa; ELECTRA's generator)"),
-                                dict(corpus=pretrain_tab.CORPORA[2], hub_name="someone/texts", pre_ln=True)])
+                                dict(arch="electra", generator_size=0.5, rtd_weight=20.0, objective="mlm"),
+                                dict(corpus="hub", hub_name="someone/texts", pre_ln=True),
+                                dict(whole_word=True, static_masks=2, warmup=0.1, seed=3, accum=2)])
 def test_the_form_shows_the_run_it_shows(runs_root, kw):
     """form -> spec -> spec.json -> form gives the same spec: a reloaded page (or a run picked to watch)
     shows the settings of the run it shows, whichever recipe the box said before."""
     from bertlab.train.runs import Run
     spec = pre_args(**kw)
     Run(runs_root / "shown").write_spec(spec)
-    got = dict(zip(SHOWN, pretrain_tab.form_of_run("shown")))
-    assert got["recipe"]["value"] == pretrain_tab.FROM_RUN and pretrain_tab.FROM_RUN in got["recipe"]["choices"]
-    assert all(v == gr.skip() for v in pretrain_tab.recipe_fields(pretrain_tab.FROM_RUN))  # the box fills nothing
-    form = {k: v for k, v in got.items() if k not in ("recipe", "electra_row")}
-    form["hub_name"] = kw.get("hub_name", "") if form["hub_name"] == gr.skip() else form["hub_name"]
-    again = pretrain_tab.form_spec(**{**TINY, **form})
+    got = pretrain_tab.form_values("shown")
+    assert pretrain_tab.recipe_values(pretrain_tab.FROM_RUN) == {}  # the box fills nothing
+    again = pretrain_tab.form_spec(**{**TINY, **got})
     assert again.to_dict() == spec.to_dict()
-    assert all(v == gr.skip() for v in pretrain_tab.form_of_run("nothing-here"))
-    assert all(v == gr.skip() for v in pretrain_tab.form_of_run("../../etc"))
+    assert pretrain_tab.form_values("nothing-here") == pretrain_tab.form_values("../../etc") == {}
 
 
 def test_the_warmed_recipe_is_the_one_the_untouched_form_starts(runs_root):
@@ -73,8 +65,8 @@ def test_the_warmed_recipe_is_the_one_the_untouched_form_starts(runs_root):
     from bertlab.train.pretrain import cache_dir
     demo = app.build_app()
     fn = next(f for f in demo.fns.values() if f.api_name == "pretrain_start")
-    values = [c.value for c in fn.inputs]  # owner, name, 21 form fields, overlay, arch, generator, weight, student
-    shown = pretrain_tab.form_spec(*values[2:23], *values[24:27])
+    values = dict(zip(fn.input_parameter_names, [c.value for c in fn.inputs]))  # owner, name, overlay, student, form
+    shown = pretrain_tab.form_spec(**{k: v for k, v in values.items() if k not in ("owner", "name", "overlay")})
     assert cache_dir(shown) == cache_dir(pretrain_tab.default_spec()) is not None
 
 
@@ -86,8 +78,10 @@ def test_the_warmed_recipe_is_the_one_the_untouched_form_starts(runs_root):
     (dict(mask_rate=1.0), "mask_rate"),
     (dict(max_len=4), "max_len"),
     (dict(dropout=1.0), "dropout"),
-    (dict(corpus=pretrain_tab.CORPORA[1]), "no corpus uploaded"),
-    (dict(corpus=pretrain_tab.CORPORA[2]), "dataset name"),
+    (dict(corpus="upload"), "no corpus uploaded"),
+    (dict(corpus="hub"), "dataset name"),
+    (dict(corpus="/etc/passwd"), "corpus must be one of"),
+    (dict(steps=60, accum=1000), "micro-batches is over"),
 ])
 def test_pretrain_form_errors(runs_root, kw, words):
     with pytest.raises(ValueError, match=words):
@@ -101,7 +95,7 @@ def test_caps_from_the_environment(runs_root, monkeypatch):
     monkeypatch.setenv("BERTLAB_MAX_PARAMS", "1000")
     with pytest.raises(ValueError, match="BERTLAB_MAX_PARAMS"):
         pre_args(steps=10)
-    assert "over this server's cap" in pretrain_tab.size_md("tiny", 1, 32, 2, 64, 300, 32, 8, pretrain_tab.SCRATCH)
+    assert "over this server's cap" in pretrain_tab.size_md(**TINY)
     monkeypatch.setenv("BERTLAB_MAX_STEPS", "lots")
     with pytest.raises(ValueError, match="not a number"):
         pre_args()
@@ -111,14 +105,15 @@ def test_a_run_is_refused_by_its_memory_and_electra_counts_its_generator(runs_ro
     """A 42.8 M-parameter model under the 50 M cap at batch 1,024 × 512 tokens (the app's own estimate:
     ~456 GB) was accepted, and an ELECTRA with a generator as wide as itself trained 86.7 M parameters
     against the 50 M cap (issue 30, item 2)."""
-    big = dict(preset_name="small", layers=12, hidden=512, heads=8, inter=2048, vocab=512, max_len=512)
+    big = dict(preset="small", layers=12, hidden=512, heads=8, intermediate=2048, vocab_size=512, max_len=512)
     with pytest.raises(ValueError, match="BERTLAB_JOB_MB"):
-        pre_args(**big, batch=1024)
-    assert pre_args(**big, batch=2).layers == 12  # the same model at a batch that fits
-    electra = dict(TINY, arch="electra", objective="MLM only (RoBERTa; ELECTRA's generator)", layers=4, hidden=256,
-                   heads=4, inter=1024, vocab=8192, max_len=128)
-    n_alone = pretrain_tab.training_size(pretrain_tab.model_config("mini", 4, 256, 4, 1024, 8192, 128, "electra"),
-                                         "electra", 0.25, 8, 128)[0]
+        pre_args(**big, batch_size=1024)
+    assert pre_args(**big, batch_size=2).layers == 12  # the same model at a batch that fits
+    electra = dict(TINY, arch="electra", objective="mlm", layers=4, hidden=256, heads=4, intermediate=1024,
+                   vocab_size=8192, max_len=128)
+    shape = PretrainSpec(arch="electra", preset="mini", layers=4, hidden=256, heads=4, intermediate=1024,
+                         vocab_size=8192, max_len=128)
+    n_alone = pretrain_tab.training_size(pretrain_tab.model_config(shape), "electra", 0.25, 8, 128)[0]
     monkeypatch.setenv("BERTLAB_MAX_PARAMS", str(n_alone))
     assert pretrain_tab.form_spec(**{**electra, "generator_size": 0.25}).generator_size == 0.25
     with pytest.raises(ValueError, match="BERTLAB_MAX_PARAMS"):  # a generator as wide as the discriminator
@@ -147,7 +142,7 @@ def test_bad_uploads_are_refused_with_reasons(runs_root, tmp_path, monkeypatch):
     def up(name, data):
         p = tmp_path / name
         p.write_bytes(data)
-        return pre_args(corpus=pretrain_tab.CORPORA[1], upload=str(p))
+        return pre_args(corpus="upload", upload=str(p))
     with pytest.raises(ValueError, match="empty"):
         up("e.txt", b"")
     with pytest.raises(ValueError, match="binary|not text|UTF-8"):
@@ -340,6 +335,6 @@ def test_charts_overlay_runs_and_read_partial_files(tmp_path):
 
 
 def test_short_recipes_read_fewer_documents_so_they_start_sooner():
-    docs = {name.split(":")[0]: pretrain_tab.recipe_fields(name)[-1] for name in pretrain_tab.RECIPES}
+    docs = {name.split(":")[0]: pretrain_tab.recipe_values(name)["max_docs"] for name in pretrain_tab.RECIPES}
     assert docs["Quick demo"] == docs["Tiny and fast"] == 12_000  # one shared cache for both
-    assert docs["Class model"] == docs["Textbook BERT"] == 0  # all 25,000 reviews
+    assert docs["Class model"] is docs["Textbook BERT"] is None  # all 25,000 reviews

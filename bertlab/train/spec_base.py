@@ -6,29 +6,47 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, NamedTuple
 
-# (predicate, what it means): "steps must be a positive integer, got 0"
-POSITIVE = (lambda v: v >= 1, "a positive integer")
-POSITIVE_NUM = (lambda v: v > 0, "a positive number")
-NON_NEGATIVE = (lambda v: v >= 0, "at least 0")
-DROPOUT = (lambda v: 0 <= v < 1, "in [0, 1)")
+
+class Check(NamedTuple):
+    """What values a field accepts: the test, what it means ("steps must be a positive integer, got 0"),
+    and the bounds a web form's number box takes (None: open; a bound the test excludes is the box's too)."""
+    test: Callable[[Any], bool]
+    text: str
+    lo: float | None = None
+    hi: float | None = None
+
+
+POSITIVE = Check(lambda v: v >= 1, "a positive integer", 1)
+POSITIVE_NUM = Check(lambda v: v > 0, "a positive number", 0)
+NON_NEGATIVE = Check(lambda v: v >= 0, "at least 0", 0)
+DROPOUT = Check(lambda v: 0 <= v < 1, "in [0, 1)", 0, 1)
+SHARE = Check(lambda v: 0 < v < 1, "between 0 and 1", 0, 1)
 MAX_STEPS, MAX_TOKENS = 10_000_000, 8192  # beyond any CPU run: a typo, not a plan
 
 
-def between(lo: int, hi: int) -> tuple[Callable, str]:
-    return (lambda v: lo <= v <= hi, f"from {lo:,} to {hi:,}")
+def between(lo: float, hi: float, text: str = "") -> Check:
+    return Check(lambda v: lo <= v <= hi, text or f"from {lo:,} to {hi:,}", lo, hi)
 
 
-def opt(default: Any, help: str, check: tuple[Callable, str] | None = None, choices: tuple | None = None,
-        aliases: tuple[str, ...] = ()) -> Any:
-    """A spec field: its default, the help text its flag and form show, and what values it accepts."""
-    return field(default=default, metadata={"help": help, "check": check, "choices": choices, "aliases": aliases})
+def opt(default: Any, help: str, check: Check | tuple | None = None, choices: tuple | None = None,
+        aliases: tuple[str, ...] = (), label: str = "") -> Any:
+    """A spec field: its default, the help text its flag and form show, what values it accepts, and the
+    short label a web form gives it (default: its name in words)."""
+    if check is not None and not isinstance(check, Check):
+        check = Check(*check)
+    return field(default=default, metadata={"help": help, "check": check, "choices": choices, "aliases": aliases,
+                                            "label": label})
 
 
-def _kind(f: dataclasses.Field) -> tuple[str, bool]:
+def label_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("label") or f.name.replace("_", " ").capitalize()
+
+
+def field_kind(f: dataclasses.Field) -> tuple[str, bool]:
     """('int' | 'float' | 'str' | 'bool' | 'tuple[str, ...]' | 'tuple[float, float]', may it be None)."""
-    t = str(f.type)
+    t = f.type.__name__ if isinstance(f.type, type) else str(f.type)
     return t.replace(" | None", "").strip(), "None" in t
 
 
@@ -58,15 +76,15 @@ class Spec:
 
     def __post_init__(self):
         for f in fields(self):
-            v, (kind, optional) = getattr(self, f.name), _kind(f)
+            v, (kind, optional) = getattr(self, f.name), field_kind(f)
             if v is None and optional:
                 continue
             v = _coerce(f.name, kind, v)
             check, choices = f.metadata.get("check"), f.metadata.get("choices")
             if choices and v not in choices:
                 raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}, got {v!r}")
-            if check and not check[0](v):
-                raise ValueError(f"{f.name} must be {check[1]}, got {v!r}")
+            if check and not check.test(v):
+                raise ValueError(f"{f.name} must be {check.text}, got {v!r}")
             setattr(self, f.name, v)
         self.check()
 
@@ -95,7 +113,7 @@ class Spec:
     def add_arguments(cls, p: argparse.ArgumentParser) -> None:
         """One flag per field. Flags not given stay absent, so the dataclass defaults are the only defaults."""
         for f in fields(cls):
-            kind, optional = _kind(f)
+            kind, optional = field_kind(f)
             m = f.metadata
             names = ["--" + f.name.replace("_", "-"), *m.get("aliases", ())]
             shown = m.get("help", "") + ("" if f.default is None else f" (default: {f.default})")
@@ -117,21 +135,21 @@ class Spec:
 @dataclass
 class TrainArgs(Spec):
     """What the model-agnostic Trainer needs: optimisation, schedule, checkpoints, precision."""
-    steps: int = opt(1000, "optimizer steps (each of --accum micro-batches)", between(1, MAX_STEPS))
-    lr: float = opt(5e-4, "peak learning rate (AdamW)", POSITIVE_NUM)
-    warmup: float = opt(0.05, "warm-up: a fraction of the steps if below 1, else a number of steps", NON_NEGATIVE)
-    weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
+    steps: int = opt(1000, "optimizer steps (each of --accum micro-batches)", between(1, MAX_STEPS), label='Steps')
+    lr: float = opt(5e-4, "peak learning rate (AdamW)", POSITIVE_NUM, label='Learning rate')
+    warmup: float = opt(0.05, "warm-up: a fraction of the steps if below 1, else a number of steps", NON_NEGATIVE, label='Warm-up')
+    weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE, label='Weight decay')
     betas: tuple[float, float] = opt((0.9, 0.98), "AdamW betas",
                                      (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"))
-    eps: float = opt(1e-6, "AdamW epsilon", POSITIVE_NUM)
-    clip: float = opt(1.0, "largest global gradient norm; 0 = no clipping", NON_NEGATIVE)
-    accum: int = opt(1, "micro-batches per optimizer step", POSITIVE)
-    bf16: bool = opt(False, "bfloat16 autocast where the hardware computes it natively (else fp32)")
-    seed: int = opt(0, "random seed (weights, data order, masks, dropout)")
+    eps: float = opt(1e-6, "AdamW epsilon", POSITIVE_NUM, label='AdamW epsilon')
+    clip: float = opt(1.0, "largest global gradient norm; 0 = no clipping", NON_NEGATIVE, label='Gradient clipping (largest norm)')
+    accum: int = opt(1, "micro-batches per optimizer step", POSITIVE, label='Micro-batches per step')
+    bf16: bool = opt(False, "bfloat16 autocast where the hardware computes it natively (else fp32)", label='bfloat16 where the hardware computes it natively (~1.5x faster on such a CPU); fp32 elsewhere')
+    seed: int = opt(0, "random seed (weights, data order, masks, dropout)", label='Seed')
     log_every: int = opt(10, "steps between training rows in metrics.jsonl", POSITIVE)
     eval_every: int = opt(200, "steps between evaluations", POSITIVE)
     eval_early: int = opt(0, "also evaluate at steps 10, 25, 50, 100, 250, ... up to this step, before the first "
-                             "regular evaluation: something to see early (0 = off)", NON_NEGATIVE)
+                             "regular evaluation: something to see early (0 = off)", NON_NEGATIVE, label='Early evaluations up to step')
     save_every: int = opt(500, "steps between checkpoints", POSITIVE)
     keep_last: int = opt(2, "checkpoints kept", POSITIVE)
     device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")

@@ -12,7 +12,7 @@ from ..data.corpus import OBJECTIVES
 from ..methods.registry import NAMES as METHOD_NAMES
 from ..methods.registry import REGISTRY as METHOD_RECORDS
 from .spec_base import (  # noqa: F401  (re-exported: the job kinds' shared vocabulary)
-    DROPOUT, MAX_STEPS, MAX_TOKENS, NON_NEGATIVE, POSITIVE, POSITIVE_NUM, Spec, TrainArgs, between, opt)
+    DROPOUT, MAX_STEPS, MAX_TOKENS, NON_NEGATIVE, POSITIVE, POSITIVE_NUM, SHARE, Check, Spec, TrainArgs, between, opt)
 
 
 PRESET_CHOICES = ("tiny", "mini", "small", "medium", "base", "large")
@@ -31,60 +31,60 @@ class PretrainSpec(TrainArgs):
                             "corpus, MLM only) | albert (factorised embeddings, shared layers, MLM + sentence order; "
                             "WordPiece here where real ALBERT uses SentencePiece) | electra (a small MLM generator "
                             "and a discriminator that spots its replacements; the discriminator is the model kept). "
-                            "Distillation is another command", choices=ARCHS)
+                            "Distillation is another command", choices=ARCHS, label='Architecture')
     preset: str = opt("mini", "model size (roberta, albert: tiny mini base large; electra: tiny mini small base "
                               "large, the discriminator's)",
-                      choices=PRESET_CHOICES)
-    layers: int | None = opt(None, "override the preset's number of layers", between(1, 128))
-    hidden: int | None = opt(None, "override the preset's hidden size", between(1, 16_384))
-    heads: int | None = opt(None, "override the preset's attention heads", between(1, 256))
+                      choices=PRESET_CHOICES, label='Size preset')
+    layers: int | None = opt(None, "override the preset's number of layers", between(1, 128), label='Layers')
+    hidden: int | None = opt(None, "override the preset's hidden size", between(1, 16_384), label='Hidden size')
+    heads: int | None = opt(None, "override the preset's attention heads", between(1, 256), label='Heads')
     intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)",
-                                   between(1, 65_536))
-    vocab_size: int = opt(8192, "vocabulary size (WordPiece; byte-level BPE for roberta)", between(1, 1_000_000))
+                                   between(1, 65_536), label='Feed-forward size')
+    vocab_size: int = opt(8192, "vocabulary size (WordPiece; byte-level BPE for roberta)", between(1, 1_000_000), label='Vocabulary')
     embedding_size: int | None = opt(None, "albert and electra: token-vector size E, projected up to hidden "
                                            "(default: albert 128, electra the preset's; at most hidden)",
-                                     between(1, 16_384))
+                                     between(1, 16_384), label='Token-vector size E (ALBERT, ELECTRA)')
     layer_groups: int = opt(1, "albert only: distinct layer weight sets, shared in turn by the layers "
-                               "(1 = every layer the same weights)", POSITIVE)
+                               "(1 = every layer the same weights)", POSITIVE, label='Layer weight sets (ALBERT)')
     generator_size: float = opt(0.25, "electra only: the generator's width as a share of the discriminator's "
                                       "(the paper's 1/4; same depth, shared embeddings)",
-                                (lambda v: 0 < v <= 1, "in (0, 1]"))
+                                Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1), label="ELECTRA generator width (share of the discriminator's)")
     rtd_weight: float = opt(50.0, "electra only: weight lambda of the replaced-token loss against the "
-                                  "generator's MLM loss (the paper's 50)", POSITIVE_NUM)
+                                  "generator's MLM loss (the paper's 50)", POSITIVE_NUM, label='ELECTRA weight of the replaced-token loss (λ)')
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
                                          "can train longer texts", between(1, MAX_TOKENS))
     # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
-    dropout: float | None = opt(0.0, "hidden and attention dropout while pre-training (BERT used 0.1)", DROPOUT)
+    dropout: float | None = opt(0.0, "hidden and attention dropout while pre-training (BERT used 0.1)", DROPOUT, label='Dropout')
     pre_ln: bool = opt(False, "LayerNorm before each block (stable at higher learning rates; not BERT's post-LN: "
-                              "transformers loads it as MegatronBert)")
+                              "transformers loads it as MegatronBert)", label="Pre-LN: LayerNorm before each block (stable at higher learning rates; not BERT's layout, saved as MegatronBert)")
     init_from: str | None = opt(None, "continue pre-training this model (keeps its vocabulary and shape)")
     # data
     corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
-    text_column: str = opt("text", "column holding the text in .csv/.jsonl")
-    max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
+    text_column: str = opt("text", "column holding the text in .csv/.jsonl", label='Text column (.csv/.jsonl)')
+    max_docs: int | None = opt(None, "use only the first N documents", POSITIVE, label='Use the first N documents')
     # The CPU recipe: 32-token examples leave the unigram plateau far sooner than 128.
-    max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
+    max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS), label='Tokens per example')
     objective: str | None = opt(None, "the pair task besides MLM: nsp | sop | mlm (none) (default: the "
                                       "architecture's own: nsp for bert, mlm for roberta, sop for albert)",
-                                choices=OBJECTIVES)
-    mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
-    whole_word: bool = opt(False, "mask all pieces of a word together")
+                                choices=OBJECTIVES, label='Objective')
+    mask_rate: float = opt(0.15, "share of tokens to predict", SHARE, label='Mask rate')
+    whole_word: bool = opt(False, "mask all pieces of a word together", label='Whole-word masking')
     static_masks: int = opt(0, "0 = draw new masks every time an example is seen (dynamic, RoBERTa's); N = draw N "
                                "masked copies per example once and cycle through them by epoch (static, original "
-                               "BERT's data pipeline)", NON_NEGATIVE)
-    heldout: float = opt(0.02, "share of documents held out for evaluation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
-    batch_size: int = opt(128, "examples per micro-batch", POSITIVE)
+                               "BERT's data pipeline)", NON_NEGATIVE, label='Static masks (copies per example)')
+    heldout: float = opt(0.02, "share of documents held out for evaluation", Check(lambda v: 0 < v < 0.5, "in (0, 0.5)", 0, 0.5), label='Held-out share')
+    batch_size: int = opt(128, "examples per micro-batch", POSITIVE, label='Batch size')
     grad_checkpointing: bool = opt(False, "activation checkpointing: keep only each layer's input and recompute "
                                           "the layer in backward (same numbers, about a third more compute, far "
-                                          "less memory; with --accum, bigger batches fit)")
-    eval_batches: int = opt(16, "held-out batches per evaluation", POSITIVE)
+                                          "less memory; with --accum, bigger batches fit)", label='Gradient checkpointing')
+    eval_batches: int = opt(16, "held-out batches per evaluation", POSITIVE, label='Held-out batches per evaluation')
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)
     # the recipe's schedule
-    steps: int = opt(2000, "optimizer steps", between(1, MAX_STEPS))
-    lr: float = opt(1e-3, "peak learning rate (AdamW)", POSITIVE_NUM)
+    steps: int = opt(2000, "optimizer steps", between(1, MAX_STEPS), label='Steps')
+    lr: float = opt(1e-3, "peak learning rate (AdamW)", POSITIVE_NUM, label='Learning rate')
     # a first run shows guesses, attention and the unigram line within seconds, not at step eval_every
     eval_early: int = opt(100, "also evaluate at steps 10, 25, 50, 100, ... up to this step, before the first "
-                               "regular evaluation (0 = off)", NON_NEGATIVE)
+                               "regular evaluation (0 = off)", NON_NEGATIVE, label='Early evaluations up to step')
     RESUMABLE: ClassVar[tuple[str, ...]] = TrainArgs.RESUMABLE + ("threads", "grad_checkpointing")
     DATA: ClassVar[tuple[str, ...]] = ("corpus", "text_column", "max_docs", "vocab_size", "max_len", "objective",
                                        "heldout", "init_from", "seed", "arch")
@@ -184,14 +184,14 @@ class FinetuneSpec(Spec):
                                "qa (SQuAD) ; auto: from the task", choices=PROBLEMS)
     pooling: str = opt("auto", "sentence heads: pooler | cls | mean | max (auto: the family's own head)",
                        choices=POOLINGS)
-    layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", (lambda v: 0 < v <= 1, "in (0, 1]"))
+    layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1))
     gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage")
     max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", between(4, MAX_TOKENS))
     seed: int = opt(0, "random seed (split, head, data order)")
     text_column: str = opt("text", "CSV/JSON column holding the text")
     label_column: str = opt("label", "CSV/JSON column holding the label")
     pair_column: str | None = opt(None, "CSV/JSON column holding a second text: sentence pairs (segments A and B)")
-    val_frac: float = opt(0.1, "share held out for validation", (lambda v: 0 < v < 0.5, "in (0, 0.5)"))
+    val_frac: float = opt(0.1, "share held out for validation", Check(lambda v: 0 < v < 0.5, "in (0, 0.5)", 0, 0.5))
     max_examples: int | None = opt(None, "use a seeded random subset of N examples", POSITIVE)
     warmup: float = opt(0.1, "warm-up share of the steps", NON_NEGATIVE)
     weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE)
@@ -272,7 +272,7 @@ class RaceSpec(Spec):
     seeds: int = opt(1, "fine-tuning runs per recipe (the table gives their mean and spread)", between(1, 10))
     epochs: int = opt(1, "fine-tuning epochs", between(1, 10))
     layer_decay: float = opt(1.0, "fine-tuning's layer-wise learning-rate decay (ELECTRA's paper: 0.8); 1 = off",
-                             (lambda v: 0 < v <= 1, "in (0, 1]"))
+                             Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1))
     bf16: bool = opt(False, "bfloat16 autocast for pre-training where the hardware computes it natively")
     threads: int | None = opt(None, "torch CPU threads (default: all; side by side: one per recipe)", POSITIVE)
     device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
@@ -302,7 +302,7 @@ class DistillSpec(TrainArgs):
     text_column: str = opt("text", "column holding the text in .csv/.jsonl")
     max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)
     max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS))
-    mask_rate: float = opt(0.15, "share of tokens to predict", (lambda v: 0 < v < 1, "between 0 and 1"))
+    mask_rate: float = opt(0.15, "share of tokens to predict", SHARE)
     batch_size: int = opt(32, "examples per batch", POSITIVE)
     eval_batches: int = opt(8, "held-out batches per evaluation", POSITIVE)
     threads: int | None = opt(None, "torch CPU threads", POSITIVE)

@@ -313,7 +313,7 @@ def _see_links_on_open(demo, registered: dict, keys, picker, model) -> None:
             continue
         if not any(i in by_id or i in model_ids for i in ids):
             continue
-        block_fn.fn = _substituting(block_fn.fn, ids, by_id, model_ids, registered, keys)
+        block_fn.fn = _substituting(block_fn.fn, ids, by_id, model_ids, registered, keys, block_fn.input_keyword_names)
 
 
 def _follow_changes(demo, filled, held, registered: dict, model_ids: set):
@@ -343,27 +343,41 @@ def _follow_changes(demo, filled, held, registered: dict, model_ids: set):
                     args.append(values[who[1]])
                 else:
                     args.append(linked_model if c._id in model_ids and linked_model else c.value)
+            n = len(args) - len(f.input_keyword_names)
             try:
-                res = f.fn(*args)
+                res = f.fn(*args[:n], **dict(zip(f.input_keyword_names, args[n:])))
             except (ValueError, TypeError, gr.Error):
                 continue
-            for c, v in zip(f.outputs, [res] if len(f.outputs) == 1 else list(res)):
+            if isinstance(res, dict):  # {component: value}, the outputs it changes
+                pairs = [(c, res[c]) for c in f.outputs if c in res]
+            else:
+                pairs = zip(f.outputs, [res] if len(f.outputs) == 1 else list(res))
+            for c, v in pairs:
                 out[slot[id(c)]] = v
         return out
     return filled.then(run_listeners, held, outputs, api_name=False, show_progress="hidden")
 
 
-def _substituting(fn, ids, by_id, model_ids, registered, keys):
-    def with_link(*args):
+def _substituting(fn, ids, by_id, model_ids, registered, keys, names=()):
+    """`fn` with the link's values for its linked inputs; `names`: those of its last inputs, passed by
+    keyword (a form built from a spec)."""
+    def with_link(*args, **kwargs):
         link = _request_link(registered, keys)
         if link is not None:
             args = list(args)
-            for k, i in enumerate(ids[:len(args)]):
+            slots = [*((k, None) for k in range(len(args))), *((None, n) for n in kwargs)]
+            for (k, name), i in zip(slots, ids):
                 if i in by_id and by_id[i][0] == link.tab and by_id[i][1] in link.values:
-                    args[k] = link.values[by_id[i][1]]
+                    value = link.values[by_id[i][1]]
                 elif i in model_ids and link.model and _loads(link.model):
-                    args[k] = link.model
-        return fn(*args)
+                    value = link.model
+                else:
+                    continue
+                if name is None:
+                    args[k] = value
+                else:
+                    kwargs[name] = value
+        return fn(*args, **kwargs)
     with_link.__name__ = getattr(fn, "__name__", "fn")
     with_link.substitutes = {i for i in ids if i in by_id or i in model_ids}  # for tests
     with_link.original = fn

@@ -6,6 +6,7 @@ event: closing the tab does not kill it, and a reloaded page finds it again.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from ...train.specs import PretrainSpec
 from .. import classroom
 from ..jobs import check_name
 from ..limits import check_upload, limits
-from . import common, jobs_ui, links, models
+from . import common, forms, jobs_ui, links, models
 from .common import user_error
 from .train_charts import empty_figure, metrics, pretrain_figures, probe_rows
 
@@ -45,6 +46,7 @@ they are cached, so the next run with the same data starts at once), then measur
 the start (steps 10, 25, 50, ...), where the curves move most, and regularly after that."""
 
 SCRATCH = "scratch (random weights)"
+# Recipes are partial specs: the fields they set; the form keeps every other one.
 RECIPES = {
     # The two short recipes read the first 12,000 of the 25,000 reviews (~95,000 examples): preparing
     # them from scratch takes 16 s instead of 33 s (2-core EPYC), and both share that one cache.
@@ -60,24 +62,53 @@ RECIPES = {
         preset="tiny", max_len=32, batch_size=128, steps=2000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0,
         max_docs=12_000),
 }
-CORPORA = ["IMDB movie reviews (shipped)", "Upload a file", "Hugging Face dataset"]
+FROM_RUN = "The settings of the run shown below"  # what the recipe box says once the form shows a run's
+# The corpus box's choices: the shipped reviews (the spec's own "imdb"), an upload, a hub dataset
+CORPORA = {"IMDB movie reviews (shipped)": "imdb", "Upload a file": "upload", "Hugging Face dataset": "hub"}
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
               "MLM only (RoBERTa; ELECTRA's generator)": "mlm"}
 # The members pre-training trains here (distillation is another job).
 ARCHS = {"BERT": "bert", "RoBERTa (byte-level BPE, MLM only)": "roberta",
          "ALBERT (factorised embeddings, shared layers; WordPiece, not SentencePiece)": "albert",
          "ELECTRA (a 1/4-width generator fills the masks, the discriminator spots its replacements)": "electra"}
+# Spec fields the server sets, never a visitor: where and how fast a job runs, how often it writes,
+# and the model it continues (the form's "Start from" picks that).
+SERVER = ("init_from", "threads", "device", "compile", "log_every", "eval_every", "save_every", "keep_last",
+          "max_position", "stop_at")
+OWN = ("start_from", "upload", "hub_name")  # the form's own inputs, read into spec fields here
+SHAPE = ("layers", "hidden", "heads", "intermediate")
+# what a continued model keeps as its own
+MODEL_FIELDS = ("arch", "preset", *SHAPE, "vocab_size", "embedding_size", "layer_groups", "pre_ln", "generator_size",
+                "rtd_weight")
+SIZE_INPUTS = ("preset", *SHAPE, "vocab_size", "embedding_size", "layer_groups", "max_len", "batch_size", "arch",
+               "generator_size", "start_from")
 
 
-DEFAULT_VOCAB = 8192  # the form's vocabulary (the recipes leave it)
+def preset_values(name: str) -> dict:
+    L, H, A = PRESETS[name]
+    return dict(layers=L, hidden=H, heads=A, intermediate=4 * H)
+
+
+def recipe_values(recipe: str, arch: str = "bert") -> dict:
+    """The fields a recipe sets, by name: its preset's shape too, and its objective where the architecture
+    has that pair task (else the architecture's own). A field another recipe sets and this one leaves
+    goes back to its default. Nothing for FROM_RUN: the form already holds the run's settings."""
+    if recipe not in RECIPES:
+        return {}
+    fields = {f.name: f.default for f in dataclasses.fields(PretrainSpec)}
+    r = {**{k: fields[k] for other in RECIPES.values() for k in other}, **RECIPES[recipe]}
+    arch = ARCHS.get(arch, arch)
+    if arch != "bert":
+        r["objective"] = PretrainSpec.DEFAULT_OBJECTIVE.get(arch, "mlm")
+    return {**r, **preset_values(r["preset"])}
+
+
+RECIPE_FIELDS = tuple(dict.fromkeys(k for r in RECIPES for k in recipe_values(r)))
 
 
 def default_spec() -> PretrainSpec:
     """The run the form starts when nothing is changed: the first recipe, on the shipped reviews."""
-    names = ("preset_name", "layers", "hidden", "heads", "inter", "max_len", "batch", "steps", "lr", "mask_rate",
-             "objective", "dropout", "max_docs")
-    return form_spec(**dict(zip(names, recipe_fields(next(iter(RECIPES))))), vocab=DEFAULT_VOCAB,
-                     start_from=SCRATCH, corpus=CORPORA[0], upload=None, text_column="text", hub_name="", bf16=True)
+    return form_spec(**recipe_values(next(iter(RECIPES))), bf16=True)
 
 
 def warm_default_recipe() -> subprocess.Popen | None:
@@ -92,46 +123,6 @@ def warm_default_recipe() -> subprocess.Popen | None:
             "from bertlab.train.specs import PretrainSpec; warm_cache(PretrainSpec.from_dict(json.loads(sys.argv[1])))")
     return subprocess.Popen([sys.executable, "-c", code, json.dumps(spec.to_dict())], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-
-
-def preset_fields(name: str):
-    L, H, A = PRESETS[name]
-    return L, H, A, 4 * H
-
-
-FROM_RUN = "The settings of the run shown below"  # what the recipe box says once the form shows a run's
-
-
-def recipe_fields(recipe: str, arch: str = "BERT"):
-    """The recipe's form values; its objective is BERT's, so another architecture keeps its own."""
-    if recipe not in RECIPES:  # FROM_RUN: the form already holds the run's settings
-        return (gr.skip(),) * 13
-    r = RECIPES[recipe]
-    objective = r["objective"] if ARCHS.get(arch, "bert") == "bert" else \
-        PretrainSpec.DEFAULT_OBJECTIVE[ARCHS.get(arch, arch)]
-    return (r["preset"], *preset_fields(r["preset"]), r["max_len"], r["batch_size"], r["steps"], r["lr"],
-            r["mask_rate"], next(k for k, v in OBJECTIVES.items() if v == objective), r["dropout"],
-            r.get("max_docs", 0))
-
-
-def _int(v, what: str) -> int:
-    if v is None or (isinstance(v, float) and not v.is_integer()):
-        raise ValueError(f"{what} must be a whole number, got {v!r}")
-    return int(v)
-
-
-def model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch="bert"):
-    kw = dict(num_hidden_layers=_int(layers, "layers"), hidden_size=_int(hidden, "hidden size"),
-              num_attention_heads=_int(heads, "heads"), intermediate_size=_int(inter, "feed-forward size"),
-              vocab_size=_int(vocab, "vocabulary size"),
-              max_position_embeddings=max(128, _int(max_len, "tokens per example")))  # room for a later 128-token stage
-    arch = ARCHS.get(arch, arch)
-    if arch == "bert":
-        return preset(preset_name, **kw)
-    name = _arch_preset(preset_name, arch)
-    if arch in ("albert", "electra"):  # PretrainSpec's default: ALBERT 128, ELECTRA the preset's; at most H
-        kw["embedding_size"] = min(128 if arch == "albert" else preset(name, arch).embedding_dim, kw["hidden_size"])
-    return preset(name, arch, **kw)
 
 
 def _arch_preset(name: str, arch: str) -> str:
@@ -151,20 +142,40 @@ def _model_arch(folder) -> str:
     return kind
 
 
-def size_md(preset_name, layers, hidden, heads, inter, vocab, max_len, batch, start_from, arch="bert") -> str:
-    if start_from and start_from != SCRATCH:
-        return f"Continues **{start_from}**: its own architecture and vocabulary are kept."
+def _spec_fields(form: dict) -> dict:
+    """The form's spec fields: none of the server's; choices given by their label (older API callers)
+    read as their value; ELECTRA's two boxes (hidden for the others) only for ELECTRA."""
+    known = {f.name for f in dataclasses.fields(PretrainSpec)}
+    v = {k: x for k, x in forms.read(PretrainSpec, form).items() if k in known and k not in SERVER and k != "corpus"}
+    v["arch"] = ARCHS.get(v.get("arch", "bert"), v.get("arch", "bert"))
+    if "objective" in v:
+        v["objective"] = OBJECTIVES.get(v["objective"], v["objective"])
+    if v["arch"] != "electra":
+        v.pop("generator_size", None), v.pop("rtd_weight", None)
+    if "preset" in v:
+        v["preset"] = _arch_preset(v["preset"], v["arch"])
+    return v
+
+
+def model_config(spec: PretrainSpec) -> BertConfig:
+    """The config a new model of this spec gets (its vocabulary the size asked for: the tokenizer
+    trained on the corpus sets the ids later)."""
+    return preset(spec.preset, spec.arch, **spec.config_overrides(), vocab_size=spec.vocab_size)
+
+
+def size_md(**form) -> str:
+    if form.get("start_from") not in (None, "", SCRATCH):
+        return f"Continues **{form['start_from']}**: its own architecture and vocabulary are kept."
     try:
-        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch)
-        n = sizing.param_counts(c)["total"]
-        mem = sizing.memory(c, batch_size=max(1, _int(batch, "batch size")), seq_len=_int(max_len, "tokens"),
-                            dtype="fp32", training=True, sparse_mlm=True)
+        spec = PretrainSpec(**_spec_fields(form))
+        c = model_config(spec)
+        n, need = training_size(c, spec.arch, spec.generator_size, spec.batch_size, spec.max_len)
     except (ValueError, TypeError) as e:
         return f"⚠️ {e}"
     cap = limits().max_params
     warn = f" ⚠️ over this server's cap of {sizing.humanize(cap)} parameters" if n > cap else ""
     return (f"**{sizing.humanize(n)} parameters** ({n:,}) in {c.num_hidden_layers} layers of width "
-            f"{c.hidden_size}; training memory about {sizing.humanize(mem['total'], 'B')} at this batch size.{warn}")
+            f"{c.hidden_size}; training memory about {sizing.humanize(need, 'B')} at this batch size.{warn}")
 
 
 def training_size(c, arch: str, generator_size, batch: int, seq_len: int) -> tuple[int, int]:
@@ -186,29 +197,25 @@ def training_size(c, arch: str, generator_size, batch: int, seq_len: int) -> tup
     return n, need
 
 
-def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column, hub_name,
-              max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout=0.0, pre_ln=False,
-              arch="bert", generator_size=0.25, rtd_weight=50.0) -> PretrainSpec:
-    """The form as a PretrainSpec, checked here so that mistakes show at once, not in a log."""
+def form_spec(**form) -> PretrainSpec:
+    """The form (fields by name, as the API sends them) as a PretrainSpec, checked here so that mistakes
+    show at once, not in a log. Fields left out keep the spec's defaults; the server's own (SERVER) are
+    never read from a form."""
     lim = limits()
-    steps = _int(steps, "steps")
-    if steps > lim.max_steps:
-        raise ValueError(f"{steps:,} steps is over this server's cap of {lim.max_steps:,} (BERTLAB_MAX_STEPS)")
-    arch = ARCHS.get(arch, arch)
-    continued = bool(start_from and start_from != SCRATCH)
-    if continued:
-        arch = _model_arch(models.resolve(start_from))
-    spec = PretrainSpec(arch=arch, max_len=max_len, batch_size=batch, steps=steps, lr=lr, warmup=0.05,
-                        mask_rate=mask_rate,
-                        objective=OBJECTIVES.get(objective, objective), log_every=max(1, steps // 200),
-                        eval_every=max(20, steps // 12), save_every=max(50, steps // 5), threads=lim.job_threads,
-                        dropout=dropout, bf16=bool(bf16), text_column=text_column or "text",
-                        max_docs=_int(max_docs or 0, "max documents") or None)
-    if continued:
-        spec = spec.replace(init_from=str(models.resolve(start_from)))
-    else:
-        c = model_config(preset_name, layers, hidden, heads, inter, vocab, max_len, arch)
-        n, need = training_size(c, arch, generator_size, _int(batch, "batch size"), _int(max_len, "tokens"))
+    v = _spec_fields(form)
+    start_from, source = form.get("start_from") or SCRATCH, CORPORA.get(form.get("corpus"), form.get("corpus"))
+    if start_from != SCRATCH:  # the model's own architecture, shape and vocabulary
+        folder = models.resolve(start_from)
+        v = {k: x for k, x in v.items() if k not in MODEL_FIELDS}
+        v.update(arch=_model_arch(folder), init_from=str(folder))
+    spec = PretrainSpec(**v, threads=lim.job_threads)
+    if spec.steps * spec.accum > lim.max_steps:
+        raise ValueError(f"{spec.steps:,} steps{f' of {spec.accum} micro-batches' if spec.accum > 1 else ''} is over "
+                         f"this server's cap of {lim.max_steps:,} (BERTLAB_MAX_STEPS)")
+    spec = spec.replace(log_every=max(1, spec.steps // 200), eval_every=max(20, spec.steps // 12),
+                        save_every=max(50, spec.steps // 5))
+    if spec.init_from is None:
+        n, need = training_size(model_config(spec), spec.arch, spec.generator_size, spec.batch_size, spec.max_len)
         if n > lim.max_params:
             raise ValueError(f"this model has {n:,} parameters; this server trains at most {lim.max_params:,} "
                              f"(BERTLAB_MAX_PARAMS): choose fewer layers or a smaller hidden size")
@@ -216,59 +223,52 @@ def form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corp
             raise ValueError(f"this run would need about {sizing.humanize(need, 'B')} of memory; a training job here "
                              f"gets at most {sizing.humanize(lim.job_mb * 2**20, 'B')} (BERTLAB_JOB_MB): "
                              f"choose a smaller batch, fewer tokens or a smaller model")
-        spec = spec.replace(preset=preset_name if arch == "bert" else _arch_preset(preset_name, arch),
-                            layers=c.num_hidden_layers, hidden=c.hidden_size,
-                            heads=c.num_attention_heads, intermediate=c.intermediate_size, vocab_size=c.vocab_size,
-                            max_position=c.max_position_embeddings, pre_ln=bool(pre_ln))
-        if arch == "electra":  # the spec checks them (0 < size <= 1, weight > 0)
-            spec = spec.replace(generator_size=generator_size, rtd_weight=rtd_weight)
-    if corpus == CORPORA[1]:
-        src = check_upload(upload, "corpus")
+    if source == "upload":
+        src = check_upload(form.get("upload"), "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
             raise ValueError(f"{src.name}: a corpus is a .txt, .csv, .json or .jsonl file")
         with jobs_ui.upload_named(src):  # empty, binary, wrong column: said now
             load_documents(src, spec.text_column, spec.max_docs)
         return spec.replace(corpus=str(jobs_ui.stage_upload(src)))
-    if corpus == CORPORA[2]:
-        hub_name = (hub_name or "").strip()
+    if source == "hub":
+        hub_name = (form.get("hub_name") or "").strip()
         if not hub_name:
             raise ValueError("type a Hugging Face dataset name, e.g. stanfordnlp/imdb")
         if not is_hub_dataset(hub_name):
             raise ValueError(f"{hub_name[:80]!r} is not a Hugging Face dataset name (owner/name): "
                              f"to train on your own text, upload it")
         return spec.replace(corpus=HUB_PREFIX + hub_name)  # the hub's, never a path of this server
+    if source not in (None, "imdb"):
+        raise ValueError(f"corpus must be one of {', '.join(CORPORA.values())}, got {str(source)[:80]!r}")
     return spec
 
 
-def form_of_run(name) -> tuple:
-    """The form as the run `name` was started (see `build`'s `shown` outputs), so that a reloaded page,
-    or a run picked to watch, shows the settings of the run it shows. Nothing changes for a run without
-    a pre-training spec; the corpus of an upload and the model a run continued stay as they are (a
-    server path is never shown)."""
-    keep = (gr.skip(),) * 24
+def form_values(name) -> dict:
+    """The form's values (by field) as the run `name` was started, so that a reloaded page, or a run
+    picked to watch, shows the settings of the run it shows. Nothing for a run without a pre-training
+    spec; the corpus of an upload and the model a run continued stay as they are (a server path is
+    never shown)."""
     try:
         spec = Run(jobs_ui.run_dir(name)).spec() if jobs_ui.valid(name) else None
-        c = preset(spec.preset, spec.arch, **spec.config_overrides()) if isinstance(spec, PretrainSpec) else None
+        c = model_config(spec) if isinstance(spec, PretrainSpec) else None
     except (ValueError, TypeError, KeyError, OSError):
-        return keep
+        return {}
     if c is None:
-        return keep
-    label = {v: k for k, v in ARCHS.items()}
-    shape = (gr.skip(),) * 6 if spec.init_from is not None else (
-        spec.preset if spec.preset in PRESETS else gr.skip(), c.num_hidden_layers, c.hidden_size,
-        c.num_attention_heads, c.intermediate_size, spec.vocab_size)
-    if spec.corpus == "imdb":
-        corpus = (CORPORA[0], gr.skip())
-    elif spec.corpus.startswith(HUB_PREFIX) and is_hub_dataset(spec.corpus.removeprefix(HUB_PREFIX)):
-        corpus = (CORPORA[2], spec.corpus.removeprefix(HUB_PREFIX))
+        return {}
+    v = {k: x for k, x in spec.to_dict().items() if k not in (*SERVER, "corpus", "kind") and x is not None}
+    if spec.init_from is not None:  # a continued model's shape is its own, not the form's to show
+        v = {k: x for k, x in v.items() if k not in (*SHAPE, "preset", "vocab_size", "embedding_size")}
     else:
-        corpus = (gr.skip(), gr.skip())
-    return (gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN), label[spec.arch],
-            gr.Row(visible=spec.arch == "electra"), *shape,
-            gr.skip() if spec.dropout is None else spec.dropout, spec.pre_ln, *corpus, spec.text_column,
-            spec.max_docs or 0, spec.max_len, spec.batch_size, spec.steps, spec.lr, spec.mask_rate,
-            next(k for k, v in OBJECTIVES.items() if v == spec.objective), spec.bf16, spec.generator_size,
-            spec.rtd_weight)
+        v.update(layers=c.num_hidden_layers, hidden=c.hidden_size, heads=c.num_attention_heads,
+                 intermediate=c.intermediate_size)
+        if spec.preset not in PRESETS:
+            v.pop("preset")
+    if spec.corpus == "imdb":
+        v["corpus"] = "imdb"
+    elif spec.corpus.startswith(HUB_PREFIX) and is_hub_dataset(spec.corpus.removeprefix(HUB_PREFIX)):
+        v.update(corpus="hub", hub_name=spec.corpus.removeprefix(HUB_PREFIX))
+    v.setdefault("max_docs", None)
+    return v
 
 
 def charts(runs: dict) -> list:
@@ -292,18 +292,15 @@ def view(name, overlay, owner):
     return (jobs_ui.status_html(st, owner), *charts(runs), table, log, gr.Timer(active=jobs_ui.is_live(st)))
 
 
-def start(owner, name, preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-          hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln, overlay,
-          arch="BERT", generator_size=0.25, rtd_weight=50.0, student=""):
-    """Validate the form and launch the run (or queue it); named so the API reads like the form.
-    `student`: the name the class chart shows for the run (optional)."""
+def start(owner, name, overlay=None, student="", **form):
+    """Validate the form and launch the run (or queue it). The form comes by field name, as the API
+    sends it: `/pretrain_start` takes a spec's fields (steps=, lr=, ...) and the form's own inputs
+    (start_from, corpus = imdb | upload | hub, upload, hub_name). `student`: the name the class chart
+    shows for the run (optional)."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("pretrain"))
         student = classroom.check_display_name(student)
-        spec = form_spec(preset_name, layers, hidden, heads, inter, vocab, start_from, corpus, upload, text_column,
-                         hub_name, max_docs, max_len, batch, steps, lr, mask_rate, objective, bf16, dropout, pre_ln,
-                         arch, generator_size, rtd_weight)
-        jobs_ui.launch(owner, name, spec)
+        jobs_ui.launch(owner, name, form_spec(**form))
         if student:
             classroom.name_run(jobs_ui.manager(), name, jobs_ui.visitor(owner), student)
     except (ValueError, PermissionError, OSError) as e:
@@ -325,7 +322,7 @@ def resume(owner, name, steps, overlay):
     if not name:
         raise user_error("No run selected: pick the run to resume under 'Run'.")
     try:
-        steps = _int(steps, "steps")
+        steps = PretrainSpec(steps=steps).steps  # a whole number from 1, or said
         if steps > limits().max_steps:
             raise ValueError(f"{steps:,} steps is over this server's cap of {limits().max_steps:,}")
         jobs_ui.manager().resume(name, jobs_ui.visitor(owner), {"steps": steps})
@@ -337,7 +334,7 @@ def resume(owner, name, steps, overlay):
 def build(picker: gr.Dropdown) -> None:
     owner, opened = jobs_ui.session()
     first = next(iter(RECIPES))
-    r0 = recipe_fields(first)
+    form = forms.Form(PretrainSpec, "pretrain", values=recipe_values(first))
     with gr.Row():
         with gr.Column(scale=3):
             recipe = gr.Dropdown(list(RECIPES), value=first, label="Recipe", elem_id="pretrain-recipe",
@@ -347,51 +344,52 @@ def build(picker: gr.Dropdown) -> None:
                                   min_width=280)  # 280: side by side on a laptop, one above the other on a phone
                 student = gr.Textbox("", label="Your name (shown on the class chart)", placeholder="optional",
                                      max_length=classroom.MAX_NAME, min_width=280, elem_id="pretrain-student")
-                start_from = gr.Dropdown([SCRATCH] + models.choices(), value=SCRATCH, label="Start from",
-                                         info="continue a model (e.g. at 128 tokens after a 32-token run)",
-                                         min_width=280)
+                start_from = form.add("start_from", gr.Dropdown(
+                    [SCRATCH] + models.choices(), value=SCRATCH, label="Start from", min_width=280,
+                    info="continue a model (e.g. at 128 tokens after a 32-token run)"))
             with gr.Accordion("Model", open=False, elem_id="pretrain-model"):
-                arch = gr.Dropdown(list(ARCHS), value=next(iter(ARCHS)), label="Architecture",
-                                   info="picks its tokenizer and objective (distillation has its own tab)")
+                arch = form("arch", choices=[(k, v) for k, v in ARCHS.items()],
+                            info="picks its tokenizer and objective (distillation has its own tab)")
                 with gr.Row(visible=False) as electra_row:  # ELECTRA's own two settings
-                    generator_size = gr.Number(0.25, label="ELECTRA generator width (share of the discriminator's)",
-                                               minimum=0.01, maximum=1, min_width=280)
-                    rtd_weight = gr.Number(50, label="ELECTRA weight of the replaced-token loss (λ)", minimum=0,
-                                           min_width=280)
+                    form("generator_size", help=False, minimum=0.01, min_width=280)
+                    form("rtd_weight", help=False, min_width=280)
                 with gr.Row():
-                    size_preset = gr.Dropdown(list(PRESETS), value=r0[0], label="Size preset")
-                    layers = gr.Number(r0[1], label="Layers", precision=0, minimum=1, maximum=48)
-                    hidden = gr.Number(r0[2], label="Hidden size", precision=0, minimum=8, maximum=2048)
-                    heads = gr.Number(r0[3], label="Heads", precision=0, minimum=1, maximum=32)
-                    inter = gr.Number(r0[4], label="Feed-forward size", precision=0, minimum=8, maximum=8192)
-                    vocab = gr.Number(DEFAULT_VOCAB, label="Vocabulary", precision=0, minimum=100, maximum=60000)
+                    size_preset = form("preset", help=False)
+                    form("layers", help=False, maximum=48)
+                    form("hidden", help=False, minimum=8, maximum=2048)
+                    form("heads", help=False, maximum=32)
+                    form("intermediate", help=False, minimum=8, maximum=8192)
+                    form("vocab_size", help=False, minimum=100, maximum=60000)
                 with gr.Row():
-                    dropout = gr.Number(r0[11], label="Dropout", minimum=0, maximum=0.9,
-                                        info="0 suits short runs: the model is far from overfitting")
-                    pre_ln = gr.Checkbox(False, label="Pre-LN: LayerNorm before each block (stable at higher "
-                                                      "learning rates; not BERT's layout, saved as MegatronBert)")
+                    form("dropout", info="0 suits short runs: the model is far from overfitting", maximum=0.9)
+                    form("pre_ln", help=False)
             with gr.Accordion("Data", open=False, elem_id="pretrain-data"):
-                corpus = gr.Radio(CORPORA, value=CORPORA[0], label="Corpus")
+                form("corpus", gr.Radio, help=False, choices=[(k, v) for k, v in CORPORA.items()], value="imdb")
                 with gr.Row():
-                    upload = gr.File(label="Your corpus (.txt: documents split by blank lines; .csv/.jsonl: a text "
-                                           "column)", file_types=[".txt", ".csv", ".json", ".jsonl"],
-                                     elem_id="pretrain-upload")
+                    form.add("upload", gr.File(label="Your corpus (.txt: documents split by blank lines; .csv/.jsonl: "
+                                                     "a text column)", file_types=[".txt", ".csv", ".json", ".jsonl"],
+                                               elem_id="pretrain-upload"))
                     with gr.Column():
-                        text_column = gr.Textbox("text", label="Text column (.csv/.jsonl)", max_length=100)
-                        hub_name = gr.Textbox(label="Hugging Face dataset (when online)", placeholder="stanfordnlp/imdb",
-                                              max_length=200)
-                        max_docs = gr.Number(r0[12], label="Use the first N documents (0 = all)", precision=0, minimum=0)
+                        form("text_column", help=False)
+                        form.add("hub_name", gr.Textbox(label="Hugging Face dataset (when online)", max_length=200,
+                                                        placeholder="stanfordnlp/imdb"))
+                        form("max_docs", help=False, info="0: all of them")
             with gr.Row():
-                max_len = gr.Number(r0[5], label="Tokens per example", precision=0, minimum=8, maximum=512)
-                batch = gr.Number(r0[6], label="Batch size", precision=0, minimum=1, maximum=1024)
-                steps = gr.Number(r0[7], label="Steps", precision=0, minimum=1)
-                lr = gr.Number(r0[8], label="Learning rate", minimum=0)
-                mask_rate = gr.Slider(0.05, 0.5, r0[9], step=0.01, label="Mask rate")
+                form("max_len", help=False, maximum=512)
+                form("batch_size", help=False, maximum=1024)
+                form("steps", help=False)
+                form("lr", help=False)
+                form("mask_rate", gr.Slider, help=False, minimum=0.05, maximum=0.5, step=0.01)
             with gr.Row():
-                objective = gr.Radio(list(OBJECTIVES), value=r0[10], label="Objective", min_width=280)
+                form("objective", gr.Radio, help=False, choices=[(k, v) for k, v in OBJECTIVES.items()],
+                     min_width=280)
                 with gr.Column(min_width=280):  # a checkbox alone keeps no min_width: squeezed on a phone
-                    bf16 = gr.Checkbox(True, label="bfloat16 where the CPU computes it natively (~1.5x faster); "
-                                                   "fp32 elsewhere")
+                    form("bf16", help=False, value=True)
+            with gr.Accordion("More settings", open=False, elem_id="pretrain-more"):
+                gr.Markdown("Every other setting of a pre-training run, as `python -m bertlab pretrain --help` "
+                            "lists it. The defaults are the CPU recipe's (bench/RECIPE.md).")
+                form.rest(hide=SERVER, static_masks={"maximum": 10}, accum={"maximum": 64},
+                          eval_batches={"maximum": 64}, eval_early={"maximum": 10_000})
             size = gr.Markdown(elem_id="pretrain-size")
         with gr.Column(scale=2):
             gr.Markdown(EXPLAIN)
@@ -417,27 +415,32 @@ def build(picker: gr.Dropdown) -> None:
         log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
     timer = gr.Timer(jobs_ui.TICK_S, active=False)
 
-    model_fields = [size_preset, layers, hidden, heads, inter, vocab]
-    form = [*model_fields, start_from, corpus, upload, text_column, hub_name, max_docs, max_len, batch, steps, lr,
-            mask_rate, objective, bf16, dropout, pre_ln]
+    w = form.widgets
     outs = [status, *plots, probes, log, timer]
-    size_in = [*model_fields, max_len, batch, start_from, arch]
-    arch.input(lambda a: (next(k for k, v in OBJECTIVES.items() if v == PretrainSpec.DEFAULT_OBJECTIVE[ARCHS[a]]),
-                          gr.Row(visible=ARCHS[a] == "electra")),
-               arch, [objective, electra_row], api_name=False)  # each architecture's own pair task and options
-    recipe.change(recipe_fields, [recipe, arch], [size_preset, layers, hidden, heads, inter, max_len, batch, steps, lr,
-                                          mask_rate, objective, dropout, max_docs], api_name=False)
-    size_preset.input(preset_fields, size_preset, [layers, hidden, heads, inter], api_name=False)
-    gr.on([c.change for c in size_in], size_md, size_in, size, api_name=False, show_progress="hidden")
+    size_in = form.inputs(*SIZE_INPUTS)
+    arch.input(lambda a: {w["objective"]: PretrainSpec.DEFAULT_OBJECTIVE[a], electra_row: gr.Row(visible=a == "electra")},
+               arch, [w["objective"], electra_row], api_name=False)  # each architecture's own pair task and options
+    def fill_recipe(r, a):
+        return form.fill(recipe_values(r, a))
+
+    recipe.change(fill_recipe, [recipe, arch], [w[k] for k in RECIPE_FIELDS], api_name=False)
+    size_preset.input(lambda p: form.fill(preset_values(p)), size_preset, [w[k] for k in SHAPE], api_name=False)
+    gr.on([c.change for c in size_in.values()], size_md, None, size, inputs_kwargs=size_in, api_name=False,
+          show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)
-    start_btn.click(start, [owner, name, *form, overlay, arch, generator_size, rtd_weight, student], [watch, *outs],
-                    api_name="pretrain_start",
-                    concurrency_limit=1)
+    start_btn.click(start, [owner, name, overlay, student], [watch, *outs], inputs_kwargs=form.inputs(),
+                    api_name="pretrain_start", concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
-    resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="pretrain_resume", show_progress="minimal")
+    resume_btn.click(resume, [owner, watch, w["steps"], overlay], outs, api_name="pretrain_resume",
+                     show_progress="minimal")
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("pretrain")], [watch, overlay], api_name="pretrain_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
-    shown = [recipe, arch, electra_row, *model_fields, dropout, pre_ln, corpus, hub_name, text_column, max_docs,
-             max_len, batch, steps, lr, mask_rate, objective, bf16, generator_size, rtd_weight]
-    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, (form_of_run, shown))
-    common.on_open(size_md, size_in, size)
+
+    def show_run(run):  # the form as the shown run was started; the recipe box says so
+        v = form_values(run)
+        return {**form.fill(v), electra_row: gr.Row(visible=v["arch"] == "electra"),
+                recipe: gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN)} if v else {}
+
+    shown = [recipe, electra_row, *[x for k, x in w.items() if k not in OWN or k == "hub_name"]]
+    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, (show_run, shown))
+    common.on_open(size_md, None, size, inputs_kwargs=size_in)

@@ -207,3 +207,24 @@ def test_a_recipe_keeps_the_architectures_own_objective():
     recipe = next(iter(tab.RECIPES))
     said = {a: tab.recipe_values(recipe, a)["objective"] for a in tab.ARCHS.values()}
     assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}
+
+
+def test_the_electra_masking_rule_masks_or_keeps_and_never_draws_a_random_word(full_run, small_corpus):
+    """--mask-rule electra (the official ELECTRA code's 85 % [MASK], 15 % kept) against BERT's 80/10/10."""
+    from bertlab.tokenizer import special_token_ids
+    arch, run = full_run
+    tok, train, _, _ = prepare_data(run, spec(small_corpus, arch), log=lambda *_: None)
+    mask_id = special_token_ids(tok).mask
+    shares = {}
+    for rule in ("bert", "electra"):
+        n = masked = kept = 0
+        for batch in make_batcher(spec(small_corpus, arch, mask_rule=rule, mask_rate=0.5), tok, train[:96]):
+            picked = batch["labels"] != -100
+            n += int(picked.sum())
+            masked += int((picked & (batch["input_ids"] == mask_id)).sum())
+            kept += int((picked & (batch["input_ids"] == batch["labels"])).sum())
+        shares[rule] = (masked / n, kept / n, 1 - (masked + kept) / n, n)
+    m, k, r, n = shares["electra"]
+    assert r == 0 and n > 500 and abs(m - 0.85) < 0.04, shares
+    m, k, r, n = shares["bert"]
+    assert abs(m - 0.8) < 0.04 and abs(r - 0.1) < 0.03, shares

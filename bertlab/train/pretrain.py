@@ -308,9 +308,10 @@ def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example]
         # WordPiece marks a word's later pieces with '##'; byte-level BPE marks a word's first piece with 'Ġ'
         cont = continuation_table(vocab) if isinstance(tok, WordPieceTokenizer) else \
             torch.tensor([not t.startswith("Ġ") for t in vocab], dtype=torch.bool)
+    mask_frac, random_frac = {"bert": (0.8, 0.1), "electra": (0.85, 0.0)}[spec.mask_rule]  # [MASK], random; kept
     return Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed, rank=rank,
                                   world_size=world, is_continuation=cont, drop_last=True,
-                                  static_masks=spec.static_masks)
+                                  static_masks=spec.static_masks, mask_frac=mask_frac, random_frac=random_frac)
 
 
 def _starting(run_dir: Path):

@@ -68,6 +68,9 @@ class PretrainSpec(TrainArgs):
                                       "architecture's own: nsp for bert, mlm for roberta, sop for albert)",
                                 choices=OBJECTIVES, label='Objective')
     mask_rate: float = opt(0.15, "share of tokens to predict", SHARE, label='Mask rate')
+    mask_rule: str = opt("bert", "what a token picked for prediction becomes: bert = 80 % [MASK], 10 % a random "
+                                 "word, 10 % kept; electra = 85 % [MASK], 15 % kept, no random words (the official "
+                                 "ELECTRA code's rule)", choices=("bert", "electra"), label="Masking rule")
     whole_word: bool = opt(False, "mask all pieces of a word together", label='Whole-word masking')
     static_masks: int = opt(0, "0 = draw new masks every time an example is seen (dynamic, RoBERTa's); N = draw N "
                                "masked copies per example once and cycle through them by epoch (static, original "

@@ -147,8 +147,8 @@ def start_training(c, runs: Path, steps: int) -> str:
     from bertlab.config import PRESETS
     from bertlab.train.runs import read_status
     L, H, A = PRESETS["tiny"]
-    out = c.predict(owner=RUN, name=RUN, upload=None, hub_name="", preset_name="tiny",
-                    layers=L, hidden=H, heads=A, inter=4 * H, max_len=32, batch=128, steps=steps,
+    out = c.predict(owner=RUN, name=RUN, upload=None, hub_name="", preset="tiny",
+                    layers=L, hidden=H, heads=A, intermediate=4 * H, max_len=32, batch_size=128, steps=steps,
                     api_name="/pretrain_start")
     state = next((w for w in ("running", "starting", "queued", "failed") if w in str(out[1])), "unknown")
     for _ in range(240):  # "starting" prepares the data; the window should see a stepping trainer

@@ -118,9 +118,9 @@ def fake_trainer(tmp_path, monkeypatch):
     return mgr
 
 
-FORM = dict(preset_name="tiny", layers=1, hidden=32, heads=2, inter=64, vocab=300, start_from=pretrain_tab.SCRATCH,
-            corpus=pretrain_tab.CORPORA[0], upload=None, text_column="text", hub_name="", max_docs=0, max_len=32,
-            batch=8, steps=100, lr=1e-3, mask_rate=0.15, objective="MLM + next sentence (BERT)", bf16=False)
+FORM = dict(preset="tiny", layers=1, hidden=32, heads=2, intermediate=64, vocab_size=300, start_from=pretrain_tab.SCRATCH,
+            corpus="imdb", upload=None, text_column="text", hub_name="", max_docs=0, max_len=32, batch_size=8,
+            steps=100, lr=1e-3, mask_rate=0.15, objective="nsp", bf16=False)
 
 
 def test_a_job_started_from_the_web_trains_on_the_apps_device(fake_trainer, monkeypatch):

@@ -5,13 +5,14 @@ import json
 import gradio as gr
 import pytest
 
-from bertlab.app.ui import forms, pretrain_tab
-from bertlab.train.specs import PretrainSpec
+from bertlab.app.ui import finetune_form, forms, pretrain_tab
+from bertlab.train.specs import FinetuneSpec, PretrainSpec
 
 # fields that belong to some members only: changed with a member that has them
 CONTEXT = {"generator_size": dict(arch="electra", objective="mlm"), "rtd_weight": dict(arch="electra", objective="mlm"),
            "embedding_size": dict(arch="albert", objective="sop"), "layer_groups": dict(arch="albert", objective="sop"),
-           "hidden": dict(heads=1), "heads": dict(hidden=256), "arch": dict(objective=None)}
+           "hidden": dict(heads=1), "heads": dict(hidden=256), "arch": dict(objective=None),
+           "gradual_unfreeze": dict(method="full")}
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,10 @@ def _other(widget, value):
         return not value
     if isinstance(widget, (gr.Dropdown, gr.Radio)):
         return next(v for _, v in widget.choices if v != value)
+    if isinstance(widget, gr.Textbox):
+        return (value or "column") + "_2"
+    if isinstance(widget, gr.CheckboxGroup):
+        return [v for _, v in widget.choices if v not in value][:2]
     lo, hi = widget.minimum, widget.maximum
     base = 2 if value in (None, 0) else value
     middle = () if lo is None or hi is None else ((lo + hi) / 2,)
@@ -42,24 +47,28 @@ def _other(widget, value):
     raise AssertionError(f"no other value for {widget.label}")
 
 
-def test_every_field_the_pretrain_form_shows_reaches_the_spec_and_spec_json(demo, tmp_path, monkeypatch):
+@pytest.mark.parametrize("api, tab, spec_cls", [("pretrain_start", pretrain_tab, PretrainSpec),
+                                                 ("finetune_start", finetune_form, FinetuneSpec)])
+def test_every_field_a_form_shows_reaches_the_spec_and_spec_json(demo, tmp_path, monkeypatch, api, tab, spec_cls):
+    """Each spec field on the form, set to another value than the form's, is that value in the spec the
+    handler builds and in the spec read back from its spec.json."""
     from bertlab.app import jobs
     monkeypatch.setattr(jobs, "_default", jobs.JobManager(tmp_path / "runs"))
-    widgets = _endpoint(demo, "pretrain_start")
+    widgets = _endpoint(demo, api)
     defaults = {k: w.value for k, w in widgets.items() if k not in ("owner", "name", "overlay", "student")}
-    shown = [k for k in defaults if k in {f.name for f in PretrainSpec.__dataclass_fields__.values()}]
-    assert {"mask_rate", "steps", "arch", "whole_word", "static_masks", "seed"} <= set(shown)
-    assert not set(shown) & set(pretrain_tab.SERVER)  # where and how a job runs is the server's
+    shown = [k for k in defaults if k in spec_cls.__dataclass_fields__]
+    assert {"steps" if spec_cls is PretrainSpec else "epochs", "seed", "warmup"} <= set(shown)
+    assert not set(shown) & set(tab.SERVER)  # where and how a job runs, and what it reads, is the server's
     for name in shown:
-        if name in ("corpus", "text_column"):  # a source, read by the form (the tests of the corpus box)
+        if name in ("corpus", "task", "model"):  # a source the form reads (the tests of the corpus and task boxes)
             continue
         base = {**defaults, **CONTEXT.get(name, {})}
         value = _other(widgets[name], base[name])
-        spec = pretrain_tab.form_spec(**{**base, name: value})
-        want = value if not isinstance(value, float) else pytest.approx(value)
+        spec = tab.form_spec(**{**base, name: value})
+        want = tuple(value) if isinstance(value, list) else pytest.approx(value) if isinstance(value, float) else value
         assert getattr(spec, name) == want, name
-        again = PretrainSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
-        assert again == spec and again.to_dict()[name] == want, name
+        again = spec_cls.from_dict(json.loads(json.dumps(spec.to_dict())))
+        assert again == spec and getattr(again, name) == want, name
 
 
 def test_the_widgets_take_their_label_help_range_and_default_from_the_spec():

@@ -117,8 +117,7 @@ def test_embeddings_are_checked_against_the_last_layer(live):
 def test_sizes_are_checked_against_the_built_models(live):
     import bertlab
     from transformers import AlbertConfig, AlbertModel
-    preset_name, layers, hidden, heads, inter, max_len, *_ = C.pretrain_tab.recipe_fields(C.PRETRAIN_RECIPE)
-    c = C.pretrain_tab.model_config(preset_name, layers, hidden, heads, inter, 8192, max_len)
+    c = C.pretrain_tab.model_config(C.PretrainSpec(**C.pretrain_tab.recipe_values(C.PRETRAIN_RECIPE)))
     n = sum(p.numel() for p in bertlab.BertForPreTraining(c).parameters())  # tied weights counted once
     assert ok("pretrain", f"{n:,}") and ok("pretrain", f"{n / 1e6:.2f}M") and ok("pretrain", f"{n + 1000:,}") is False
 

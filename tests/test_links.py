@@ -192,7 +192,7 @@ def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
     want = {k: 0 if v is None else v for k, v in pretrain_tab.recipe_values(recipe, arch.value).items()}  # 0: all docs
     assert {c.elem_id.removeprefix("pretrain-").replace("-", "_"): out[slot[c._id]] for c in fill.outputs} == want
     method_out = next(f for f in demo.fns.values() if f.name == "method_fields").outputs
-    out = run.fn(json.dumps({"tab": "finetune", "values": {"method": "LoRA"}}))
+    out = run.fn(json.dumps({"tab": "finetune", "values": {"method": "lora"}}))
     assert "LoRA" in out[slot[method_out[0]._id]]  # the method's note
     out = run.fn("")
     assert all(isinstance(v, type(gr.skip())) for v in out)  # no link: nothing changes

@@ -160,13 +160,13 @@ def test_uploads_are_bounded_and_their_paths_hidden(hostile, tmp_path):
     big = tmp_path / "big.csv"
     big.write_text("text,label\n" + "a long enough line of text,pos\n" * 4000)  # ~120 kB over a 50 kB cap
     with pytest.raises(Exception) as e:
-        client.predict(owner="eve-browser-id-0002", name="", task="Upload: a CSV/JSONL of texts and labels",
+        client.predict(owner="eve-browser-id-0002", name="", task="upload-csv",
                        upload=handle_file(str(big)), api_name="/finetune_start")
     assert "Traceback" not in str(e.value)
     odd = tmp_path / "labels.csv"
     odd.write_text("review,stars\n" + "good,1\nbad,0\n" * 10)
     msg = refused(client, "/finetune_start", owner="eve-browser-id-0002", name="",
-                  task="Upload: a CSV/JSONL of texts and labels", upload=handle_file(str(odd)))
+                  task="upload-csv", upload=handle_file(str(odd)))
     assert "column" in msg and "/tmp" not in msg and "gradio" not in msg.lower()
     assert not list((root / ".uploads").glob("*"))  # the refused start left no staged copy
 
@@ -260,9 +260,8 @@ def test_upload_messages_name_the_file_not_where_it_lies(tmp_path, monkeypatch):
     bad.parent.mkdir(parents=True)
     bad.write_text("review,stars\n" + "good,1\nbad,0\n" * 10)
     csv = next(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv")
-    form = dict(choice=None, task=csv, upload=str(bad), text_column="text", label_column="label", method="LoRA",
-                epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0, unfreeze=False, max_examples=50,
-                max_len=32, batch=8)
+    form = dict(model=None, task=csv, upload=str(bad), text_column="text", label_column="label", method="lora",
+                epochs=1, lr=0, lora_rank=4, lora_alpha=8, max_examples=50, max_len=32, batch_size=8)
     with pytest.raises(ValueError) as e:
         finetune_tab.form_spec(**form)
     assert "labels.csv" in str(e.value) and str(tmp_path) not in str(e.value)

@@ -28,13 +28,12 @@ def runs_root(tmp_path, monkeypatch):
 
 
 def form(**kw):
-    f = dict(choice=None, task=next(iter(finetune_form.TASKS)), upload=None, text_column="text", label_column="label",
-             method="LoRA", epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0, unfreeze=False,
-             max_examples=50, max_len=32, batch=8, lora_dropout=0.0, lora_targets=["query", "value"],
-             virtual_tokens=20, adapter_size=64, problem=finetune_form.PROBLEM_LABELS["auto"],
-             pooling=finetune_form.POOLING_LABELS["auto"], pair_column="")
-    f.update(kw)
-    return [f[k] for k in finetune_form.FORM]
+    """The Fine-tune form by field name, as /finetune_start takes it."""
+    f = dict(model=None, task="sentiment", upload=None, text_column="text", label_column="label",
+             method="lora", epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0, gradual_unfreeze=False,
+             max_examples=50, max_len=32, batch_size=8, lora_dropout=0.0, lora_targets=["query", "value"],
+             virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="")
+    return {**f, **kw}
 
 
 def test_each_method_shows_its_own_fields_and_a_plain_note():
@@ -56,7 +55,7 @@ def _trains(md: str) -> tuple[int, int]:
 def test_parameter_counts_of_the_eight_methods(runs_root):
     counts, totals = {}, {}
     for m, label in LABELS.items():
-        md = finetune_form.params_md(None, next(iter(finetune_form.TASKS)), label, 8, 16, 1.0, False, 0)
+        md = finetune_form.params_md(model=None, task="sentiment", method=label, lora_rank=8, lora_alpha=16, lr=0)
         counts[m], totals[m] = _trains(md)
         assert f"{FinetuneSpec.DEFAULT_LR[m]:g}" in md
     base = totals["full"]
@@ -64,21 +63,21 @@ def test_parameter_counts_of_the_eight_methods(runs_root):
     assert all(counts["frozen"] < counts[m] < 0.05 * totals[m] for m in ("bitfit", "lora", "ia3", "prefix", "adapter"))
     assert counts["frozen"] < counts["prompt"] < counts["prefix"]  # input-only virtual tokens vs every layer's
     assert all(totals[m] - base == counts[m] - counts["frozen"] for m in ("lora", "ia3", "prefix", "prompt"))
-    narrow = finetune_form.params_md(None, next(iter(finetune_form.TASKS)), "LoRA", 8, 16, 1.0, False, 0, 0.0,
-                                     ["query", "value"])  # the LoRA paper's targets; the default adapts five kinds
+    narrow = finetune_form.params_md(model=None, task="sentiment", method="lora", lora_rank=8, lora_alpha=16,
+                                     lora_targets=["query", "value"])  # the LoRA paper's; the default adapts six kinds
     assert counts["frozen"] < _trains(narrow)[0] < counts["lora"]
 
 
 def test_the_form_reads_every_new_field(runs_root):
-    a = finetune_form.form_spec(*form(lora_targets=["query", "attention output", "feed-forward"], lora_dropout=0.1))
+    a = finetune_form.form_spec(**form(lora_targets=["query", "attention output", "feed-forward"], lora_dropout=0.1))
     assert a.lora_targets == ("query", "attention_output", "ffn") and a.lora_dropout == 0.1
-    b = finetune_form.form_spec(*form(method="Prefix tuning", virtual_tokens=8))
+    b = finetune_form.form_spec(**form(method="Prefix tuning", virtual_tokens=8))
     assert b.method == "prefix" and b.virtual_tokens == 8 and b.lr == b.DEFAULT_LR["prefix"]
-    c = finetune_form.form_spec(*form(method="Adapters (Houlsby)", adapter_size=16, pooling="mean of the tokens"))
+    c = finetune_form.form_spec(**form(method="Adapters (Houlsby)", adapter_size=16, pooling="mean of the tokens"))
     assert c.method == "adapter" and c.adapter_size == 16 and c.pooling == "mean"
     with pytest.raises(ValueError, match="lora_targets"):
-        finetune_form.form_spec(*form(lora_targets=[]))
-    d = finetune_form.form_spec(*form(method="IA³", unfreeze=True))  # a hidden full-only box does not count
+        finetune_form.form_spec(**form(lora_targets=[]))
+    d = finetune_form.form_spec(**form(method="IA³", gradual_unfreeze=True))  # a hidden full-only box does not count
     assert d.method == "ia3" and not d.gradual_unfreeze
 
 
@@ -87,7 +86,7 @@ def test_a_comparison_spec_from_the_form(runs_root):
     assert spec.methods == ("full", "frozen", "lora") and spec.seeds == 2 and spec.lr is None  # the usual order
     assert spec.run_spec("frozen", 1).lr == spec.DEFAULT_LR["frozen"]
     assert finetune_compare.compare_spec(form(lr=1e-3), ["full", "lora"], 1).run_spec("lora", 0).lr == 1e-3
-    assert finetune_compare.compare_spec(form(unfreeze=True), ["full", "lora"], 1).run_spec("full", 0).gradual_unfreeze
+    assert finetune_compare.compare_spec(form(gradual_unfreeze=True), ["full", "lora"], 1).run_spec("full", 0).gradual_unfreeze
     for picked, seeds, words in (([LABELS["lora"]], 1, "at least two"), (["lora", "dora"], 1, "unknown method"),
                                  (["lora", "full"], 4, "seeds must be one of"), (["lora", "full"], True, "seeds")):
         with pytest.raises(ValueError, match=words):
@@ -120,7 +119,7 @@ def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root,
         rows.append(f"the film was {w} .,{'pos' if i % 2 else 'neg'}")
     (tmp_path / "mine.csv").write_text("\n".join(rows) + "\n")
     csv = next(k for k, v in finetune_form.TASKS.items() if v == "upload-csv")
-    f = form(choice=str(model), task=csv, upload=str(tmp_path / "mine.csv"), max_examples=0, max_len=16)
+    f = form(model=str(model), task=csv, upload=str(tmp_path / "mine.csv"), max_examples=0, max_len=16)
     name = finetune_compare.start("visitor-1", "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)
     assert name == "cmp" and len(jobs_ui.manager().owned("visitor-1")) == 1  # one job, not one per method
     with pytest.raises(PermissionError):

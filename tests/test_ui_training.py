@@ -161,19 +161,19 @@ def test_bad_uploads_are_refused_with_reasons(runs_root, tmp_path, monkeypatch):
 
 
 def test_finetune_form_checks_and_parameter_counts(runs_root, tmp_path):
-    form = dict(choice=None, task=next(iter(finetune_tab.TASKS)), upload=None, text_column="text",
-                label_column="label", method="LoRA", epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0,
-                unfreeze=False, max_examples=50, max_len=32, batch=8)
+    form = dict(model=None, task="sentiment", upload=None, text_column="text", label_column="label", method="LoRA",
+                epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0, gradual_unfreeze=False, max_examples=50,
+                max_len=32, batch_size=8)
     a = finetune_tab.form_spec(**form)
     assert a.model == "default" and a.method == "lora" and a.task == "sentiment"
     assert a.lr == a.DEFAULT_LR["lora"] and a.max_examples == 50  # lr 0 in the form: the method's default
-    md = finetune_tab.params_md(None, form["task"], "LoRA", 4, 8, 1.0, False, 0)
+    md = finetune_tab.params_md(**form)
     assert re.search(r"trains \*\*[\d,]+\*\* of [\d,]+ parameters", md) and "default" in md
-    frozen = finetune_tab.params_md(None, form["task"], "Frozen encoder (head only)", 4, 8, 1.0, False, 0)
+    frozen = finetune_tab.params_md(**{**form, "method": "Frozen encoder (head only)"})
     assert "trains **514** of" in frozen  # the default's hidden 256: a 256 x 2 head and 2 biases
     # gradual unfreezing is full's own box, shown only for it: a ticked box left behind does not count
-    assert not finetune_tab.form_spec(**{**form, "unfreeze": True}).gradual_unfreeze
-    assert finetune_tab.form_spec(**{**form, "unfreeze": True, "method": "Full fine-tuning"}).gradual_unfreeze
+    assert not finetune_tab.form_spec(**{**form, "gradual_unfreeze": True}).gradual_unfreeze
+    assert finetune_tab.form_spec(**{**form, "gradual_unfreeze": True, "method": "full"}).gradual_unfreeze
     with pytest.raises(ValueError, match="BERTLAB_MAX_EPOCHS"):
         finetune_tab.form_spec(**{**form, "epochs": 1000})
     csv = next(iter(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv"))
@@ -195,8 +195,8 @@ def test_training_api_says_what_is_wrong(client):
            ("/pretrain_stop", dict(name=None), "No run selected"),
            ("/pretrain_resume", dict(name="nothing-here"), "nothing to resume"),
            ("/finetune_start", dict(epochs=1000), "BERTLAB_MAX_EPOCHS"),
-           ("/finetune_start", dict(task="Upload: a CSV/JSONL of texts and labels"), "no labelled file uploaded"),
-           ("/finetune_compare", dict(methods=["LoRA"]), "pick at least two methods"),
+           ("/finetune_start", dict(task="upload-csv"), "no labelled file uploaded"),
+           ("/finetune_compare", dict(methods=["lora"]), "pick at least two methods"),
            ("/finetune_compare", dict(seeds=4), "Seeds"),  # Gradio's own range check, named
            ("/finetune_compare", dict(epochs=1000), "BERTLAB_MAX_EPOCHS"),
            ("/finetune_try", dict(name="nothing-here", text="good film"), "no saved model yet"),

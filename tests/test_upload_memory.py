@@ -23,9 +23,9 @@ with open(csv, "w") as f:
 from bertlab.app.ui import finetune_tab
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 task = next(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv")
-finetune_tab.form_spec(choice=None, task=task, upload=str(csv), text_column="text", label_column="label",
-                       method="LoRA", epochs=1, lr=0, lora_rank=4, lora_alpha=8, layer_decay=1.0, unfreeze=False,
-                       max_examples=50, max_len=64, batch=8)
+finetune_tab.form_spec(model=None, task=task, upload=str(csv), text_column="text", label_column="label",
+                       method="lora", epochs=1, lr=0, lora_rank=4, lora_alpha=8, max_examples=50, max_len=64,
+                       batch_size=8)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
 """
 

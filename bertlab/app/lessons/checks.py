@@ -9,6 +9,7 @@ from ...analysis import sizing
 from ...analysis.predict import fill_mask, nsp_scores
 from ...data import masking_lab
 from ...train.finetune import trainable_estimate
+from ...train.specs import PretrainSpec
 from ..ui import architecture_tab, finetune_form, models, pretrain_tab, probe_tab
 from ..ui.common import load_model
 from .answers import Verdict, clean, integers, same_number, words
@@ -134,8 +135,9 @@ def _count(answer: str, truth: int, what: str, extra: str = "") -> Verdict:
 
 def pretrain(answer: str, choice) -> Verdict:
     """How many parameters has the model the recipe would train?"""
-    preset_name, layers, hidden, heads, inter, max_len, *_ = pretrain_tab.recipe_fields(PRETRAIN_RECIPE)
-    c = pretrain_tab.model_config(preset_name, layers, hidden, heads, inter, 8192, max_len)
+    spec = PretrainSpec(**pretrain_tab.recipe_values(PRETRAIN_RECIPE))  # the form's vocabulary: the spec's 8,192
+    c = pretrain_tab.model_config(spec)
+    layers, hidden = c.num_hidden_layers, c.hidden_size
     p = sizing.param_counts(c)
     v = _count(answer, p["total"], f"The recipe's BERT ({layers} layers, hidden {hidden}, vocabulary 8,192) "
                                    f"has, with its pre-training heads,")
@@ -147,7 +149,7 @@ def pretrain(answer: str, choice) -> Verdict:
 def finetune(answer: str, choice) -> Verdict:
     """How many parameters does LoRA train on the model in use, for sentiment?"""
     model, _ = load_model(choice)
-    spec = finetune_form.spec_from(LORA["method"], LORA["lora_rank"], LORA["lora_alpha"], 1.0, False, 0)
+    spec = finetune_form.spec_from(**LORA)
     trainable, total = trainable_estimate(model.config, "sequence", 2, spec)
     return _count(answer, trainable, f"LoRA rank {LORA['lora_rank']} on the model in use trains",
                   f" of its {total:,} parameters ({trainable / total:.2%})")

@@ -72,9 +72,9 @@ zero, so training starts from BERT itself. Here LoRA also adapts the word table 
 same idea, $r\,(V + H)$ numbers): on a model this small, changing what the words mean is most of
 what full fine-tuning gains.""",
     try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
-                   {"task": "Sentiment: Rotten Tomatoes (shipped)", "method": "LoRA"}),
+                   {"task": "sentiment", "method": "lora"}),
              TryIt("The same with full fine-tuning", "finetune",
-                   {"task": "Sentiment: Rotten Tomatoes (shipped)", "method": "Full fine-tuning"})),
+                   {"task": "sentiment", "method": "full"})),
     expect="""The line under the method says how many parameters it trains: LoRA a few per cent,
 full fine-tuning all of them. *Compare methods* trains all eight on the same data and plots score
 against parameters trained: on this small model full fine-tuning is best, and LoRA gets close for

@@ -31,22 +31,21 @@ def methods_of(picked) -> tuple[str, ...]:
     return tuple(m for m in METHOD_LABELS if m in names)
 
 
-def compare_spec(form: list, picked, seeds) -> CompareSpec:
-    """The form (as finetune_form.FORM orders it) as a comparison of the picked methods; the form's
-    method is not used, and its learning rate only when set (else each method its own default)."""
+def compare_spec(form: dict, picked, seeds) -> CompareSpec:
+    """The form (fields by name) as a comparison of the picked methods; the form's method is not used,
+    and its learning rate only when set (else each method its own default)."""
     if isinstance(seeds, bool) or not isinstance(seeds, (int, float)) or seeds not in SEEDS:
         raise ValueError(f"seeds must be one of {', '.join(map(str, SEEDS))}, got {seeds!r:.40}")
     methods = methods_of(picked)
-    form = list(form)
-    form[5] = METHOD_LABELS["full"]  # gradual unfreezing (full's option) is then checked, and kept for full only
-    base = form_spec(*form)
+    # as full fine-tuning: gradual unfreezing (full's option) is then checked, and kept for full only
+    base = form_spec(**{**form, "method": "full"})
     d = {f.name: getattr(base, f.name) for f in fields(FinetuneSpec)}
-    if not form[7]:  # the learning rate box: 0 = each method's default
+    if not form.get("lr"):  # the learning rate box: 0 = each method's default
         d["lr"] = None
     return CompareSpec(**d, methods=methods, seeds=int(seeds))
 
 
-def start(owner, name, form: list, picked, seeds) -> str:
+def start(owner, name, form: dict, picked, seeds) -> str:
     """Launch (or queue) the comparison as one job of this visitor; a stopped comparison of the same
     name goes on, reusing its finished runs."""
     name = check_name((name or "").strip() or jobs_ui.default_name("compare"))

@@ -2,6 +2,7 @@
 needs, and the form read into a FinetuneSpec (checked against this server's caps)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import gradio as gr
@@ -14,7 +15,7 @@ from ...tokenizer import SubwordTokenizer
 from ...train.finetune import trainable_estimate
 from ...train.specs import FinetuneSpec
 from ..limits import check_upload, limits
-from . import jobs_ui, models
+from . import forms, jobs_ui, models
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 # examples/ (README there): a file for every other head, with the settings it needs
@@ -86,63 +87,70 @@ def kind_of(task, problem="auto") -> str:
     return task_kind(t)
 
 
-def spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout=0.0,
-              lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto",
-              pooling="auto", pair_column=None) -> FinetuneSpec:
-    targets = tuple(_key(TARGET_LABELS, t, t) for t in (lora_targets or ()))
-    return FinetuneSpec(method=method_of(method), lora_rank=int(lora_rank or 0), lora_alpha=float(lora_alpha or 0),
-                        layer_decay=float(layer_decay), gradual_unfreeze=bool(unfreeze) and method_of(method) == "full",
-                        lr=float(lr) if lr else None, lora_dropout=float(lora_dropout or 0),
-                        lora_targets=targets, virtual_tokens=int(virtual_tokens or 0),
-                        adapter_size=int(adapter_size or 0), problem=_key(PROBLEM_LABELS, problem, "auto"),
-                        pooling=_key(POOLING_LABELS, pooling, "auto"),
-                        pair_column=(pair_column or "").strip() or None)
+# Spec fields the server sets, never a visitor.
+SERVER = ("device", "threads", "log_every")
+# what the form reads by name besides the spec's fields
+OWN = ("upload",)
 
 
-def params_md(choice, task, method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout=0.0,
-              lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto",
-              pooling="auto") -> str:
+def spec_fields(form: dict) -> dict:
+    """The form's spec fields by name: none of the server's; a choice given by its label (an older API
+    caller) read as its key; gradual unfreezing only with full fine-tuning (its box is hidden for the
+    others); the task and the model (the picker at the top of the page) are read by form_spec."""
+    known = {f.name for f in dataclasses.fields(FinetuneSpec)}
+    v = {k: x for k, x in forms.read(FinetuneSpec, form).items() if k in known and k not in (*SERVER, "task", "model")}
+    v["method"] = method_of(v.get("method"))
+    if "lora_targets" in v:
+        v["lora_targets"] = tuple(_key(TARGET_LABELS, t, t) for t in v["lora_targets"] or ())
+    for name, labels in (("problem", PROBLEM_LABELS), ("pooling", POOLING_LABELS)):
+        if name in v:
+            v[name] = _key(labels, v[name], "auto")
+    v["gradual_unfreeze"] = bool(v.get("gradual_unfreeze")) and v["method"] == "full"
+    return v
+
+
+def spec_from(**form) -> FinetuneSpec:
+    """The form's fine-tuning settings as a spec (the task and model at their defaults)."""
+    return FinetuneSpec(**spec_fields(form))
+
+
+PARAMS_INPUTS = ("model", "task", "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "layer_decay",
+                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler")
+
+
+def params_md(**form) -> str:
     try:
-        model, _ = models.get(choice)
-        spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout, lora_targets,
-                         virtual_tokens, adapter_size, problem, pooling)
-        kind = kind_of(task, problem)
+        model, _ = models.get(form.get("model"))
+        spec = spec_from(**form)
+        kind = kind_of(form.get("task"), spec.problem)
         n_labels = POS_LABELS if kind == "token" else 2
         trainable, total = trainable_estimate(model.config, kind, n_labels, spec)
     except (ValueError, TypeError, NotImplementedError) as e:
         return f"⚠️ {e}"
     return (f"**{METHOD_LABELS[spec.method]}** trains **{trainable:,}** of {total:,} parameters "
             f"(**{trainable / total:.2%}**) at learning rate {spec.lr:g}"
-            + (" (this method's default)" if not lr else "") + ".")
+            + (" (this method's default)" if not form.get("lr") else "") + ".")
 
 
-FORM = ("choice", "task", "upload", "text_column", "label_column", "method", "epochs", "lr", "lora_rank",
-        "lora_alpha", "layer_decay", "unfreeze", "max_examples", "max_len", "batch", "lora_dropout", "lora_targets",
-        "virtual_tokens", "adapter_size", "problem", "pooling", "pair_column")
-
-
-def form_spec(choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
-              layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0,
-              lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="") -> FinetuneSpec:
-    """The form as a FinetuneSpec; an uploaded file is staged privately and read once, so a bad one
-    is said here rather than in a log."""
+def form_spec(**form) -> FinetuneSpec:
+    """The form (fields by name, as the API sends them; `model` the picker's choice) as a FinetuneSpec;
+    an uploaded file is staged privately and read once, so a bad one is said here rather than in a log."""
     lim = limits()
-    spec = spec_from(method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout, lora_targets,
-                     virtual_tokens, adapter_size, problem, pooling, pair_column).replace(
-        epochs=epochs, batch_size=batch, max_len=max_len, text_column=text_column or "text",
-        label_column=label_column or "label", threads=lim.job_threads, seed=0, max_examples=max_examples or None,
-        model="default" if choice in (None, "", models.DEFAULT) else str(models.resolve(choice)))
+    choice = form.get("model")
+    spec = spec_from(**form).replace(
+        threads=lim.job_threads, model="default" if choice in (None, "", models.DEFAULT) else str(models.resolve(choice)))
     if spec.epochs > lim.max_epochs:
         raise ValueError(f"{spec.epochs} epochs is over this server's cap of {lim.max_epochs} (BERTLAB_MAX_EPOCHS)")
     config = BertConfig.from_json_file(resolve_folder(None if spec.model == "default" else spec.model) / "config.json")
     if (n := count_params(config)) > lim.max_params:
         raise ValueError(f"this model has {n:,} parameters; this server fine-tunes at most {lim.max_params:,} "
                          f"(BERTLAB_MAX_PARAMS)")
+    task = form.get("task") or "sentiment"
     t = task_key(task)
     if t is None:
-        raise ValueError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+        raise ValueError(f"unknown task {str(task)[:80]!r}: choose one of {', '.join(TASKS.values())}")
     if t.startswith("upload"):
-        src = check_upload(upload, "labelled file")
+        src = check_upload(form.get("upload"), "labelled file")
         spec = spec.replace(task=str(jobs_ui.stage_upload(src)), problem="qa" if t == "upload-qa" else spec.problem)
         try:
             tok = SubwordTokenizer.from_pretrained(resolve_folder(None if spec.model == "default" else spec.model))

@@ -8,11 +8,12 @@ from ...train.finetune import CONFUSION_FILE
 from ...train.runs import Run
 from ...train.specs import FinetuneSpec
 from ..jobs import check_name
-from . import common, finetune_compare, finetune_try, jobs_ui, links
+from . import common, finetune_compare, finetune_try, forms, jobs_ui, links
 from .common import user_error
 from .finetune_form import (  # noqa: F401  (the form's names, as tests and the API know them)
-    FORM,
     METHOD_LABELS,
+    PARAMS_INPUTS,
+    SERVER,
     POOLING_LABELS,
     PROBLEM_LABELS,
     TARGET_LABELS,
@@ -93,34 +94,24 @@ def view(name, overlay, owner):
             gr.Timer(active=any(map(jobs_ui.is_live, states.values()))), gr.Plot(visible=False))
 
 
-def start(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
-          layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0, lora_targets=FinetuneSpec.LORA_DEFAULT,
-          virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto", pair_column="", overlay=None):
-    """Start (or queue) one fine-tuning run of the form."""
-    form = [choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha, layer_decay,
-            unfreeze, max_examples, max_len, batch, lora_dropout, lora_targets, virtual_tokens, adapter_size, problem,
-            pooling, pair_column]
+def start(owner, name, overlay=None, **form):
+    """Start (or queue) one fine-tuning run of the form. The form comes by field name, as the API sends
+    it: `/finetune_start` takes a FinetuneSpec's fields (method=, epochs=, lora_rank=, ...), `model` (the
+    picker's choice), `task` (a TASKS key) and `upload`."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("finetune"))
-        jobs_ui.launch(owner, name, form_spec(*form))
+        jobs_ui.launch(owner, name, form_spec(**form))
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=name), gr.Dropdown(value=[]),
             *view(name, [], owner))
 
 
-def compare(owner, name, choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank,
-            lora_alpha, layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout=0.0,
-            lora_targets=FinetuneSpec.LORA_DEFAULT, virtual_tokens=20, adapter_size=64, problem="auto", pooling="auto",
-            pair_column="", methods=tuple(METHOD_LABELS.values()), seeds=1, overlay=None):
+def compare(owner, name, overlay=None, methods=tuple(METHOD_LABELS), seeds=1, **form):
     """The picked methods on the same task, data and seeds: one job (finetune_compare); the form's
     method is not used, its learning rate only when set."""
-    form = [choice, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha, layer_decay,
-            unfreeze, max_examples, max_len, batch, lora_dropout, lora_targets, virtual_tokens, adapter_size, problem,
-            pooling, pair_column]
-    picked = methods
     try:
-        name = finetune_compare.start(owner, name, form, picked, seeds)
+        name = finetune_compare.start(owner, name, form, methods, seeds)
     except (ValueError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("finetune"), value=name), gr.update(value=[]),
@@ -146,58 +137,55 @@ def try_it(name, text, pair=None, question=None, sub=None):
 
 def build(picker: gr.Dropdown) -> None:
     owner, opened = jobs_ui.session()
+    form = forms.Form(FinetuneSpec, "finetune")
+    form.add("model", picker)
     with common.form(EXPLAIN):
         gr.Markdown("Starts from the **model picked at the top** (the shipped one, a run trained here, a "
                     "folder or a Hugging Face id).")
         with gr.Row():
-            task = gr.Dropdown(list(TASKS), value=next(iter(TASKS)), label="Task", scale=3, min_width=220)
+            task = form("task", gr.Dropdown, help=False, choices=list(TASKS.items()), value="sentiment", scale=3,
+                        min_width=220)
             name = gr.Textbox(label="Run name", placeholder="blank: finetune-<date>-<time>", max_length=56,
                               scale=2, min_width=160)
         with gr.Row():
-            method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["full"], label="Method", scale=4,
-                              min_width=260, elem_id="finetune-method")
-            epochs = gr.Number(2, label="Epochs", precision=0, minimum=1, scale=1, min_width=90)
+            method = form("method", gr.Radio, help=False, choices=[(v, k) for k, v in METHOD_LABELS.items()],
+                          scale=4, min_width=260)
+            epochs = form("epochs", help=False, scale=1, min_width=90)
         note = gr.Markdown(method_note("full"), elem_id="finetune-method-note")
         with gr.Group(visible=False, elem_id="finetune-lora") as lora_box:
             with gr.Row():
-                lora_rank = gr.Number(8, label="LoRA rank r", precision=0, minimum=1, maximum=256, min_width=100)
-                lora_alpha = gr.Number(16, label="LoRA alpha", minimum=0.1, min_width=100)
-                lora_dropout = gr.Number(0, label="LoRA dropout", minimum=0, maximum=0.9, step=0.05, min_width=100)
-            lora_targets = gr.CheckboxGroup(list(TARGET_LABELS.values()),
-                                            value=[TARGET_LABELS[t] for t in FinetuneSpec.LORA_DEFAULT],
-                                            label="Layers LoRA adapts", elem_id="finetune-lora-targets")
+                form("lora_rank", help=False, maximum=256, min_width=100)
+                form("lora_alpha", help=False, minimum=0.1, min_width=100)
+                form("lora_dropout", help=False, maximum=0.9, step=0.05, min_width=100)
+            form("lora_targets", gr.CheckboxGroup, help=False, choices=[(v, k) for k, v in TARGET_LABELS.items()])
         with gr.Group(visible=False, elem_id="finetune-virtual") as tokens_box:
-            virtual_tokens = gr.Number(20, label="Virtual tokens", precision=0, minimum=1, maximum=512)
+            form("virtual_tokens", help=False)
         with gr.Group(visible=False, elem_id="finetune-adapter") as adapter_box:
-            adapter_size = gr.Number(64, label="Adapter size (bottleneck width)", precision=0, minimum=1,
-                                     maximum=4096)
-        unfreeze = gr.Checkbox(False, label="Gradual unfreezing (the head first, then a layer more per stage)",
-                               elem_id="finetune-unfreeze")
+            form("adapter_size", help=False, maximum=4096)
+        unfreeze = form("gradual_unfreeze", help=False, elem_id="finetune-unfreeze")
         with gr.Accordion("Your own data and the task (pairs, problem, pooling)", open=False):
             with gr.Row():
-                upload = gr.File(label="Labelled file (.csv/.tsv/.json/.jsonl, CoNLL .conll/.txt, SQuAD .json)",
-                                 file_types=[".csv", ".tsv", ".json", ".jsonl", ".conll", ".txt"],
-                                 elem_id="finetune-upload", min_width=220)
+                form.add("upload", gr.File(
+                    label="Labelled file (.csv/.tsv/.json/.jsonl, CoNLL .conll/.txt, SQuAD .json)",
+                    file_types=[".csv", ".tsv", ".json", ".jsonl", ".conll", ".txt"], elem_id="finetune-upload",
+                    min_width=220))
                 with gr.Column(min_width=160):
-                    text_column = gr.Textbox("text", label="Text column", max_length=100)
-                    label_column = gr.Textbox("label", label="Label column", max_length=100)
-                    pair_column = gr.Textbox("", label="Second text column (sentence pairs)", max_length=100,
-                                             placeholder="blank: one text per example")
+                    form("text_column", help=False)
+                    form("label_column", help=False)
+                    form("pair_column", help=False, placeholder="blank: one text per example")
             with gr.Row():
-                problem = gr.Dropdown(list(PROBLEM_LABELS.values()), value=PROBLEM_LABELS["auto"], label="Problem",
-                                      min_width=180)
-                pooling = gr.Dropdown(list(POOLING_LABELS.values()), value=POOLING_LABELS["auto"],
-                                      label="Sentence vector (pooling)", min_width=180)
+                form("problem", help=False, choices=[(v, k) for k, v in PROBLEM_LABELS.items()], min_width=180)
+                form("pooling", help=False, choices=[(v, k) for k, v in POOLING_LABELS.items()], min_width=180)
         with gr.Accordion("More options", open=False):
             with gr.Row():
-                lr = gr.Number(0, label="Learning rate (0 = method's default)", minimum=0, min_width=200)
-                batch = gr.Number(32, label="Batch size", precision=0, minimum=1, maximum=512, min_width=110)
+                form("lr", help=False, label="Learning rate (0 = method's default)", min_width=200)
+                form("batch_size", help=False, maximum=512, min_width=110)
             # the slider's label shares its line with its number box: a row of its own
-            layer_decay = gr.Slider(0.5, 1.0, 1.0, step=0.05, label="Layer-wise LR decay (1 = off)",
-                                    elem_id="finetune-decay")
+            form("layer_decay", gr.Slider, help=False, minimum=0.5, maximum=1.0, step=0.05, elem_id="finetune-decay")
             with gr.Row():
-                max_examples = gr.Number(0, label="Use N examples (0 = all)", precision=0, minimum=0, min_width=150)
-                max_len = gr.Number(64, label="Tokens per text", precision=0, minimum=4, maximum=512, min_width=110)
+                form("max_examples", help=False, label="Use N examples (0 = all)", min_width=150)
+                form("max_len", help=False, maximum=512, min_width=110)
+            form.rest(hide=SERVER)
         params = gr.Markdown(elem_id="finetune-params")
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start", min_width=80)
@@ -209,7 +197,7 @@ def build(picker: gr.Dropdown) -> None:
         links.copy_button("finetune")
         links.register("finetune", task=task, method=method, epochs=epochs)  # filled, never started, by a link
         with gr.Accordion("Methods to compare", open=False, elem_id="finetune-compare-options"):
-            picked = gr.CheckboxGroup(list(METHOD_LABELS.values()), value=list(METHOD_LABELS.values()),
+            picked = gr.CheckboxGroup([(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
                                       show_label=False, elem_id="finetune-compare-methods")
             plan = gr.Markdown(finetune_compare.estimate_note(list(METHOD_LABELS), 1, 2))
     status = gr.HTML(elem_id="finetune-status")
@@ -236,22 +224,18 @@ def build(picker: gr.Dropdown) -> None:
         log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
     timer = gr.Timer(jobs_ui.TICK_S, active=False)
 
-    form = [picker, task, upload, text_column, label_column, method, epochs, lr, lora_rank, lora_alpha,
-            layer_decay, unfreeze, max_examples, max_len, batch, lora_dropout, lora_targets, virtual_tokens,
-            adapter_size, problem, pooling, pair_column]
-    assert len(form) == len(FORM)
     outs = [status, plot, confusion, table, log, timer, chart]
-    p_in = [picker, task, method, lora_rank, lora_alpha, layer_decay, unfreeze, lr, lora_dropout, lora_targets,
-            virtual_tokens, adapter_size, problem, pooling]
-    gr.on([c.change for c in p_in], params_md, p_in, params, api_name=False, show_progress="hidden")
+    p_in = form.inputs(*PARAMS_INPUTS)
+    gr.on([c.change for c in p_in.values()], params_md, None, params, inputs_kwargs=p_in, api_name=False,
+          show_progress="hidden")
     method.change(method_fields, method, [note, lora_box, tokens_box, adapter_box, unfreeze], api_name=False,
                   show_progress="hidden")
     gr.on([picked.change, seeds.change, epochs.change], finetune_compare.estimate_note, [picked, seeds, epochs], plan,
           api_name=False, show_progress="hidden")
-    start_btn.click(start, [owner, name, *form, overlay], [watch, overlay, *outs], api_name="finetune_start",
-                    concurrency_limit=1)
-    compare_btn.click(compare, [owner, name, *form, picked, seeds, overlay], [watch, overlay, *outs],
-                      api_name="finetune_compare", concurrency_limit=1)
+    start_btn.click(start, [owner, name, overlay], [watch, overlay, *outs], inputs_kwargs=form.inputs(),
+                    api_name="finetune_start", concurrency_limit=1)
+    compare_btn.click(compare, [owner, name, overlay, picked, seeds], [watch, overlay, *outs],
+                      inputs_kwargs=form.inputs(), api_name="finetune_compare", concurrency_limit=1)
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="finetune_stop", show_progress="minimal")
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("finetune")], [watch, overlay], api_name="finetune_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
@@ -263,5 +247,5 @@ def build(picker: gr.Dropdown) -> None:
     gr.on([sub.focus, timer.tick], finetune_try.refresh_runs, [watch, sub], sub, api_name=False,
           show_progress="hidden")
     jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs)
-    common.on_open(params_md, p_in, params)
+    common.on_open(params_md, None, params, inputs_kwargs=p_in)
 

@@ -25,16 +25,27 @@ def zero_is_none(f: Field) -> bool:
     return optional and kind in ("int", "float") and check is not None and not check.test(0)
 
 
+def shown_as_is(f: Field) -> bool:
+    """Can a box show this field's default? Not a number that may be None and may be 0 with None for a
+    default (e.g. "the model's own dropout"): the box would send 0, another setting."""
+    kind, optional = field_kind(f)
+    return not (optional and kind in ("int", "float") and f.default is None and not zero_is_none(f))
+
+
 def read(spec: type[Spec], values: dict) -> dict:
-    """A form's values by name as spec values: an empty text box is the field's None where it may be
-    None, and so is 0 in a number box whose field takes no 0; the tab's own inputs pass as they are."""
+    """A form's values by name as spec values: an empty box is the field's None where it may be None,
+    else its default (left out); 0 in a number box is None where the field takes no 0. The tab's own
+    inputs pass as they are."""
     out = dict(values)
     for f in fields(spec):
         if f.name not in values:
             continue
-        v = values[f.name]
-        if field_kind(f)[1] and (v is None or isinstance(v, str) and not v.strip() or v == 0 and zero_is_none(f)):
-            out[f.name] = None
+        v, optional = values[f.name], field_kind(f)[1]
+        if v is None or isinstance(v, str) and not v.strip() or v == 0 and zero_is_none(f):
+            if optional:
+                out[f.name] = None
+            elif v is None or isinstance(v, str):
+                del out[f.name]
     return out
 
 
@@ -93,10 +104,11 @@ class Form:
         settings, or a field the tab sets itself); `overrides`: a field's widget arguments (e.g. a
         tighter maximum). The names placed."""
         placed = [name for name, f in self.fields.items() if name not in self.widgets and name not in hide
-                  and (field_kind(f)[0] in SIMPLE or f.metadata.get("choices"))]
+                  and (field_kind(f)[0] in SIMPLE or f.metadata.get("choices")) and shown_as_is(f)]
         with gr.Row():  # as many side by side as the page is wide
             for name in placed:
-                self(name, **{"min_width": 240, **overrides.get(name, {})})
+                with gr.Column(min_width=240):  # a checkbox keeps no min_width of its own: squeezed in a row
+                    self(name, **overrides.get(name, {}))
         return placed
 
     def inputs(self, *names: str) -> dict:

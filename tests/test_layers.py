@@ -149,3 +149,24 @@ def test_the_private_name_check_sees_both_forms(tmp_path):
                                              ("bertlab.app.ui.common", "app"), ("bertlab", "core")])
 def test_layer_names(module, expected):
     assert layer(module) == expected
+
+
+def test_no_handler_takes_more_than_eight_parameters():
+    """A handler with a long positional list is a form read by position (issue 29): a form's handler
+    takes its fields by name (**form, Gradio's inputs_kwargs)."""
+    import inspect
+
+    import app
+    demo = app.build_app()
+    long = {}
+    for block_fn in demo.fns.values():
+        fn = block_fn.fn
+        while fn is not None and (getattr(fn, "original", None) or getattr(fn, "__wrapped__", None)):
+            fn = getattr(fn, "original", None) or fn.__wrapped__
+        if fn is None:
+            continue
+        named = [p for p in inspect.signature(fn).parameters.values()
+                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if len(named) > 8:
+            long[f"{fn.__module__}.{fn.__qualname__}"] = len(named)
+    assert not long, long

@@ -88,7 +88,7 @@ def test_the_teacher_picker_holds_the_visitors_finished_bert_runs(teachers, runs
 def test_mistakes_are_refused_as_one_line_messages(teachers, kw, words):
     form = args(teacher="run: mine", **kw) if "teacher" not in kw else args(**kw)
     with pytest.raises(gr.Error) as e:
-        distill_tab.start(OWNER, "", *form.values())
+        distill_tab.start(OWNER, "", **form)
     assert words in e.value.message and not e.value.print_exception, e.value.message
     if set(kw) <= {"teacher", "layers", "steps"}:  # the line under the form says these before a start
         assert words in distill_tab.plan_md(form["teacher"], form["layers"], form["steps"])
@@ -97,10 +97,10 @@ def test_mistakes_are_refused_as_one_line_messages(teachers, kw, words):
 def test_the_step_cap_comes_from_the_environment(runs_root, monkeypatch):
     monkeypatch.setenv("BERTLAB_MAX_STEPS", "50")
     with pytest.raises(gr.Error, match="cap of 50 .BERTLAB_MAX_STEPS"):
-        distill_tab.start(OWNER, "", *args(steps=51).values())
+        distill_tab.start(OWNER, "", **args(steps=51))
     monkeypatch.setenv("BERTLAB_MAX_PARAMS", "1000")
     with pytest.raises(gr.Error, match="BERTLAB_MAX_PARAMS"):
-        distill_tab.start(OWNER, "", *args(steps=10).values())
+        distill_tab.start(OWNER, "", **args(steps=10))
     assert "over this server's cap" in distill_tab.plan_md(models.DEFAULT, 2, 10)
 
 
@@ -171,7 +171,7 @@ def follow(name, timeout=300):
 @pytest.mark.slow
 def test_a_tiny_distillation_from_the_tab_shows_both_models_guesses(teachers, runs_root, small_corpus, monkeypatch):
     monkeypatch.setattr(distill_tab, "BASE", dict(corpus=str(small_corpus), batch_size=8, max_len=24, eval_batches=2))
-    out = distill_tab.start(OWNER, "tiny", *args(teacher="run: mine", layers=2, steps=20).values())
+    out = distill_tab.start(OWNER, "tiny", **args(teacher="run: mine", layers=2, steps=20))
     assert out[0].value == "tiny" and ("tiny", "tiny") in out[0].choices and "tiny" in out[1] and len(out) == 8
     with pytest.raises(gr.Error, match="another browser"):
         distill_tab.stop(OTHER, "tiny", [])
@@ -197,7 +197,7 @@ def test_a_finished_distillation_resumes_to_more_steps_for_its_owner_only(teache
     monkeypatch.setattr(distill_tab, "BASE", dict(corpus=str(small_corpus), batch_size=8, max_len=24, eval_batches=2))
     with pytest.raises(gr.Error, match="No run selected"):
         distill_tab.resume(OWNER, None, 20, [])
-    distill_tab.start(OWNER, "short", *args(teacher="run: mine", layers=2, steps=10).values())
+    distill_tab.start(OWNER, "short", **args(teacher="run: mine", layers=2, steps=10))
     assert follow("short")["state"] == "finished"
     with pytest.raises(gr.Error, match="another browser"):
         distill_tab.resume(OTHER, "short", 20, [])

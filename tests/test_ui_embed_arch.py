@@ -35,6 +35,11 @@ def run(word, sentences, layer=-1, pooling="mean", special=False):
     return et.compare(word, sentences, layer, pooling, special, D)
 
 
+def compute(*values):
+    """The Architecture tab's view with the form's values in the API's order (at.INPUTS)."""
+    return at.compute(**dict(zip(at.INPUTS, values)))
+
+
 def error_of(fn, *args) -> str:
     with pytest.raises(gr.Error) as e:
         fn(*args)
@@ -219,7 +224,7 @@ def test_empty_word_still_compares_sentences():
 
 # ---- architecture -------------------------------------------------------------------------------
 def test_architecture_numbers_equal_sizing():
-    summary, pfig, mfig, ffig, table, card, data = at.compute(*BASE, 32, 128, D)
+    summary, pfig, mfig, ffig, table, card, data = compute(*BASE, 32, 128, D)
     c = preset("base")
     assert data["params"] == sizing.param_counts(c)
     assert data["params"]["encoder_total"] == 109_482_240
@@ -241,7 +246,7 @@ def test_architecture_numbers_equal_sizing():
 
 
 def test_picked_model_card_counts_its_weights():
-    _, _, _, _, _, card, data = at.compute(*BASE, 1, 64, D)
+    _, _, _, _, _, card, data = compute(*BASE, 1, 64, D)
     picked = data["picked_model"]
     assert picked["parameters_counted"] == picked["parameters_formula"]
     model = models.get(D)[0]
@@ -251,7 +256,7 @@ def test_picked_model_card_counts_its_weights():
     assert values == [model.config.num_hidden_layers, model.config.hidden_size, model.config.num_attention_heads,
                       model.config.intermediate_size, model.config.vocab_size,
                       model.config.max_position_embeddings, 0, 1]  # E: 0 = no factorising, not a blank box
-    bad = at.compute(*BASE, 1, 64, "/no/such/model")
+    bad = compute(*BASE, 1, 64, "/no/such/model")
     assert "could not load" in bad[5] and "error" in bad[6]["picked_model"]
 
 
@@ -263,7 +268,7 @@ def test_presets_fill_the_form(family, name):
                         c.vocab_size, c.max_position_embeddings]
     assert vals[6:] == [c.embedding_size if c.embedding_dim != c.hidden_size else 0, c.num_hidden_groups]
     assert at.preset_of(family, *vals) == name or (family, name) == ("electra", "small-generator")  # = small
-    data = at.compute(*vals[:6], 8, 64, D, family, *vals[6:])[-1]
+    data = compute(*vals[:6], 8, 64, D, family, *vals[6:])[-1]
     assert data["params"] == sizing.param_counts(c) and data["family"] == family
 
 
@@ -275,15 +280,15 @@ def test_presets_fill_the_form(family, name):
 def test_impossible_configs_name_the_field(i, value, field):
     args = list(BASE)
     args[i] = value
-    msg = error_of(at.compute, *args, 32, 128, D)
+    msg = error_of(compute, *args, 32, 128, D)
     assert field in msg and "Traceback" not in msg
 
 
 def test_length_beyond_max_positions_is_clamped_and_said():
-    summary, *_, data = at.compute(12, 768, 12, 3072, 30522, 64, 4, 4096, D)
+    summary, *_, data = compute(12, 768, 12, 3072, 30522, 64, 4, 4096, D)
     assert data["seq_len"] == 64 and "64 positions" in summary
     assert data["flops"] == sizing.flops(preset("base", max_position_embeddings=64), 64)
-    data = at.compute(*BASE, None, None, D)[-1]  # empty sliders fall back to 1
+    data = compute(*BASE, None, None, D)[-1]  # empty sliders fall back to 1
     assert data["batch_size"] == 1 and data["seq_len"] == 1
 
 
@@ -304,7 +309,7 @@ def test_preset_box_names_the_fields_and_huge_numbers_read_well():
     assert at.preset_of("albert", 24, 1024, 16, 4096, 30000, 512, 128, 1) == "large"
     assert at.preset_of("albert", 24, 1024, 16, 4096, 30000, 512, 128, 2) == at.CUSTOM
     assert at.fill_preset(at.CUSTOM) == [gr.skip()] * (len(at.FIELDS) + len(at.EXTRA))
-    msg = error_of(at.compute, 12, 1e30, 12, 3072, 30522, 512, 32, 128, D)
+    msg = error_of(compute, 12, 1e30, 12, 3072, 30522, 512, 32, 128, D)
     assert "Hidden size" in msg and "1e+30" in msg and "000000" not in msg
 
 
@@ -342,11 +347,11 @@ def test_contexts_and_positions(model_tok):
 # ---- architecture: the BERT family --------------------------------------------------------------
 def test_typed_family_shapes_size_as_published():
     """The issue: typed into the form, ELECTRA-small showed 17.5 M and ALBERT-large about 334 M."""
-    summary, pfig, *_, table, _, data = at.compute(12, 256, 4, 1024, 30522, 512, 8, 128, D, "electra", 128, 1)
+    summary, pfig, *_, table, _, data = compute(12, 256, 4, 1024, 30522, 512, 8, 128, D, "electra", 128, 1)
     assert data["params"]["encoder_total"] == 13_483_008 and data["architecture"] == "ElectraForPreTraining"
     assert "17.5M" in summary and "generator" in summary and "electra_pair" in data
     assert "Replaced-token head" in pfig.data[0].y and "Pooler" not in pfig.data[0].y  # only what it has
-    summary, *_, table, _, data = at.compute(24, 1024, 16, 4096, 30000, 512, 8, 128, D, "albert", 128, 1)
+    summary, *_, table, _, data = compute(24, 1024, 16, 4096, 30000, 512, 8, 128, D, "albert", 128, 1)
     assert data["params"]["encoder_total"] == 17_683_968
     assert (data["layers_stored"], data["layers_run"]) == (1, 24) and "runs 24 layers" in summary
     assert data["as_bert"]["encoder_total"] > 18 * data["params"]["encoder_total"]
@@ -355,10 +360,10 @@ def test_typed_family_shapes_size_as_published():
     assert rows["ALBERT-large"][6:8] == ["17.7M", "334.6M"] and rows["ELECTRA-small"][6] == "13.5M"
     assert rows["DistilBERT"][6] == "66.4M" and rows["RoBERTa-base"][6] == "124.6M"
     assert rows["your config (ALBERT)"][3] == 128
-    data = at.compute(12, 768, 12, 3072, 50265, 514, 2, 4096, D, "roberta", None, 1)[-1]
+    data = compute(12, 768, 12, 3072, 50265, 514, 2, 4096, D, "roberta", None, 1)[-1]
     assert data["seq_len"] == 512 and data["config"]["type_vocab_size"] == 1  # 2 of 514 rows unused
     assert data["params"]["pooler"] == 0 and data["params"]["encoder_total"] == 124_645_632
-    data = at.compute(6, 768, 12, 3072, 30522, 512, 2, 64, D, "distilbert", None, None)[-1]
+    data = compute(6, 768, 12, 3072, 30522, 512, 2, 64, D, "distilbert", None, None)[-1]
     assert data["params"]["encoder_total"] == 66_362_880
 
 
@@ -371,7 +376,8 @@ def test_family_selector_and_notes():
     with gr.Blocks() as demo:
         at.build(gr.Dropdown([D], value=D))
     fn = next(f for f in demo.fns.values() if f.api_name == "architecture")
-    labels = [c.label for c in fn.inputs]  # the API keeps its first nine parameters; three more at the end
+    labels = [c.label for c in fn.inputs]  # the API keeps its parameters' order: the shape, ..., the members' own
+    assert fn.input_parameter_names == list(at.INPUTS)
     assert labels[:6] == [label for label, *_ in at.FIELDS]
     assert labels[-3:] == ["Family", "Embedding size E (ALBERT, ELECTRA; 0 = no factorising)", "Layer groups (ALBERT)"]
 
@@ -383,5 +389,5 @@ def test_family_selector_and_notes():
     ("albert", 10**30, 1, "Embedding size"), ("roberta", None, 0, "num_hidden_groups"),
 ])
 def test_family_mistakes_name_the_field(family, embedding, groups, field):
-    msg = error_of(at.compute, *BASE, 4, 64, D, family, embedding, groups)
+    msg = error_of(compute, *BASE, 4, 64, D, family, embedding, groups)
     assert field in msg and "Traceback" not in msg

@@ -11,8 +11,13 @@ from bertlab.app.ui import common, scaling_tab
 from bertlab.config import preset
 
 
+def calc(*values, picker=None):
+    """The calculator with the form's values in the page's order (the model picked at the top last)."""
+    return scaling_tab.calculate(**dict(zip((*scaling_tab.INPUTS, "picker"), (*values, picker)[:13])))
+
+
 def test_bert_base_example_reads_four_days_and_electras_figure():
-    summary, table_md, formulas, fig, data = scaling_tab.calculate(*scaling_tab.example_row("bert-base"))
+    summary, table_md, formulas, fig, data = calc(*scaling_tab.example_row("bert-base"))
     table = {r[0]: r[1] for r in data["table"]}
     assert "| tokens D | **4.26e10** |" in table_md
     assert "4.0 days" in summary and "6.4e19" in summary
@@ -32,33 +37,31 @@ def test_large_example_and_cost():
     row = scaling_tab.example_row("bert-large")
     assert row[0] == "large" and row[8] == 64
     row[10] = 4.5  # dollars per chip-hour
-    summary, _, formulas, _, data = scaling_tab.calculate(*row)
+    summary, _, formulas, _, data = calc(*row)
     assert data["cost"]["dollars"] == pytest.approx(4 * 24 * 4.5 * 64, rel=0.01)  # utilisation rounded
     assert "1.9e20" in summary and formulas.count("**") == 2 * 9 and "**Cost**" in formulas
 
 
 def test_tokens_custom_speed_budget_and_other_members():
-    summary, _, _, _, data = scaling_tab.calculate("tiny", None, 32, "128", 1e7, scaling_tab.CUSTOM, "bf16",
+    summary, _, _, _, data = calc("tiny", None, 32, "128", 1e7, scaling_tab.CUSTOM, "bf16",
                                                       0.4, 1, 1e9, None, 1e18)
     assert data["tokens"]["tokens"] == pytest.approx(1e7) and data["rate"]["flops_per_second"] == 1e9
     assert data["budget"] == 1e18 and "ELECTRA" not in summary
-    _, _, _, fig, data = scaling_tab.calculate("roberta:base", 1000, 8, "512", None, "h100", "bf16", 0.5, 2, None,
+    _, _, _, fig, data = calc("roberta:base", 1000, 8, "512", None, "h100", "bf16", 0.5, 2, None,
                                                None, None)
     assert data["rate"]["flops_per_second"] == 989e12 and fig.data[1].text[0] == "roberta base"
 
 
 def test_measured_cpu_and_the_picked_model(monkeypatch):
     monkeypatch.setattr(scaling_tab, "cpu_rate", lambda: 5e9)
-    _, _, _, _, data = scaling_tab.calculate("mini", 100, 8, "128", None, scaling_tab.CPU, "fp32", 1, 1, None,
-                                             None, None)
+    _, _, _, _, data = calc("mini", 100, 8, "128", None, scaling_tab.CPU, "fp32", 1, 1, None, None, None)
     assert data["rate"]["flops_per_second"] == 5e9
     monkeypatch.setattr(common, "config_of", lambda choice: preset("small") if choice == "ok" else None)
-    _, _, _, fig, _ = scaling_tab.calculate(scaling_tab.PICKED, 100, 8, "128", None, "t4", "fp32", 0.5, 1, None,
-                                            None, None, picker="ok")
+    _, _, _, fig, _ = calc(scaling_tab.PICKED, 100, 8, "128", None, "t4", "fp32", 0.5, 1, None, None, None,
+                           picker="ok")
     assert "picked model" in fig.data[1].text[0]
     with pytest.raises(gr.Error, match="does not load"):
-        scaling_tab.calculate(scaling_tab.PICKED, 100, 8, "128", None, "t4", "fp32", 0.5, 1, None, None, None,
-                              picker="gone")
+        calc(scaling_tab.PICKED, 100, 8, "128", None, "t4", "fp32", 0.5, 1, None, None, None, picker="gone")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -72,7 +75,7 @@ def test_mistakes_are_one_message(change, message):
     for i, v in change.items():
         row[i] = v
     with pytest.raises(gr.Error, match=message) as e:
-        scaling_tab.calculate(*row)
+        calc(*row)
     assert e.value.print_exception is False
 
 

@@ -295,12 +295,12 @@ class DistillSpec(TrainArgs):
     KIND: ClassVar[str] = "distill"
     teacher: str = opt("default", "the BERT to distil: model folder, run folder or hub id ('default': the shipped model)")
     layers: int | None = opt(None, "student layers (default: half the teacher's, as DistilBERT)", between(1, 128))
-    temperature: float = opt(2.0, "softmax temperature of the soft targets", POSITIVE_NUM)
+    temperature: float = opt(2.0, "softmax temperature of the soft targets", POSITIVE_NUM, label='Temperature T')
     alpha_kl: float = opt(5.0, "weight of the soft-target loss (KL to the teacher at the temperature, x T^2)",
-                          NON_NEGATIVE)
-    alpha_mlm: float = opt(2.0, "weight of the masked-LM cross-entropy on the true tokens", NON_NEGATIVE)
+                          NON_NEGATIVE, label='Soft targets')
+    alpha_mlm: float = opt(2.0, "weight of the masked-LM cross-entropy on the true tokens", NON_NEGATIVE, label='Masked words')
     alpha_cos: float = opt(1.0, "weight of the cosine loss between student and teacher last hidden states",
-                           NON_NEGATIVE)
+                           NON_NEGATIVE, label='Hidden states')
     corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
     text_column: str = opt("text", "column holding the text in .csv/.jsonl")
     max_docs: int | None = opt(None, "use only the first N documents", POSITIVE)

@@ -173,7 +173,7 @@ def variants(answer: str, choice) -> Verdict:
     """How many parameters has ALBERT base without its pre-training heads?"""
     family, name = VARIANT
     values = architecture_tab.fill_preset(name, family)
-    c = architecture_tab.make_config(*values[:6], family, *values[6:])
+    c = architecture_tab.make_config(family, **dict(zip(architecture_tab.SHAPE, values)))
     own = sizing.param_counts(c)["encoder_total"]
     bert = sizing.param_counts(sizing.as_bert(c))["encoder_total"]
     v = _count(answer, own, f"ALBERT {name} without its pre-training heads has")

@@ -111,15 +111,21 @@ def _family(family) -> str:
     return family
 
 
-def make_config(layers, hidden, heads, intermediate, vocab, max_positions, family="bert", embedding=None,
-                groups=1) -> BertConfig:
-    """A validated BertConfig from the form, with the family's fixed fields (RoBERTa's single token
-    type and pad id, ALBERT's activation, ...) from its first preset; ValueError names the field."""
+# The form's shape boxes by name (the API's parameters): FIELDS, then EXTRA, in order
+SHAPE = ("layers", "hidden", "heads", "intermediate", "vocab", "max_positions", "embedding", "groups")
+
+
+def make_config(family="bert", **shape) -> BertConfig:
+    """A validated BertConfig from the form's shape boxes (SHAPE, by name), with the family's fixed fields
+    (RoBERTa's single token type and pad id, ALBERT's activation, ...) from its first preset; ValueError
+    names the field."""
     family = _family(family)
-    kw = {field: _whole(v, label, field, cap)
-          for (label, field, cap), v in zip(FIELDS, (layers, hidden, heads, intermediate, vocab, max_positions))}
-    kw |= {field: _whole(v, label, field, cap, empty)
-           for (label, field, cap, empty), v in zip(EXTRA, (embedding, groups))}
+    unknown = set(shape) - set(SHAPE)
+    if unknown:
+        raise ValueError(f"unknown field {sorted(unknown)[0]!r:.40}: the shape is {', '.join(SHAPE)}")
+    kw = {field: _whole(shape.get(name), label, field, cap) for name, (label, field, cap) in zip(SHAPE, FIELDS)}
+    kw |= {field: _whole(shape.get(name, empty), label, field, cap, empty)
+           for name, (label, field, cap, empty) in zip(SHAPE[len(FIELDS):], EXTRA)}
     if kw["embedding_size"] == 0:  # a browser's number box sends 0 for a cleared box: no factorisation
         kw["embedding_size"] = None
     if family not in ("albert", "electra") and kw["embedding_size"] == kw["hidden_size"]:
@@ -319,11 +325,19 @@ def family_lines(c: BertConfig, seq_len: int) -> list[str]:
     return lines
 
 
-def compute(layers, hidden, heads, intermediate, vocab, max_positions, batch, seq_len, choice, family="bert",
-            embedding=None, groups=1):
-    """Everything the tab shows: (summary, params chart, memory chart, FLOPs chart, table, card, JSON)."""
+# the API's parameters, in the order it has always had (the shape first, the two members' own fields last)
+INPUTS = (*SHAPE[:6], "batch", "seq_len", "choice", "family", *SHAPE[6:])
+
+
+def compute(**form):
+    """Everything the tab shows: (summary, params chart, memory chart, FLOPs chart, table, card, JSON) for
+    the form (INPUTS by name; `choice`: the model picked at the top)."""
     with mistakes(ValueError, TypeError, OverflowError):
-        c = make_config(layers, hidden, heads, intermediate, vocab, max_positions, family, embedding, groups)
+        unknown = set(form) - set(INPUTS)
+        if unknown:
+            raise ValueError(f"unknown field {sorted(unknown)[0]!r:.40}: the form takes {', '.join(INPUTS)}")
+        batch, seq_len, choice = form.get("batch"), form.get("seq_len"), form.get("choice")
+        c = make_config(form.get("family") or "bert", **{k: form[k] for k in SHAPE if k in form})
         batch = max(1, int(batch or 1))
         seq_len = max(1, int(seq_len or 1))
     notes = []
@@ -394,14 +408,13 @@ def build(picker: gr.Textbox) -> None:
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
     architecture_variants.build()  # every family member at every preset, side by side
-    shape, extra = boxes[:len(FIELDS)], boxes[len(FIELDS):]
     links.register("architecture", family=family, preset=name, batch=batch, seq_len=seq_len, **dict(zip(links.ARCH_FIELDS, boxes)))
-    inputs = shape + [batch, seq_len, picker, family] + extra
+    by_name = dict(zip(INPUTS, (*boxes[:6], batch, seq_len, picker, family, *boxes[6:])))
     outputs = [summary, params_plot, mem_plot, flops_plot, table, picked, raw]
     triggers = [b.submit for b in boxes] + [batch.release, seq_len.release, picker.change]
-    wire(compute, inputs, outputs, go_btn, "architecture", triggers, show_progress="minimal")
-    name.input(fill_preset, [name, family], boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
-    family.input(pick_family, family, [name] + boxes, api_name=False).then(compute, inputs, outputs, api_name=False)
-    use_picked.click(fill_picked, picker, [family, name] + boxes, api_name=False).then(
-        compute, inputs, outputs, api_name=False)
+    wire(compute, [], outputs, go_btn, "architecture", triggers, inputs_kwargs=by_name, show_progress="minimal")
+    again = dict(inputs=None, outputs=outputs, inputs_kwargs=by_name, api_name=False)
+    name.input(fill_preset, [name, family], boxes, api_name=False).then(compute, **again)
+    family.input(pick_family, family, [name] + boxes, api_name=False).then(compute, **again)
+    use_picked.click(fill_picked, picker, [family, name] + boxes, api_name=False).then(compute, **again)
     gr.on([b.input for b in boxes], preset_of, [family] + boxes, name, api_name=False, show_progress="hidden")

@@ -232,19 +232,22 @@ def plot_beside_json(plot_label: str, json_label: str, note: str = "") -> tuple[
     return plot, raw
 
 
-def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, *, auto=None, **kw) -> list:
+def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=None, *, auto=None, inputs_kwargs=None,
+         **kw) -> list:
     """Run fn from the button (the API endpoint `api_name`), on each trigger (with `kw`), after an
     example is picked, and when the page opens (so a tab shows a result before the first click).
     `auto`, if given, runs instead of fn on those unasked runs (e.g. a section that re-runs on another
-    section's inputs and leaves their mistakes to that section's own message). Returns the events."""
+    section's inputs and leaves their mistakes to that section's own message). `inputs_kwargs`: inputs
+    passed by name (Gradio's). Returns the events."""
     auto = auto or fn
     scroll_to_results(button)
     key = api_name  # what the student asks for supersedes the tab's opening run: see _opening
-    events = [button.click(_asked(fn, key), inputs, outputs, api_name=api_name),
-              gr.on(triggers, _asked(auto, key), inputs, outputs, api_name=False, **kw)]
+    by_name = {"inputs_kwargs": inputs_kwargs} if inputs_kwargs else {}
+    events = [button.click(_asked(fn, key), inputs, outputs, api_name=api_name, **by_name),
+              gr.on(triggers, _asked(auto, key), inputs, outputs, api_name=False, **by_name, **kw)]
     if examples is not None:
-        events.append(examples.load_input_event.then(_asked(auto, key), inputs, outputs, api_name=False))
-    return events + [on_open(_opening(auto, key, len(outputs)), inputs, outputs)]
+        events.append(examples.load_input_event.then(_asked(auto, key), inputs, outputs, api_name=False, **by_name))
+    return events + [on_open(_opening(auto, key, len(outputs)), inputs, outputs, **by_name)]
 
 
 def scroll_to_results(button: gr.Button) -> None:
@@ -272,11 +275,11 @@ def _session_view(key: str) -> tuple:
 def _asked(fn, key: str):
     """fn, noting when this browser asked the view `key` for a result."""
     @functools.wraps(fn)  # the API keeps fn's own parameters
-    def run(*args):
+    def run(*args, **kwargs):
         if len(_ASKED) > 5000:  # a bound: old sessions' entries only matter for a few seconds
             _ASKED.clear()
         _ASKED[_session_view(key)] = time.monotonic()
-        return fn(*args)
+        return fn(*args, **kwargs)
     return run
 
 
@@ -286,9 +289,9 @@ def _opening(fn, key: str, n_outputs: int):
     that came in late drew the defaults' result over theirs. (Gradio's `cancels` lost the student's
     own result now and then: a cancelled run's stream is the session's.)"""
     @functools.wraps(fn)
-    def run(*args):
+    def run(*args, **kwargs):
         began = time.monotonic()
-        out = fn(*args)
+        out = fn(*args, **kwargs)
         if _ASKED.get(_session_view(key), 0.0) > began:
             return [gr.skip()] * n_outputs if n_outputs > 1 else gr.skip()
         return out

@@ -23,7 +23,7 @@ from ...train.runs import Run, read_status
 from ...train.specs import DistillSpec
 from ..jobs import check_name
 from ..limits import limits
-from . import common, jobs_ui, links, models
+from . import common, forms, jobs_ui, links, models
 from .common import user_error
 from .train_charts import empty_figure, metrics, runs_figure
 
@@ -52,6 +52,7 @@ shipped one the word table is a bigger share of the parameters, so halving the l
 and the *agreement* rise: how often the student's top guess is the teacher's."""
 
 BASE = dict(batch_size=32, max_len=32)  # DistillSpec fields the form does not show (a test makes them tiny)
+WEIGHTS = ("temperature", "alpha_kl", "alpha_mlm", "alpha_cos")  # the advanced fields, DistillSpec's own
 GFLOPS_PER_THREAD = 35e9  # measured: the shipped teacher into 2 layers, ~1 s a step on one busy EPYC thread
 # (split, key, label, colour, marker): the teacher grey, the student blue, their agreement orange
 PANELS = [
@@ -176,9 +177,14 @@ def plan_md(teacher, layers, steps) -> str:
             f"About **{took}** for {steps:,} steps here (longer while other runs share the CPU).")
 
 
-def form_spec(teacher, layers, steps, temperature, alpha_kl, alpha_mlm, alpha_cos) -> DistillSpec:
-    """The form as a DistillSpec, checked here so that a mistake shows at once, not in a log."""
+def form_spec(teacher=None, layers=None, steps=300, **weights) -> DistillSpec:
+    """The form (fields by name: the teacher, the student's layers, the steps, and the temperature and
+    loss weights, DistillSpec's own) as a DistillSpec, checked here so that a mistake shows at once, not
+    in a log."""
     lim, teacher = limits(), teacher or models.DEFAULT
+    unknown = set(weights) - set(WEIGHTS)
+    if unknown:
+        raise ValueError(f"unknown setting {sorted(unknown)[0]!r:.40}: the form takes {', '.join(WEIGHTS)}")
     c = teacher_config(teacher)
     n, steps = student_layers(layers, c), check_steps(steps)
     if (s := sizing.param_counts(student_config(c, n))["total"]) > lim.max_params:
@@ -188,9 +194,8 @@ def form_spec(teacher, layers, steps, temperature, alpha_kl, alpha_mlm, alpha_co
     # the job reads the shipped model by name and a hub model by its id; a run or a folder by its path
     hub = is_hub_id(teacher) and not teacher.startswith("run: ") and not Path(teacher).expanduser().exists()
     where = "default" if folder == DEFAULT_MODEL_DIR else teacher.strip() if hub else str(folder)
-    return DistillSpec(**{**BASE, **schedule(steps)}, teacher=where, layers=n, steps=steps, temperature=temperature,
-                       alpha_kl=alpha_kl, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos, max_docs=data_docs(steps),
-                       warmup=0.05, threads=lim.job_threads)
+    return DistillSpec(**{**BASE, **schedule(steps)}, teacher=where, layers=n, steps=steps, **weights,
+                       max_docs=data_docs(steps), warmup=0.05, threads=lim.job_threads)
 
 
 # ---- what a run shows ---------------------------------------------------------------------------------
@@ -266,12 +271,13 @@ def view(name, overlay, owner):
 
 # ---- buttons ----------------------------------------------------------------------------------------------
 
-def start(owner, name, teacher, layers, steps, temperature, alpha_kl, alpha_mlm, alpha_cos, overlay=None):
-    """Check the form and start the distillation (or queue it). The overlay stays as it is: setting it here
-    too would fire its change event, whose view could read the run picker before it holds the new run."""
+def start(owner, name, overlay=None, **form):
+    """Check the form (by field name: teacher, layers, steps, temperature, alpha_kl, alpha_mlm, alpha_cos)
+    and start the distillation (or queue it). The overlay stays as it is: setting it here too would fire
+    its change event, whose view could read the run picker before it holds the new run."""
     try:
         name = check_name((name or "").strip() or jobs_ui.default_name("distill"))
-        jobs_ui.launch(owner, name, form_spec(teacher, layers, steps, temperature, alpha_kl, alpha_mlm, alpha_cos))
+        jobs_ui.launch(owner, name, form_spec(**form))
     except (ValueError, TypeError, PermissionError, OSError) as e:
         raise jobs_ui.owner_error(e) from None
     return (gr.Dropdown(choices=jobs_ui.runs_of("distill"), value=name), *view(name, overlay, owner))
@@ -338,12 +344,11 @@ def build(picker: gr.Dropdown) -> None:
             steps = gr.Number(300, label="Steps", precision=0, minimum=1, min_width=140, elem_id="distill-steps",
                               info=f"{BASE['batch_size']} sentences of {BASE['max_len']} tokens each")
         with gr.Accordion("Advanced: temperature and the three weights", open=False, elem_id="distill-advanced"):
-            d = DistillSpec()
+            weights = forms.Form(DistillSpec, "distill")
             with gr.Row():
-                temperature = gr.Number(d.temperature, label="Temperature T", minimum=0.1, maximum=20, min_width=100)
-                alpha_kl = gr.Number(d.alpha_kl, label="Soft targets", minimum=0, min_width=100)
-                alpha_mlm = gr.Number(d.alpha_mlm, label="Masked words", minimum=0, min_width=100)
-                alpha_cos = gr.Number(d.alpha_cos, label="Hidden states", minimum=0, min_width=100)
+                temperature = weights("temperature", help=False, minimum=0.1, maximum=20, min_width=100)
+                for k in WEIGHTS[1:]:
+                    weights(k, help=False, min_width=100)
         plan = gr.Markdown(elem_id="distill-plan")
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", elem_id="distill-start", min_width=80)
@@ -376,13 +381,13 @@ def build(picker: gr.Dropdown) -> None:
         log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)
     timer = gr.Timer(jobs_ui.TICK_S, active=False)
 
-    form = [teacher, layers, steps, temperature, alpha_kl, alpha_mlm, alpha_cos]
+    form = {"teacher": teacher, "layers": layers, "steps": steps, **weights.widgets}
     outs = [status, *plots, line, table, log, timer]
     gr.on([c.change for c in (teacher, layers, steps)], plan_md, [teacher, layers, steps], plan, api_name=False,
           show_progress="hidden")
     teacher.focus(lambda o: gr.Dropdown(choices=teacher_choices(o)), owner, teacher, api_name=False)
     teacher.input(default_layers, teacher, layers, api_name=False)
-    start_btn.click(start, [owner, name, *form, overlay], [watch, *outs], api_name="distill_start",
+    start_btn.click(start, [owner, name, overlay], [watch, *outs], inputs_kwargs=form, api_name="distill_start",
                     concurrency_limit=1, show_progress="hidden")
     stop_btn.click(stop, [owner, watch, overlay], outs, api_name="distill_stop", show_progress="minimal")
     resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="distill_resume", show_progress="minimal")
@@ -390,6 +395,6 @@ def build(picker: gr.Dropdown) -> None:
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
     try_btn.click(try_it, [watch, text], tried, api_name="distill_try")
     text.submit(try_it, [watch, text], tried, api_name=False)
-    jobs_ui.wire_run_view("distill", opened, owner, watch, overlay, timer, view, outs)
+    jobs_ui.wire_run_view("distill", (owner, opened), watch, overlay, timer, view, outs)
     common.on_open(lambda o: gr.Dropdown(choices=teacher_choices(o)), owner, teacher, after=opened)
     common.on_open(plan_md, [teacher, layers, steps], plan)

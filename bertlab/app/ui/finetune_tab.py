@@ -246,6 +246,6 @@ def build(picker: gr.Dropdown) -> None:
     # a comparison's runs join the picker as they end (the timer ticks until the last one has)
     gr.on([sub.focus, timer.tick], finetune_try.refresh_runs, [watch, sub], sub, api_name=False,
           show_progress="hidden")
-    jobs_ui.wire_run_view("finetune", opened, owner, watch, overlay, timer, view, outs)
+    jobs_ui.wire_run_view("finetune", (owner, opened), watch, overlay, timer, view, outs)
     common.on_open(params_md, None, params, inputs_kwargs=p_in)
 

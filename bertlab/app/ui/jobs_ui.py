@@ -142,12 +142,13 @@ def run_watcher(label: str, elem_id: str, log_lines: int):
     return watch, overlay, log, gr.Timer(TICK_S, active=False)
 
 
-def wire_run_view(kind, opened, owner, watch, overlay, timer, view, outs, shown=None) -> None:
+def wire_run_view(kind, session, watch, overlay, timer, view, outs, shown=None) -> None:
     """What the training tabs do with their run picker: redraw on a pick, on each tick while a shown
     run is live, refresh the run lists when opened, remember what is shown in the browser, and when the
     tab opens show this browser's last run (with the runs started together with it, or those it had
     overlaid). `shown`: (fn(run), outputs) that also runs when a run is picked or reopened (the
-    Pre-train form takes the settings of the run it shows)."""
+    Pre-train form takes the settings of the run it shows). `session`: `session()`'s (owner, opened)."""
+    owner, opened = session
     views = views_box()
     gr.on([watch.change, overlay.change], view, [watch, overlay, owner], outs, api_name=False)
     gr.on([watch.change, overlay.change], None, [watch, overlay], None, api_name=False, js=remember_js(kind))

@@ -442,5 +442,5 @@ def build(picker: gr.Dropdown) -> None:
                 recipe: gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN)} if v else {}
 
     shown = [recipe, electra_row, *[x for k, x in w.items() if k not in OWN or k == "hub_name"]]
-    jobs_ui.wire_run_view("pretrain", opened, owner, watch, overlay, timer, view, outs, (show_run, shown))
+    jobs_ui.wire_run_view("pretrain", (owner, opened), watch, overlay, timer, view, outs, (show_run, shown))
     common.on_open(size_md, None, size, inputs_kwargs=size_in)

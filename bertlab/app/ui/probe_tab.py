@@ -135,10 +135,14 @@ def summary(results: list[dict], layer: int) -> str:
     return "\n".join(lines)
 
 
-def run_probes(task: str, file, feature: str, kind: str, sample, compare, layer, choice: str | None,
-               progress=gr.Progress()):
-    """(figure, per-label table, summary, JSON, results) for the picked model and every model
-    compared with it; results (with the probes' predictions) go to a gr.State for `show`."""
+FORM = ("task", "file", "feature", "kind", "sample", "compare", "layer", "choice")  # the API's parameters, in order
+
+
+def run_probes(progress=gr.Progress(), **form):
+    """(figure, per-label table, summary, JSON, results) for the form (FORM by name; `choice` the model
+    picked at the top) and every model compared with it; results (with the probes' predictions) go to
+    a gr.State for `show`."""
+    task, file, feature, kind, sample, compare, layer, choice = (form.get(k) for k in FORM)
     if task == "file":
         if not file:
             raise user_error("Upload a file first: .conll/.txt (a token and its tag per line), .jsonl with "
@@ -228,8 +232,8 @@ def build(picker: gr.Textbox) -> None:
     results = gr.State()
     links.register("probing", task=task, feature=feature, probe=kind, sample=sample, layer=layer)
     common.scroll_to_results(go_btn)
-    go_btn.click(run_probes, [task, upload, feature, kind, sample, compare, layer, picker],
-                 [plot, table, note, raw, results], api_name="probe", concurrency_limit=2)
+    go_btn.click(run_probes, None, [plot, table, note, raw, results], api_name="probe", concurrency_limit=2,
+                 inputs_kwargs=dict(zip(FORM, (task, upload, feature, kind, sample, compare, layer, picker))))
     layer.release(show, [results, layer], [table, note, raw], api_name=False, show_progress="hidden")
     task.input(_on_task, task, [sample, upload], api_name=False)
     compare.focus(lambda: gr.Dropdown(choices=[RANDOM] + models.choices()), None, compare, api_name=False)

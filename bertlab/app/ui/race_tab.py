@@ -280,5 +280,5 @@ def build(picker: gr.Dropdown) -> None:
     resume_btn.click(resume, [owner, watch, overlay], outs, api_name="race_resume", show_progress="minimal")
     delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("race")], [watch, overlay], api_name="race_delete",
                      show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
-    jobs_ui.wire_run_view("race", opened, owner, watch, overlay, timer, view, outs)
+    jobs_ui.wire_run_view("race", (owner, opened), watch, overlay, timer, view, outs)
     common.on_open(estimate_md, form, estimate)

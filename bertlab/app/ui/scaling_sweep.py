@@ -276,5 +276,5 @@ def build() -> None:
     stop_btn.click(_act("stop"), [owner, watch, overlay], outs, api_name="scaling_sweep_stop", show_progress="minimal")
     resume_btn.click(_act("resume"), [owner, watch, overlay], outs, api_name="scaling_sweep_resume",
                      show_progress="minimal")
-    jobs_ui.wire_run_view("scaling", opened, owner, watch, overlay, timer, view, outs)
+    jobs_ui.wire_run_view("scaling", (owner, opened), watch, overlay, timer, view, outs)
     common.on_open(estimate_md, form, estimate)

@@ -14,7 +14,7 @@ from ...analysis import compute
 from ...analysis.sizing import humanize
 from ...config import PRESETS, preset
 from . import common, links, scaling_memory, scaling_sweep
-from .common import mistakes, wire
+from .common import mistakes, user_error, wire
 
 EXPLAIN = """**What does pre-training cost?** Each token meets every weight once forward (a multiply and
 an add: 2 FLOPs) and twice backward (4 more), so compute is about **6 FLOPs per parameter per
@@ -140,9 +140,20 @@ def table_md(rows: list) -> str:
     return "\n".join(lines + [f"| {a} | **{b}** | {c} |" for a, b, c in rows])
 
 
-def calculate(model, steps, batch, seq_len, n_tokens, accelerator, dtype, utilization, count, flops_per_second,
-              price, budget, picker=None):
-    """(summary, table, formulas, chart, JSON) for the form."""
+# the form's boxes by name, in order (the API's parameters; the published examples' rows)
+INPUTS = ("model", "steps", "batch", "seq_len", "n_tokens", "accelerator", "dtype", "utilization", "count",
+          "flops_per_second", "price", "budget")
+
+
+def calculate(**form):
+    """(summary, table, formulas, chart, JSON) for the form: INPUTS by name, and `picker` (the model
+    picked at the top, for the model box's "picked" choice)."""
+    unknown = set(form) - {*INPUTS, "picker"}
+    if unknown:
+        raise user_error(f"unknown field {sorted(unknown)[0]!r:.40}: the calculator takes {', '.join(INPUTS)}")
+    model, steps, batch, seq_len, n_tokens, accelerator, dtype, utilization, count, flops_per_second, price, \
+        budget = (form.get(k) for k in INPUTS)
+    picker = form.get("picker")
     n_tokens, flops_per_second, price, budget = map(_optional, (n_tokens, flops_per_second, price, budget))
     with mistakes(ValueError, TypeError, OverflowError):
         c, label = _config(model, picker)
@@ -242,9 +253,8 @@ def build(picker: gr.Textbox) -> None:
                    dtype=dtype, util=util, count=count, flops=fps, price=price, budget=budget)
     ex = common.examples(side, [example_row(n) for n in compute.EXAMPLES], inputs,
                          label="Published BERTs: click one", example_labels=["BERT-base", "BERT-large"])
-    wire(calculate, inputs + [picker], outputs, go_btn, "scaling", [b.submit for b in (steps, batch, n_tokens, count, fps,
-                                                                                  price, budget)]
+    wire(calculate, [], outputs, go_btn, "scaling", [b.submit for b in (steps, batch, n_tokens, count, fps, price, budget)]
          + [seq_len.submit, model.input, accel.input, dtype.input, util.release], examples=ex,
-         show_progress="minimal")
+         inputs_kwargs={**dict(zip(INPUTS, inputs)), "picker": picker}, show_progress="minimal")
     scaling_sweep.build()  # the sweep: measure a scaling law on this machine
     scaling_memory.build()  # a training step's peak memory, estimated and measured

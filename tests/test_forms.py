@@ -102,3 +102,22 @@ def test_a_new_spec_field_shows_in_more_settings_by_itself(monkeypatch):
         form = forms.Form(new, "t")
         placed = form.rest(hide=pretrain_tab.SERVER)
     assert "brand_new" in placed and form.widgets["brand_new"].value == 0.5
+
+
+def test_a_form_filling_handler_that_changes_nothing_says_so_in_a_way_gradio_takes(demo, tmp_path, monkeypatch):
+    """An empty dict reads to Gradio as one value ("didn't return enough output values", a traceback in
+    the server's log): the recipe box showing a run's settings, and a picked run without a pre-training
+    spec, change nothing with one skip(), and a run's settings come as a dict of the event's outputs."""
+    import asyncio
+
+    from bertlab.app import jobs
+    from bertlab.train.runs import Run
+    monkeypatch.setattr(jobs, "_default", jobs.JobManager(tmp_path / "runs"))
+    Run(tmp_path / "runs" / "shown").write_spec(pretrain_tab.default_spec())
+    for name, args in (("fill_recipe", (pretrain_tab.FROM_RUN, "bert")), ("show_run", ("no-such-run",)),
+                       ("fill_recipe", (next(iter(pretrain_tab.RECIPES)), "albert")), ("show_run", ("shown",))):
+        block_fn = next(f for f in demo.fns.values() if f.name == name)
+        out = block_fn.fn(*args)
+        if isinstance(out, dict) and out != gr.skip():
+            assert set(out) <= set(block_fn.outputs) and len(out) > 5, (name, args)
+        asyncio.run(demo.postprocess_data(block_fn, out, None))  # what Gradio does with it: no ValueError

@@ -13,6 +13,7 @@ import sys
 
 import gradio as gr
 
+from ... import family
 from ...analysis import sizing
 from ...config import PRESETS, BertConfig, preset, preset_names
 from ...data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
@@ -67,10 +68,9 @@ FROM_RUN = "The settings of the run shown below"  # what the recipe box says onc
 CORPORA = {"IMDB movie reviews (shipped)": "imdb", "Upload a file": "upload", "Hugging Face dataset": "hub"}
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
               "MLM only (RoBERTa; ELECTRA's generator)": "mlm"}
-# The members pre-training trains here (distillation is another job).
-ARCHS = {"BERT": "bert", "RoBERTa (byte-level BPE, MLM only)": "roberta",
-         "ALBERT (factorised embeddings, shared layers; WordPiece, not SentencePiece)": "albert",
-         "ELECTRA (a 1/4-width generator fills the masks, the discriminator spots its replacements)": "electra"}
+# The members pre-training trains here, as their records say (distillation is another job).
+ARCHS = {m.label + (f" ({m.pretrain_note})" if m.pretrain_note else ""): n
+         for n, m in family.MEMBERS.items() if n in PretrainSpec.ARCHS}
 # Spec fields the server sets, never a visitor: where and how fast a job runs, how often it writes,
 # and the model it continues (the form's "Start from" picks that).
 SERVER = ("init_from", "threads", "device", "compile", "log_every", "eval_every", "save_every", "keep_last",
@@ -420,8 +420,8 @@ def build(picker: gr.Dropdown) -> None:
     size_in = form.inputs(*SIZE_INPUTS)
     arch.input(lambda a: {w["objective"]: PretrainSpec.DEFAULT_OBJECTIVE[a], electra_row: gr.Row(visible=a == "electra")},
                arch, [w["objective"], electra_row], api_name=False)  # each architecture's own pair task and options
-    def fill_recipe(r, a):
-        return form.fill(recipe_values(r, a))
+    def fill_recipe(r, a):  # (Gradio reads an empty dict as one value; one skip() skips every output)
+        return form.fill(recipe_values(r, a)) or gr.skip()
 
     recipe.change(fill_recipe, [recipe, arch], [w[k] for k in RECIPE_FIELDS], api_name=False)
     size_preset.input(lambda p: form.fill(preset_values(p)), size_preset, [w[k] for k in SHAPE], api_name=False)
@@ -439,7 +439,7 @@ def build(picker: gr.Dropdown) -> None:
     def show_run(run):  # the form as the shown run was started; the recipe box says so
         v = form_values(run)
         return {**form.fill(v), electra_row: gr.Row(visible=v["arch"] == "electra"),
-                recipe: gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN)} if v else {}
+                recipe: gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN)} if v else gr.skip()
 
     shown = [recipe, electra_row, *[x for k, x in w.items() if k not in OWN or k == "hub_name"]]
     jobs_ui.wire_run_view("pretrain", (owner, opened), watch, overlay, timer, view, outs, (show_run, shown))

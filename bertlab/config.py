@@ -7,16 +7,18 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields, replace
 
+from . import family
+
 # [PAD] [UNK] [CLS] [SEP] [MASK]: a vocabulary smaller than this cannot even hold its own markers.
 NUM_SPECIAL_TOKENS = 5
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
-MODEL_TYPES = ("bert", "albert", "electra", "distilbert", "roberta")
+MODEL_TYPES = family.MODEL_TYPES  # which members there are: family.MEMBERS
 # DistilBERT's config.json names the same numbers differently: ours -> theirs.
 DISTILBERT_NAMES = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
                     "intermediate_size": "hidden_dim", "hidden_act": "activation", "hidden_dropout_prob": "dropout",
                     "attention_probs_dropout_prob": "attention_dropout"}
 # What each family member's config.json carries beyond the fields every member has.
-ONLY = {"albert": ("embedding_size", "num_hidden_groups", "inner_group_num"), "electra": ("embedding_size",)}
+ONLY = {n: m.only for n, m in family.MEMBERS.items() if m.only}
 SPECIFIC = {"embedding_size", "num_hidden_groups", "inner_group_num", "pre_ln", "model_type",
             "bos_token_id", "eos_token_id"}
 
@@ -194,43 +196,10 @@ class BertConfig:
 
 # Google's BERT miniatures (Turc et al. 2019) plus the paper's two sizes; FFN is always 4 × hidden.
 PRESETS: dict[str, tuple[int, int, int]] = {  # name: (layers, hidden, heads)
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
-}
-
-
-def _shape(layers: int, hidden: int, heads: int, **kw) -> dict:
-    return dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                intermediate_size=4 * hidden, **kw)
-
-
-# What each member's published configs share (Hugging Face's config.json of the released models).
-_ALBERT = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu_new", hidden_dropout_prob=0.0,
-               attention_probs_dropout_prob=0.0, bos_token_id=2, eos_token_id=3)  # v2: no dropout
-_ROBERTA = dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
-                bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5)  # 512 tokens after 2 unused rows
-# The other members, by model_type: tiny/mini train on a CPU, the rest are the published sizes.
-# ALBERT shares one layer's weights across all layers (num_hidden_groups = 1); ELECTRA's presets are
-# discriminators, and its *-generator entries the released generators: the paper's 1/4 width for
-# small (Clark et al. 2020), but the released small generator is as wide as its discriminator.
-FAMILY_PRESETS: dict[str, dict[str, dict]] = {
-    "albert": {"tiny": _shape(2, 128, 2, **_ALBERT | {"embedding_size": 64}), "mini": _shape(4, 256, 4, **_ALBERT),
-               "base": _shape(12, 768, 12, **_ALBERT), "large": _shape(24, 1024, 16, **_ALBERT),
-               "xlarge": _shape(24, 2048, 16, **_ALBERT), "xxlarge": _shape(12, 4096, 64, **_ALBERT)},
-    "electra": {"tiny": _shape(2, 128, 2, embedding_size=64), "mini": _shape(4, 256, 4, embedding_size=128),
-                "small": _shape(12, 256, 4, embedding_size=128), "base": _shape(12, 768, 12),
-                "large": _shape(24, 1024, 16),
-                "small-generator": _shape(12, 256, 4, embedding_size=128),
-                "base-generator": _shape(12, 256, 4, embedding_size=768),
-                "large-generator": _shape(24, 256, 4, embedding_size=1024)},
-    "distilbert": {"tiny": _shape(2, 128, 2), "mini": _shape(4, 256, 4), "base": _shape(6, 768, 12)},
-    "roberta": {"tiny": _shape(2, 128, 2, **_ROBERTA), "mini": _shape(4, 256, 4, **_ROBERTA),
-                "base": _shape(12, 768, 12, **_ROBERTA), "large": _shape(24, 1024, 16, **_ROBERTA)},
-}
+    name: (c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"])
+    for name, c in family.MEMBERS["bert"].presets.items()}
+# The other members' named sizes, by model_type (family.MEMBERS' records).
+FAMILY_PRESETS: dict[str, dict[str, dict]] = {n: m.presets for n, m in family.MEMBERS.items() if n != "bert"}
 
 
 def preset_names(model_type: str = "bert") -> list[str]:
@@ -247,9 +216,5 @@ def preset(name: str, model_type: str = "bert", **overrides) -> BertConfig:
     if name not in names:
         what = "preset" if model_type == "bert" else f"{model_type} preset"
         raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(names)}")
-    if model_type == "bert":
-        L, H, A = PRESETS[name]
-        kw = _shape(L, H, A)
-    else:
-        kw = dict(FAMILY_PRESETS[model_type][name], model_type=model_type)
+    kw = dict(family.MEMBERS[model_type].presets[name], model_type=model_type)
     return BertConfig(**(kw | overrides))

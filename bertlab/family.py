@@ -1,22 +1,119 @@
-"""The BERT family in one place: which of our classes computes a config, and the few things every
-member's model exposes in the same way (its encoder, its attention projections), so that loading,
-saving and every view work for all of them. Model code stays in one plain file per member."""
+"""The BERT family in one place: one `Member` record per model type holds every fact the rest of bertlab
+tables about it (its classes, its sizes, its tokenizer's markers and pair layout, its heads, where LoRA
+and IA3 go, how it pre-trains here), and the few things every member's model exposes in the same way
+(its encoder, its attention projections), so that loading, saving and every view work for all of them.
+Model code stays in one plain file per member (model.py, variants/). A new member is its model file
+plus one record here (README, "How it fits together").
+
+This module imports nothing of bertlab at load time: config.py and tokenizer.py read their tables from it.
+"""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
 
-from .config import BertConfig
 
-# model_type -> our class, named as Hugging Face's fullest pre-training class of that member.
-CLASSES = {
-    "bert": "bertlab.model:BertForPreTraining",
-    "albert": "bertlab.variants.albert:AlbertForPreTraining",
-    "electra": "bertlab.variants.electra:ElectraForPreTraining",  # the discriminator
-    "distilbert": "bertlab.variants.distilbert:DistilBertForMaskedLM",
-    "roberta": "bertlab.variants.roberta:RobertaForMaskedLM",
-}
+def shape(layers: int, hidden: int, heads: int, **kw) -> dict:
+    """A preset's config fields: BERT's 4 x hidden feed-forward, and the member's own fields."""
+    return dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                intermediate_size=4 * hidden, **kw)
+
+
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # pad unk cls sep mask, in that order
+# LoRA's targets inside one layer (the path after its index): BERT's names, shared by ELECTRA and RoBERTa.
+# "dense" is the old "every dense layer" of runs made before the named targets (BERT's pooler included).
+_WORDS = ("embeddings.word_embeddings",)  # the word table of every member
+BERT_LORA = {"query": ("attention.self.query",), "key": ("attention.self.key",), "value": ("attention.self.value",),
+             "attention_output": ("attention.output.dense",), "ffn": ("intermediate.dense", "output.dense"),
+             "embeddings": _WORDS, "dense": ("attention.output.dense", "intermediate.dense", "output.dense",
+                                             "pooler.dense")}
+# IA3 as peft's IA3Config puts it on BERT (target_modules key, value, output.dense, which also matches
+# attention.output.dense; both dense layers scale their input): path -> scales the input?
+BERT_IA3 = {"attention.self.key": False, "attention.self.value": False, "attention.output.dense": True,
+            "output.dense": True}
+# What each member's published configs share (Hugging Face's config.json of the released models).
+_ALBERT = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu_new", hidden_dropout_prob=0.0,
+               attention_probs_dropout_prob=0.0, bos_token_id=2, eos_token_id=3)  # v2: no dropout
+_ROBERTA = dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5)  # 512 tokens after 2 unused rows
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str  # model_type, as config.json says it
+    label: str  # how people write it: "DistilBERT"
+    stem: str  # the class-name stem of its Hugging Face classes (and ours): "DistilBert"
+    model_class: str  # "module:Class" of our fullest class of it (Hugging Face's fullest pre-training class)
+    architectures: dict  # its Hugging Face classes -> what they hold besides the encoder (pooler, mlm, nsp, rtd)
+    presets: dict  # its named sizes: config fields (tiny/mini train on a CPU, the rest are published sizes)
+    only: tuple = ()  # config.json fields only this member writes
+    specials: tuple = BERT_SPECIALS  # its tokenizer's pad unk cls sep mask
+    layout: str = "bert"  # pairs: "bert" = [CLS] A [SEP] B [SEP] (token types 0, 1); "roberta" = <s> A </s></s> B </s>
+    pooled: bool = False  # its sequence head reads the encoder's pooler
+    dropout_key: str = "classifier_dropout"  # config.json key of its classifier's dropout
+    lora: dict = field(default_factory=lambda: BERT_LORA)  # LoRA target -> module paths inside one layer
+    ia3: dict = field(default_factory=lambda: BERT_IA3)  # IA3's module paths -> scales the input?
+    objective: str | None = None  # its pair task when pre-trained here (nsp | sop | mlm = none); None: not here
+    pretrain_note: str = ""  # the Pre-train form's word on it
+
+    @property
+    def encoder_class(self) -> str:
+        return self.stem + "Model"
+
+
+RECORDS = (
+    Member("bert", "BERT", "Bert", "bertlab.model:BertForPreTraining",
+           {"BertModel": {"pooler"}, "BertForPreTraining": {"pooler", "mlm", "nsp"}, "BertForMaskedLM": {"mlm"}},
+           {name: shape(L, H, A) for name, (L, H, A) in {
+               "tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
+               "base": (12, 768, 12), "large": (24, 1024, 16)}.items()},  # Turc et al. 2019's small BERTs
+           pooled=True, objective="nsp"),
+    Member("albert", "ALBERT", "Albert", "bertlab.variants.albert:AlbertForPreTraining",
+           {"AlbertModel": {"pooler"}, "AlbertForPreTraining": {"pooler", "mlm", "nsp"}, "AlbertForMaskedLM": {"mlm"}},
+           # one layer's weights shared across all layers (num_hidden_groups = 1)
+           {"tiny": shape(2, 128, 2, **_ALBERT | {"embedding_size": 64}), "mini": shape(4, 256, 4, **_ALBERT),
+            "base": shape(12, 768, 12, **_ALBERT), "large": shape(24, 1024, 16, **_ALBERT),
+            "xlarge": shape(24, 2048, 16, **_ALBERT), "xxlarge": shape(12, 4096, 64, **_ALBERT)},
+           only=("embedding_size", "num_hidden_groups", "inner_group_num"),
+           specials=("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"), pooled=True, dropout_key="classifier_dropout_prob",
+           lora={"query": ("attention.query",), "key": ("attention.key",), "value": ("attention.value",),
+                 "attention_output": ("attention.dense",), "ffn": ("ffn", "ffn_output"), "embeddings": _WORDS,
+                 "dense": ("attention.dense", "ffn", "ffn_output")},
+           ia3={"attention.key": False, "attention.value": False, "attention.dense": True, "ffn_output": True},
+           objective="sop", pretrain_note="factorised embeddings, shared layers; WordPiece, not SentencePiece"),
+    Member("electra", "ELECTRA", "Electra", "bertlab.variants.electra:ElectraForPreTraining",  # the discriminator
+           {"ElectraModel": set(), "ElectraForPreTraining": {"rtd"}, "ElectraForMaskedLM": {"mlm"}},  # + generator
+           # discriminators; the *-generator entries are the released generators: the paper's 1/4 width for
+           # small (Clark et al. 2020), but the released small generator is as wide as its discriminator
+           {"tiny": shape(2, 128, 2, embedding_size=64), "mini": shape(4, 256, 4, embedding_size=128),
+            "small": shape(12, 256, 4, embedding_size=128), "base": shape(12, 768, 12), "large": shape(24, 1024, 16),
+            "small-generator": shape(12, 256, 4, embedding_size=128),
+            "base-generator": shape(12, 256, 4, embedding_size=768),
+            "large-generator": shape(24, 256, 4, embedding_size=1024)},
+           only=("embedding_size",), objective="mlm",
+           pretrain_note="a 1/4-width generator fills the masks, the discriminator spots its replacements"),
+    Member("distilbert", "DistilBERT", "DistilBert", "bertlab.variants.distilbert:DistilBertForMaskedLM",
+           {"DistilBertModel": set(), "DistilBertForMaskedLM": {"mlm"}},
+           {"tiny": shape(2, 128, 2), "mini": shape(4, 256, 4), "base": shape(6, 768, 12)},
+           dropout_key="seq_classif_dropout",
+           lora={"query": ("attention.q_lin",), "key": ("attention.k_lin",), "value": ("attention.v_lin",),
+                 "attention_output": ("attention.out_lin",), "ffn": ("ffn.lin1", "ffn.lin2"), "embeddings": _WORDS,
+                 "dense": ("attention.out_lin", "ffn.lin1", "ffn.lin2")},
+           ia3={"attention.k_lin": False, "attention.v_lin": False, "attention.out_lin": True, "ffn.lin2": True}),
+    Member("roberta", "RoBERTa", "Roberta", "bertlab.variants.roberta:RobertaForMaskedLM",
+           {"RobertaModel": {"pooler"}, "RobertaForMaskedLM": {"mlm"}},
+           {"tiny": shape(2, 128, 2, **_ROBERTA), "mini": shape(4, 256, 4, **_ROBERTA),
+            "base": shape(12, 768, 12, **_ROBERTA), "large": shape(24, 1024, 16, **_ROBERTA)},
+           specials=("<pad>", "<unk>", "<s>", "</s>", "<mask>"), layout="roberta", objective="mlm",
+           pretrain_note="byte-level BPE, MLM only"),
+)
+MEMBERS: dict[str, Member] = {m.name: m for m in RECORDS}
+MODEL_TYPES = tuple(MEMBERS)
+PRETRAINED_HERE = tuple(n for n, m in MEMBERS.items() if m.objective)  # the Pre-train tab's; DistilBERT distils
 ELECTRA_GENERATOR = "bertlab.variants.electra:ElectraForMaskedLM"
-NAMES = {"bert": "BERT", "albert": "ALBERT", "electra": "ELECTRA", "distilbert": "DistilBERT", "roberta": "RoBERTa"}
+# the tables other modules read, each from the records
+CLASSES = {n: m.model_class for n, m in MEMBERS.items()}
+NAMES = {n: m.label for n, m in MEMBERS.items()}
 
 
 def _load(where: str) -> type:
@@ -24,7 +121,7 @@ def _load(where: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def model_class(config: BertConfig, architectures=()) -> type:
+def model_class(config, architectures=()) -> type:
     """Our class for a config.json: by model_type, and for ELECTRA by its architecture (a *ForMaskedLM
     folder is a generator; anything else, the bare ElectraModel included, a discriminator)."""
     if config.model_type == "electra" and any(str(a).endswith("ForMaskedLM") for a in architectures or ()):
@@ -32,7 +129,7 @@ def model_class(config: BertConfig, architectures=()) -> type:
     return _load(CLASSES[config.model_type])
 
 
-def build(config: BertConfig, architectures=()):
+def build(config, architectures=()):
     return model_class(config, architectures)(config)
 
 
@@ -50,5 +147,5 @@ def has_mlm_head(model) -> bool:
     return callable(getattr(model, "token_logits", None))
 
 
-def family_name(config: BertConfig) -> str:
+def family_name(config) -> str:
     return NAMES[config.model_type] + (" (pre-LN)" if config.pre_ln else "")

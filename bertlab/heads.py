@@ -259,7 +259,7 @@ def classifier_class(config: BertConfig, kind: str) -> type[_Classifier]:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     what = "QuestionAnswering" if kind == "qa" else f"{kind.title()}Classification"
-    return HEADS[f"{fam.MEMBERS[config.model_type].name}For{what}"]
+    return HEADS[f"{fam.MEMBERS[config.model_type].stem}For{what}"]
 
 
 # ---- training helpers ------------------------------------------------------------------------------

@@ -25,12 +25,11 @@ own head). Only the choices no transformers class computes are recorded (`custom
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import family
 from .config import BertConfig
 from .model import BertModel, init_weights
 from .variants.albert import AlbertModel
@@ -38,23 +37,7 @@ from .variants.distilbert import DistilBertModel
 from .variants.electra import ElectraModel
 from .variants.roberta import RobertaModel
 
-
-@dataclass(frozen=True)
-class Member:
-    name: str  # class-name stem: Bert, Albert, ...
-    prefix: str  # the encoder's attribute and key prefix (HF's base_model_prefix)
-    pooled: bool  # the sequence head reads the encoder's pooler
-    dropout_key: str | None  # config.json key of the head's dropout (None: not saved)
-
-
-MEMBERS = {
-    "bert": Member("Bert", "bert", True, "classifier_dropout"),
-    "albert": Member("Albert", "albert", True, "classifier_dropout_prob"),
-    "electra": Member("Electra", "electra", False, "classifier_dropout"),
-    "roberta": Member("Roberta", "roberta", False, "classifier_dropout"),
-    "distilbert": Member("DistilBert", "distilbert", False, "seq_classif_dropout"),
-}
-# (LoRA's and IA3's target layers per member: bertlab.methods.lowrank.TARGETS)
+MEMBERS = family.MEMBERS  # each member's stem, pooler, classifier-dropout key: its record in family.py
 POOLINGS = ("auto", "pooler", "cls", "mean", "max")
 ALBERT_LAYERWISE = ("ALBERT shares its layer weights across depths (every layer runs the same weights), so "
                     "layer-wise learning rates and gradual unfreezing have no layers to tell apart: fine-tune "

@@ -17,21 +17,20 @@ import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Encoding as RawEncoding
 
+from . import family
 from .config import read_json_config
 
 
 # ---- each member's markers, saved folders, the pipelines we build, readable pieces, input checks ----
 # Trained vocabularies put these at ids 0..4; loaded ones anywhere (bert-base: 0, 100..103): ask
 # `special_token_ids(tok)` for their ids, never assume them.
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+SPECIAL_TOKENS = family.BERT_SPECIALS
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 ROLES = ("pad", "unk", "cls", "sep", "mask")  # the order of every specials tuple here
-ROBERTA_SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>", "<mask>")
-FAMILY_SPECIAL_TOKENS = {"bert": SPECIAL_TOKENS, "electra": SPECIAL_TOKENS, "distilbert": SPECIAL_TOKENS,
-                         "albert": ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"),
-                         "roberta": ROBERTA_SPECIAL_TOKENS}
+ROBERTA_SPECIAL_TOKENS = family.MEMBERS["roberta"].specials
+FAMILY_SPECIAL_TOKENS = {n: m.specials for n, m in family.MEMBERS.items()}  # each member's record
 # Pair layout: "bert" = [CLS] A [SEP] B [SEP], token types 0 then 1; "roberta" = <s> A </s> </s> B </s>, all 0.
-FAMILY_LAYOUT = {"bert": "bert", "electra": "bert", "distilbert": "bert", "albert": "bert", "roberta": "roberta"}
+FAMILY_LAYOUT = {n: m.layout for n, m in family.MEMBERS.items()}
 _ROBERTA_LIKE = ("Roberta", "XLMRoberta", "Camembert", "Longformer", "Bart")  # tokenizer_class prefixes
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _UNUSED = re.compile(r"\[unused\d+\]")  # Google's placeholder slots (bert-base: ids 1..99, 104..998)

@@ -25,18 +25,9 @@ STATS_BYTES = 4  # LayerNorm keeps mean and 1/std per token in fp32
 # Hugging Face class -> (model_type, what it has beyond embeddings and layers). "nsp" is BERT's
 # next-sentence head or ALBERT's sentence-order head (same shape, H -> 2); "rtd" is ELECTRA's
 # replaced-token head (H -> H -> 1); "mlm" is a masked-LM head whose decoder is the word table.
-ARCHITECTURES: dict[str, tuple[str, frozenset]] = {k: (t, frozenset(parts)) for k, t, parts in [
-    ("BertModel", "bert", {"pooler"}), ("BertForPreTraining", "bert", {"pooler", "mlm", "nsp"}),
-    ("BertForMaskedLM", "bert", {"mlm"}),
-    ("AlbertModel", "albert", {"pooler"}), ("AlbertForPreTraining", "albert", {"pooler", "mlm", "nsp"}),
-    ("AlbertForMaskedLM", "albert", {"mlm"}),
-    ("ElectraModel", "electra", set()), ("ElectraForPreTraining", "electra", {"rtd"}),
-    ("ElectraForMaskedLM", "electra", {"mlm"}),  # the generator
-    ("DistilBertModel", "distilbert", set()), ("DistilBertForMaskedLM", "distilbert", {"mlm"}),
-    ("RobertaModel", "roberta", {"pooler"}), ("RobertaForMaskedLM", "roberta", {"mlm"}),
-]}
-ENCODER = {"bert": "BertModel", "albert": "AlbertModel", "electra": "ElectraModel",
-           "distilbert": "DistilBertModel", "roberta": "RobertaModel"}
+ARCHITECTURES: dict[str, tuple[str, frozenset]] = {  # each member's record (family.MEMBERS)
+    cls: (n, frozenset(parts)) for n, m in family.MEMBERS.items() for cls, parts in m.architectures.items()}
+ENCODER = {n: m.encoder_class for n, m in family.MEMBERS.items()}
 # The class bertlab builds for each member (family.CLASSES): what `heads=True` sizes.
 PRETRAINING = {kind: where.split(":")[1] for kind, where in family.CLASSES.items()}
 

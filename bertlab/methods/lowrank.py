@@ -22,33 +22,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..family import encoder_of
+from ..family import MEMBERS, encoder_of
 from ..heads import freeze_encoder
 
-_WORDS = ("embeddings.word_embeddings",)  # the word table of every member
-_BERT = {"query": ("attention.self.query",), "key": ("attention.self.key",), "value": ("attention.self.value",),
-         "attention_output": ("attention.output.dense",), "ffn": ("intermediate.dense", "output.dense"),
-         "embeddings": _WORDS, "dense": ("attention.output.dense", "intermediate.dense", "output.dense", "pooler.dense")}
-# Each member's module paths inside one layer (after its index), per target. "dense" is the old
-# "every dense layer" of runs made before the named targets (BERT's pooler included).
-TARGETS = {
-    "bert": _BERT, "electra": _BERT, "roberta": _BERT,
-    "albert": {"query": ("attention.query",), "key": ("attention.key",), "value": ("attention.value",),
-               "attention_output": ("attention.dense",), "ffn": ("ffn", "ffn_output"), "embeddings": _WORDS,
-               "dense": ("attention.dense", "ffn", "ffn_output")},
-    "distilbert": {"query": ("attention.q_lin",), "key": ("attention.k_lin",), "value": ("attention.v_lin",),
-                   "attention_output": ("attention.out_lin",), "ffn": ("ffn.lin1", "ffn.lin2"), "embeddings": _WORDS,
-                   "dense": ("attention.out_lin", "ffn.lin1", "ffn.lin2")},
-}
-# IA3 as peft's IA3Config puts it on BERT (target_modules key, value, output.dense, which also
-# matches attention.output.dense; both dense layers scale their input): (paths, scales the input?)
-IA3_TARGETS = {
-    "bert": {"attention.self.key": False, "attention.self.value": False, "attention.output.dense": True,
-             "output.dense": True},
-    "albert": {"attention.key": False, "attention.value": False, "attention.dense": True, "ffn_output": True},
-    "distilbert": {"attention.k_lin": False, "attention.v_lin": False, "attention.out_lin": True, "ffn.lin2": True},
-}
-IA3_TARGETS["electra"] = IA3_TARGETS["roberta"] = IA3_TARGETS["bert"]
+# Each member's module paths inside one layer (after its index), per target, and IA3's paths (-> does it
+# scale the layer's input?): the family's records (family.MEMBERS).
+TARGETS = {n: m.lora for n, m in MEMBERS.items()}
+IA3_TARGETS = {n: m.ia3 for n, m in MEMBERS.items()}
 
 
 def in_layer(path: str) -> str:

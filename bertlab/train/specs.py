@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .. import family
 from ..config import PRESETS, preset, preset_names
 from ..data.corpus import OBJECTIVES
 from ..methods.registry import NAMES as METHOD_NAMES
@@ -23,9 +24,10 @@ class PretrainSpec(TrainArgs):
     """Pre-train a BERT, RoBERTa, ALBERT or ELECTRA: model, corpus, objective, and the CPU recipe's
     defaults (bench/RECIPE.md). Distillation is another job."""
     KIND: ClassVar[str] = "pretrain"
-    ARCHS: ClassVar[tuple[str, ...]] = ("bert", "roberta", "albert", "electra")
-    # each architecture's own pair task: RoBERTa dropped NSP, ALBERT replaced it by sentence order
-    DEFAULT_OBJECTIVE: ClassVar[dict] = {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}
+    ARCHS: ClassVar[tuple[str, ...]] = family.PRETRAINED_HERE  # the members with a pre-training objective
+    # each architecture's own pair task (its family record): RoBERTa dropped NSP, ALBERT replaced it by
+    # sentence order
+    DEFAULT_OBJECTIVE: ClassVar[dict] = {n: family.MEMBERS[n].objective for n in family.PRETRAINED_HERE}
     # model
     arch: str = opt("bert", "architecture: bert (WordPiece, MLM + NSP) | roberta (byte-level BPE trained on the "
                             "corpus, MLM only) | albert (factorised embeddings, shared layers, MLM + sentence order; "

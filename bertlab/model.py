@@ -239,37 +239,22 @@ def check_length(input_ids, c: BertConfig, virtual: int = 0):
                          f"{f' less {virtual} virtual tokens' if virtual else ''})")
 
 
-def virtual_inputs(encoder, input_ids, attention_mask, causal: bool):
-    """What prompt and prefix tuning add to an encoder's inputs (bertlab.methods.virtual): the prompt
-    (P, E) or None; the prefix's (keys, values) per layer, each (B, A, P, d), or None; the attention
-    mask with P ones before the text (the virtual tokens are always seen, as peft does); and the
-    positions the prefix takes. Without them: (None, None, attention_mask, 0)."""
-    prompt, prefix = getattr(encoder, "prompt", None), getattr(encoder, "prefix", None)
-    if prompt is None and prefix is None:
-        return None, None, attention_mask, 0
-    if causal:
-        raise ValueError("left-context-only attention is for the plain model, not one with virtual tokens")
-    n = (prompt if prompt is not None else prefix).size(0)
-    check_length(input_ids, encoder.config, n)
-    mask = torch.cat([attention_mask.new_ones(attention_mask.size(0), n), attention_mask], dim=1)  # (B, P + T)
-    if prefix is None:
-        return prompt, None, mask, 0
-    c = encoder.config  # peft's layout: (P, 2L * H) -> per layer l keys at 2l, values at 2l + 1
-    kv = prefix.view(n, -1, c.num_attention_heads, c.head_dim).permute(1, 2, 0, 3)  # (2L, A, P, d)
-    B = input_ids.size(0)
-    layers = [(kv[2 * i].expand(B, -1, -1, -1), kv[2 * i + 1].expand(B, -1, -1, -1)) for i in range(kv.size(0) // 2)]
-    return None, layers, mask, n
-
-
 def encoder_inputs(encoder, input_ids, token_type_ids, attention_mask, causal: bool):
-    """An encoder's inputs made whole: the length checked, token types and mask defaulted, then what
-    prompt / prefix tuning add: (token_type_ids, attention_mask, prompt, prefix, past)."""
+    """An encoder's inputs made whole: the length checked, token types and mask defaulted, then what its
+    `virtual` hook adds (prompt / prefix tuning's, set by bertlab.methods.virtual): (token_type_ids,
+    attention_mask, prompt, prefix, past). `prompt` (P, E) goes before the text's embeddings; `prefix`,
+    one (keys, values) per layer, each (B, A, P, d), before each layer's own; `past`: the positions the
+    prefix takes; the mask then covers them too."""
     check_length(input_ids, encoder.config)
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(input_ids)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    prompt, prefix, attention_mask, past = virtual_inputs(encoder, input_ids, attention_mask, causal)
+    if getattr(encoder, "virtual", None) is None:
+        return token_type_ids, attention_mask, None, None, 0
+    if causal:
+        raise ValueError("left-context-only attention is for the plain model, not one with virtual tokens")
+    prompt, prefix, attention_mask, past = encoder.virtual(encoder, input_ids, attention_mask)
     return token_type_ids, attention_mask, prompt, prefix, past
 
 
@@ -298,15 +283,17 @@ def pretraining_heads(out: BertOutput, token_logits, vocab_size: int, labels=Non
 
 
 class BertModel(nn.Module):
-    """The encoder alone; its state-dict keys are those of Hugging Face's BertModel."""
+    """The encoder alone; its state-dict keys are those of Hugging Face's BertModel. A member that
+    differs only in its embeddings (RoBERTa) names its own `Embeddings`."""
+    Embeddings = BertEmbeddings
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
-        self.embeddings = BertEmbeddings(config)
+        self.embeddings = self.Embeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
-        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
+        self.virtual = None  # a hook adding virtual tokens to the inputs (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,

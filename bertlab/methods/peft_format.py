@@ -24,7 +24,7 @@ import torch.nn as nn
 from ..checkpoint import write_folder_atomically
 from ..family import encoder_of
 from .lowrank import LORA, IA3Linear, LoRAEmbedding, LoRALinear, replace_module
-from .virtual import attention_maps
+from .virtual import attach, attention_maps
 
 CONFIG, WEIGHTS, SIDECAR = "adapter_config.json", "adapter_model.safetensors", "bertlab.json"
 PEFT_TYPES = {"lora": "LORA", "ia3": "IA3", "prefix": "PREFIX_TUNING", "prompt": "PROMPT_TUNING"}
@@ -250,7 +250,7 @@ def apply_adapter(model: nn.Module, config: dict, tensors: dict[str, torch.Tenso
         if v.dim() != 2 or v.size(1) != want:
             raise ValueError(f"{where}: prompt_embeddings of shape {tuple(v.shape)} do not fit this model "
                              f"({want} per virtual token)")
-        setattr(enc, method, nn.Parameter(v.clone()))
+        attach(enc, method, nn.Parameter(v.clone()))
     if rest:
         missing, unexpected = model.load_state_dict(rest, strict=False)
         if unexpected:

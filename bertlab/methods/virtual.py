@@ -10,7 +10,7 @@ transformers treats a prefix as a cache of P earlier tokens, the text's position
 Li & Liang's GPT-2, where the prefix holds the first positions). Both are what peft 0.21 computes
 with transformers 5.23 (tests/test_methods_peft.py), and the vectors are peft's tensors as they are:
 the prompt (P, E) and the prefix (P, 2L · H) (peft's PrefixTuningConfig without a projection; per
-layer l the keys at 2l and the values at 2l + 1). bertlab.model.virtual_inputs feeds them in.
+layer l the keys at 2l and the values at 2l + 1). `virtual_inputs`, the encoder's hook, feeds them in.
 
 Prompt tuning lengthens the sequence by P, so per-token heads (tagging, QA) would see P extra
 positions: they take prefix tuning instead. ALBERT and DistilBERT take both here, though their
@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from ..family import encoder_of
+from ..model import check_length
 from .lowrank import freeze_encoder
 
 
@@ -33,6 +34,30 @@ def _check(encoder: nn.Module, n: int) -> None:
         raise ValueError(f"{n} virtual tokens leave no room for text in this model's {c.max_tokens} positions")
     if getattr(encoder, "prompt", None) is not None or getattr(encoder, "prefix", None) is not None:
         raise ValueError("this model has virtual tokens already")
+
+
+def virtual_inputs(encoder, input_ids, attention_mask):
+    """The encoder's `virtual` hook (model.encoder_inputs calls it): its prompt (P, E) or None; its
+    prefix's (keys, values) per layer, each (B, A, P, d), or None; the attention mask with P ones before
+    the text (the virtual tokens are always seen, as peft does); and the positions the prefix takes."""
+    prompt, prefix = getattr(encoder, "prompt", None), getattr(encoder, "prefix", None)
+    n = (prompt if prompt is not None else prefix).size(0)
+    check_length(input_ids, encoder.config, n)
+    mask = torch.cat([attention_mask.new_ones(attention_mask.size(0), n), attention_mask], dim=1)  # (B, P + T)
+    if prefix is None:
+        return prompt, None, mask, 0
+    c = encoder.config  # peft's layout: (P, 2L * H) -> per layer l keys at 2l, values at 2l + 1
+    kv = prefix.view(n, -1, c.num_attention_heads, c.head_dim).permute(1, 2, 0, 3)  # (2L, A, P, d)
+    B = input_ids.size(0)
+    layers = [(kv[2 * i].expand(B, -1, -1, -1), kv[2 * i + 1].expand(B, -1, -1, -1)) for i in range(kv.size(0) // 2)]
+    return None, layers, mask, n
+
+
+def attach(encoder: nn.Module, name: str, vectors: nn.Parameter) -> None:
+    """Give the encoder its virtual tokens: `prompt` or `prefix` (its state-dict key) and the hook that
+    feeds them in."""
+    setattr(encoder, name, vectors)
+    encoder.virtual = virtual_inputs
 
 
 def attention_maps(config) -> int:
@@ -50,8 +75,8 @@ def add_prompt(model: nn.Module, num_tokens: int = 20, per_token: bool = False) 
     _check(encoder, num_tokens)
     freeze_encoder(model)
     w = next(encoder.parameters())
-    encoder.prompt = nn.Parameter(torch.empty(num_tokens, encoder.config.embedding_dim, device=w.device,
-                                              dtype=w.dtype))
+    attach(encoder, "prompt", nn.Parameter(torch.empty(num_tokens, encoder.config.embedding_dim, device=w.device,
+                                                       dtype=w.dtype)))
     if w.device.type != "meta":
         nn.init.normal_(encoder.prompt)
     return [model.base_model_prefix + ".prompt"]
@@ -64,8 +89,8 @@ def add_prefix(model: nn.Module, num_tokens: int = 20) -> list[str]:
     _check(encoder, num_tokens)
     freeze_encoder(model)
     c, w = encoder.config, next(encoder.parameters())
-    encoder.prefix = nn.Parameter(torch.empty(num_tokens, 2 * attention_maps(c) * c.hidden_size,
-                                              device=w.device, dtype=w.dtype))
+    attach(encoder, "prefix", nn.Parameter(torch.empty(num_tokens, 2 * attention_maps(c) * c.hidden_size,
+                                                       device=w.device, dtype=w.dtype)))
     if w.device.type != "meta":
         nn.init.normal_(encoder.prefix)
     return [model.base_model_prefix + ".prefix"]

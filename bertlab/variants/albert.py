@@ -148,7 +148,7 @@ class AlbertModel(nn.Module):
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertTransformer(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)  # tanh after it, as BERT's
-        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
+        self.virtual = None  # a hook adding virtual tokens to the inputs (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,

@@ -112,7 +112,7 @@ class DistilBertModel(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.transformer = Transformer(config)
-        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
+        self.virtual = None  # a hook adding virtual tokens to the inputs (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,

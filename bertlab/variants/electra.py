@@ -48,7 +48,7 @@ class ElectraModel(nn.Module):
         if config.embedding_dim != config.hidden_size:
             self.embeddings_project = nn.Linear(config.embedding_dim, config.hidden_size)
         self.encoder = BertEncoder(config)
-        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
+        self.virtual = None  # a hook adding virtual tokens to the inputs (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,

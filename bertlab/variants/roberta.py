@@ -16,8 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import BertConfig
-from ..model import (ACT, BertEmbeddings, BertEncoder, BertModel, BertOutput, BertPooler, init_weights,
-                     pretraining_heads)
+from ..model import ACT, BertEmbeddings, BertModel, BertOutput, init_weights, pretraining_heads
 
 
 def position_ids(input_ids, pad_token_id: int, past: int = 0):
@@ -51,15 +50,7 @@ class RobertaEmbeddings(BertEmbeddings):
 
 class RobertaModel(BertModel):
     """BertModel (same forward, encoder, pooler) with RoBERTa's embeddings."""
-
-    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
-        nn.Module.__init__(self)
-        self.config = config
-        self.embeddings = RobertaEmbeddings(config)
-        self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config) if add_pooling_layer else None
-        self.prompt = self.prefix = None  # prompt / prefix tuning's vectors (bertlab.methods.virtual)
-        self.apply(lambda m: init_weights(m, config))
+    Embeddings = RobertaEmbeddings
 
 
 class RobertaLMHead(nn.Module):

@@ -373,7 +373,7 @@ def build(picker: gr.Dropdown) -> None:
                         form("text_column", help=False)
                         form.add("hub_name", gr.Textbox(label="Hugging Face dataset (when online)", max_length=200,
                                                         placeholder="stanfordnlp/imdb"))
-                        form("max_docs", help=False, info="0: all of them")
+                        form("max_docs", help=False, label="Use the first N documents (0 = all)")
             with gr.Row():
                 form("max_len", help=False, maximum=512)
                 form("batch_size", help=False, maximum=1024)

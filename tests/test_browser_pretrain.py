@@ -90,7 +90,7 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
                     assert (a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or
                             a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"]), (a, b)
         start_from = ptab.get_by_label("Start from").bounding_box()
-        bf16 = ptab.get_by_text("bfloat16 where the CPU").bounding_box()
+        bf16 = ptab.get_by_text("bfloat16 where the hardware").bounding_box()
         assert start_from["width"] >= 250 and bf16["width"] >= 250, ("squeezed on a phone", start_from, bf16)
         for _ in range(20):  # the run redraws the charts every tick: a label caught mid-redraw has no size yet
             ticks = _boxes(phone, "#pretrain-plot .xtick text")

@@ -46,7 +46,7 @@ def recipe_spec(race: RaceSpec, name: str, **kw) -> PretrainSpec:
         own["embedding_size"] = H
     base = dict(preset=race.preset if own["arch"] == "bert" else "tiny", layers=L, hidden=H, heads=A,
                 intermediate=4 * H, corpus=race.corpus, max_docs=race.max_docs, max_len=race.max_len,
-                batch_size=race.batch_size, lr=race.lr, warmup=0.05, dropout=0.0, seed=race.seed,
+                batch_size=race.batch_size, lr=race.lr, seed=race.seed,
                 eval_batches=8, eval_early=0, keep_last=1, device=race.device, bf16=race.bf16)
     return PretrainSpec(**{**base, **own, **kw})
 

@@ -75,7 +75,7 @@ def run_spec(spec: ScalingSpec, shape: tuple[int, int, int], tokens: float) -> P
     return PretrainSpec(arch="bert", preset="tiny", layers=L, hidden=H, heads=A, intermediate=4 * H,
                         vocab_size=spec.vocab_size, corpus=spec.corpus, max_docs=spec.max_docs, max_len=spec.max_len,
                         objective="mlm", batch_size=spec.batch_size, eval_batches=spec.eval_batches, steps=steps,
-                        lr=spec.lr, warmup=0.05, dropout=0.0, seed=spec.seed, threads=spec.threads, bf16=spec.bf16,
+                        lr=spec.lr, seed=spec.seed, threads=spec.threads, bf16=spec.bf16,
                         device=spec.device,
                         eval_every=max(1, -(-steps // 2)), eval_early=steps, save_every=steps, keep_last=1,
                         log_every=max(1, steps // 50))

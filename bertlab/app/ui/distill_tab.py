@@ -195,7 +195,7 @@ def form_spec(teacher=None, layers=None, steps=300, **weights) -> DistillSpec:
     hub = is_hub_id(teacher) and not teacher.startswith("run: ") and not Path(teacher).expanduser().exists()
     where = "default" if folder == DEFAULT_MODEL_DIR else teacher.strip() if hub else str(folder)
     return DistillSpec(**{**BASE, **schedule(steps)}, teacher=where, layers=n, steps=steps, **weights,
-                       max_docs=data_docs(steps), warmup=0.05, threads=lim.job_threads)
+                       max_docs=data_docs(steps), threads=lim.job_threads)
 
 
 # ---- what a run shows ---------------------------------------------------------------------------------

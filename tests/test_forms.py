@@ -121,3 +121,13 @@ def test_a_form_filling_handler_that_changes_nothing_says_so_in_a_way_gradio_tak
         if isinstance(out, dict) and out != gr.skip():
             assert set(out) <= set(block_fn.outputs) and len(out) > 5, (name, args)
         asyncio.run(demo.postprocess_data(block_fn, out, None))  # what Gradio does with it: no ValueError
+
+
+def test_an_api_caller_may_leave_out_any_spec_field(demo):
+    """Every spec field a form shows has a default in the API (a text box whose field may be None was
+    'required' to gradio_client: a Fine-tune call without pair_column failed)."""
+    info = demo.get_api_info()["named_endpoints"]
+    for api, spec_cls in (("/pretrain_start", PretrainSpec), ("/finetune_start", FinetuneSpec),
+                          ("/finetune_compare", FinetuneSpec)):
+        required = [p["parameter_name"] for p in info[api]["parameters"] if not p["parameter_has_default"]]
+        assert not set(required) & set(spec_cls.__dataclass_fields__), (api, required)

@@ -84,8 +84,9 @@ class Form:
                 args["minimum"] = 0
             if cls is gr.Number and kind == "int":
                 args["precision"] = 0
-        if cls is gr.Textbox:
+        if cls is gr.Textbox:  # empty, not None: an API caller may leave it out (read() gives None back)
             args["max_length"] = 200
+            args["value"] = "" if args["value"] is None else args["value"]
         args.update(kw)
         return self.add(name, cls(elem_id=args.pop("elem_id", f"{self.prefix}-{name.replace('_', '-')}"), **args))
 

@@ -59,9 +59,8 @@ def main() -> None:
         from bertlab.app.jobs import JobManager
         from bertlab.app.ui import pretrain_tab
         recipe = next(iter(pretrain_tab.RECIPES))
-        p, L, H, A, I, T, B, steps, lr, mask, obj, drop = pretrain_tab.recipe_fields(recipe)
-        spec = pretrain_tab.form_spec(p, L, H, A, I, 8192, pretrain_tab.SCRATCH, pretrain_tab.CORPORA[0], None, "text",
-                                      "", 0, T, B, 100_000 // 50, lr, mask, obj, False, drop)
+        spec = pretrain_tab.form_spec(**{**pretrain_tab.recipe_values(recipe), "steps": 100_000 // 50,
+                                         "max_docs": None, "bf16": False})  # every document: a long first phase
         mgr = JobManager(runs)
         mgr.start("busy", spec)
         while mgr.status("busy")["state"] != "running":  # past data preparation: the trainer is stepping

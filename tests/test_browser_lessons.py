@@ -78,7 +78,8 @@ def embeddings(p):
 
 def pretrain(p):
     """The recipe fills the form after the page opens: read the size once it is the recipe's shape."""
-    _, layers, hidden, *_ = pretrain_tab.recipe_fields(checks.PRETRAIN_RECIPE)
+    r = pretrain_tab.recipe_values(checks.PRETRAIN_RECIPE)
+    layers, hidden = r["layers"], r["hidden"]
     return _text(_panel(p).locator("#pretrain-size"), rf"\(([\d,]+)\) in {layers} layers of width {hidden};").group(1)
 
 

@@ -131,3 +131,16 @@ def test_an_api_caller_may_leave_out_any_spec_field(demo):
                           ("/finetune_compare", FinetuneSpec)):
         required = [p["parameter_name"] for p in info[api]["parameters"] if not p["parameter_has_default"]]
         assert not set(required) & set(spec_cls.__dataclass_fields__), (api, required)
+
+
+def test_a_handler_taking_its_form_by_name_refuses_an_unknown_name():
+    """**form would swallow a misspelt field: the handlers say it, as one message."""
+    from bertlab.app.ui import architecture_tab, distill_tab, scaling_tab
+    with pytest.raises(ValueError, match="unknown field 'stpes'"):
+        forms.check_names({"stpes": 1}, ("steps",))
+    with pytest.raises(gr.Error, match="unknown field 'batchsize'"):
+        scaling_tab.calculate(batchsize=8)
+    with pytest.raises(gr.Error, match="unknown field 'layer'"):
+        architecture_tab.compute(layer=2)
+    with pytest.raises(ValueError, match="unknown field 'alpha'"):
+        distill_tab.form_spec(alpha=1.0)

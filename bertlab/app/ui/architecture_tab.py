@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from ...analysis import sizing
 from ...config import MODEL_TYPES, BertConfig, preset, preset_names
 from ...family import NAMES
-from . import architecture_variants, common, links, models
+from . import architecture_variants, common, forms, links, models
 from .common import MODEL_ERRORS, load_model, mistakes, wire
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
@@ -120,9 +120,7 @@ def make_config(family="bert", **shape) -> BertConfig:
     (RoBERTa's single token type and pad id, ALBERT's activation, ...) from its first preset; ValueError
     names the field."""
     family = _family(family)
-    unknown = set(shape) - set(SHAPE)
-    if unknown:
-        raise ValueError(f"unknown field {sorted(unknown)[0]!r:.40}: the shape is {', '.join(SHAPE)}")
+    forms.check_names(shape, SHAPE, "the shape")
     kw = {field: _whole(shape.get(name), label, field, cap) for name, (label, field, cap) in zip(SHAPE, FIELDS)}
     kw |= {field: _whole(shape.get(name, empty), label, field, cap, empty)
            for name, (label, field, cap, empty) in zip(SHAPE[len(FIELDS):], EXTRA)}
@@ -333,9 +331,7 @@ def compute(**form):
     """Everything the tab shows: (summary, params chart, memory chart, FLOPs chart, table, card, JSON) for
     the form (INPUTS by name; `choice`: the model picked at the top)."""
     with mistakes(ValueError, TypeError, OverflowError):
-        unknown = set(form) - set(INPUTS)
-        if unknown:
-            raise ValueError(f"unknown field {sorted(unknown)[0]!r:.40}: the form takes {', '.join(INPUTS)}")
+        forms.check_names(form, INPUTS)
         batch, seq_len, choice = form.get("batch"), form.get("seq_len"), form.get("choice")
         c = make_config(form.get("family") or "bert", **{k: form[k] for k in SHAPE if k in form})
         batch = max(1, int(batch or 1))

@@ -182,9 +182,7 @@ def form_spec(teacher=None, layers=None, steps=300, **weights) -> DistillSpec:
     loss weights, DistillSpec's own) as a DistillSpec, checked here so that a mistake shows at once, not
     in a log."""
     lim, teacher = limits(), teacher or models.DEFAULT
-    unknown = set(weights) - set(WEIGHTS)
-    if unknown:
-        raise ValueError(f"unknown setting {sorted(unknown)[0]!r:.40}: the form takes {', '.join(WEIGHTS)}")
+    forms.check_names(weights, WEIGHTS, "the form's advanced part")
     c = teacher_config(teacher)
     n, steps = student_layers(layers, c), check_steps(steps)
     if (s := sizing.param_counts(student_config(c, n))["total"]) > lim.max_params:

@@ -2,7 +2,6 @@
 needs, and the form read into a FinetuneSpec (checked against this server's caps)."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import gradio as gr
@@ -89,16 +88,13 @@ def kind_of(task, problem="auto") -> str:
 
 # Spec fields the server sets, never a visitor.
 SERVER = ("device", "threads", "log_every")
-# what the form reads by name besides the spec's fields
-OWN = ("upload",)
 
 
 def spec_fields(form: dict) -> dict:
     """The form's spec fields by name: none of the server's; a choice given by its label (an older API
     caller) read as its key; gradual unfreezing only with full fine-tuning (its box is hidden for the
     others); the task and the model (the picker at the top of the page) are read by form_spec."""
-    known = {f.name for f in dataclasses.fields(FinetuneSpec)}
-    v = {k: x for k, x in forms.read(FinetuneSpec, form).items() if k in known and k not in (*SERVER, "task", "model")}
+    v = forms.spec_fields(FinetuneSpec, form, exclude=(*SERVER, "task", "model"))
     v["method"] = method_of(v.get("method"))
     if "lora_targets" in v:
         v["lora_targets"] = tuple(_key(TARGET_LABELS, t, t) for t in v["lora_targets"] or ())

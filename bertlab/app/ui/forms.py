@@ -49,6 +49,20 @@ def read(spec: type[Spec], values: dict) -> dict:
     return out
 
 
+def spec_fields(spec: type[Spec], values: dict, exclude=()) -> dict:
+    """The spec's own fields among a form's values (read as above), but those in `exclude` (the
+    server's, or those the tab reads itself)."""
+    known = {f.name for f in fields(spec)}
+    return {k: v for k, v in read(spec, values).items() if k in known and k not in exclude}
+
+
+def check_names(given, allowed, what: str = "the form") -> None:
+    """A form taken by name (**form) says a name it does not know, instead of ignoring a typo."""
+    unknown = set(given) - set(allowed)
+    if unknown:
+        raise ValueError(f"unknown field {sorted(unknown)[0]!r:.40}: {what} takes {', '.join(allowed)}")
+
+
 class Form:
     """The widgets of one spec's fields (and a tab's own inputs, such as an upload) on a page."""
 
@@ -96,9 +110,6 @@ class Form:
             raise ValueError(f"{name} is on the form twice")
         self.widgets[name] = widget
         return widget
-
-    def shows(self, name: str) -> bool:
-        return name in self.widgets
 
     def rest(self, hide: tuple[str, ...] = (), **overrides: dict) -> list[str]:
         """A widget for each number, yes/no or choice field not placed yet and not hidden (the server's

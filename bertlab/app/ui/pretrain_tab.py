@@ -145,8 +145,7 @@ def _model_arch(folder) -> str:
 def _spec_fields(form: dict) -> dict:
     """The form's spec fields: none of the server's; choices given by their label (older API callers)
     read as their value; ELECTRA's two boxes (hidden for the others) only for ELECTRA."""
-    known = {f.name for f in dataclasses.fields(PretrainSpec)}
-    v = {k: x for k, x in forms.read(PretrainSpec, form).items() if k in known and k not in SERVER and k != "corpus"}
+    v = forms.spec_fields(PretrainSpec, form, exclude=(*SERVER, "corpus"))
     v["arch"] = ARCHS.get(v.get("arch", "bert"), v.get("arch", "bert"))
     if "objective" in v:
         v["objective"] = OBJECTIVES.get(v["objective"], v["objective"])

@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 from ...analysis import compute
 from ...analysis.sizing import humanize
 from ...config import PRESETS, preset
-from . import common, links, scaling_memory, scaling_sweep
-from .common import mistakes, user_error, wire
+from . import common, forms, links, scaling_memory, scaling_sweep
+from .common import mistakes, wire
 
 EXPLAIN = """**What does pre-training cost?** Each token meets every weight once forward (a multiply and
 an add: 2 FLOPs) and twice backward (4 more), so compute is about **6 FLOPs per parameter per
@@ -148,9 +148,8 @@ INPUTS = ("model", "steps", "batch", "seq_len", "n_tokens", "accelerator", "dtyp
 def calculate(**form):
     """(summary, table, formulas, chart, JSON) for the form: INPUTS by name, and `picker` (the model
     picked at the top, for the model box's "picked" choice)."""
-    unknown = set(form) - {*INPUTS, "picker"}
-    if unknown:
-        raise user_error(f"unknown field {sorted(unknown)[0]!r:.40}: the calculator takes {', '.join(INPUTS)}")
+    with mistakes(ValueError):
+        forms.check_names(form, (*INPUTS, "picker"), "the calculator")
     model, steps, batch, seq_len, n_tokens, accelerator, dtype, utilization, count, flops_per_second, price, \
         budget = (form.get(k) for k in INPUTS)
     picker = form.get("picker")

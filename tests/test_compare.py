@@ -41,9 +41,24 @@ def tiny(tmp_path_factory, vocab_tokenizer):
                         threads=1)
 
 
+def test_a_comparison_is_a_kind_of_its_own_and_older_folders_read_as_one(tiny, tmp_path):
+    from bertlab.train.kinds import KINDS, listed_in
+    from bertlab.train.runs import Run
+    spec = compare_spec(tiny, ["frozen", "lora"], 1)
+    assert spec.to_dict()["kind"] == "compare" and KINDS["compare"].spec is CompareSpec
+    assert listed_in("finetune") == {"finetune", "compare"} and listed_in("pretrain") == {"pretrain"}
+    old = tmp_path / "old"  # written before: kind "finetune" with the comparison's keys
+    old.mkdir()
+    (old / "spec.json").write_text(json.dumps({**spec.to_dict(), "kind": "finetune"}), encoding="utf-8")
+    assert Run(old).kind == "compare" and Run(old).spec() == spec and spec_of(old) == spec
+    plain = tmp_path / "plain"
+    Run(plain).write_spec(tiny)
+    assert Run(plain).kind == "finetune" and spec_of(plain) is None
+
+
 def test_the_spec_keeps_each_methods_default_learning_rate(tiny):
     spec = compare_spec(tiny, ["frozen", "lora"], 2)
-    assert spec.lr is None and spec.KIND == "finetune" and spec.runs() == [("frozen", 0), ("frozen", 1), ("lora", 0),
+    assert spec.lr is None and spec.KIND == "compare" and spec.runs() == [("frozen", 0), ("frozen", 1), ("lora", 0),
                                                                             ("lora", 1)]
     assert spec.run_spec("lora", 1).lr == FinetuneSpec.DEFAULT_LR["lora"] and spec.run_spec("lora", 1).seed == 1
     assert compare_spec(tiny.replace(lr=1e-3), ["frozen", "lora"], 1).run_spec("frozen", 0).lr == 1e-3

@@ -41,9 +41,9 @@ def test_names_and_arguments_are_checked(tmp_path):
             mgr.start(bad, PretrainSpec())
     with pytest.raises(ValueError, match="bad run name"):
         mgr.status("../etc")
-    with pytest.raises(ValueError, match="a job is a pretrain, finetune, race, distill or scaling spec"):
+    with pytest.raises(ValueError, match="a job is a pretrain, finetune, compare, race, distill or scaling spec"):
         mgr.start("ok", ["--out", "elsewhere"])  # flags are no job: a spec is
-    with pytest.raises(ValueError, match="a job is a pretrain, finetune, race, distill or scaling spec"):
+    with pytest.raises(ValueError, match="a job is a pretrain, finetune, compare, race, distill or scaling spec"):
         mgr.start("ok", ProbeSpec())
     with pytest.raises(ValueError, match="nothing to resume"):
         mgr.resume("ok")

@@ -229,7 +229,7 @@ def cmd_run(a) -> int:
     A failure before training starts (bad corpus, bad task) is written to status.json for the UI."""
     run = runs.Run(a.dir)
     try:
-        spec = spec_of(run.path) or run.spec()
+        spec = run.spec()
         if spec is None:
             raise ValueError(f"{a.dir}: no spec.json, so this is not a run folder")
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

@@ -9,7 +9,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..analysis import classify
-from ..train.compare import CompareSpec, spec_of
+from ..train.compare import spec_of
+from ..train.specs import CompareSpec
 from ..train.loop import resolve_device
 
 

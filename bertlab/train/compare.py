@@ -8,8 +8,8 @@ that is the model, the data, the optimizer's state and the activations. Before t
 method trains a few timed steps (the run's own code, in one child): steps x time a step, plus the
 loading and evaluating that trial measured, is the ETA, corrected as real runs finish.
 
-A comparison is a folder: spec.json (a fine-tune spec with two more keys, `methods` and `seeds`, so the
-job manager runs it as one fine-tune job), <method>-seed<N>/ (the runs), parts/<method>-seed<N>.json
+A comparison is a folder: spec.json (kind "compare": a fine-tune spec with two more keys, `methods` and
+`seeds`; the job manager runs it as one job, listed with the fine-tune runs), <method>-seed<N>/ (the runs), parts/<method>-seed<N>.json
 (each ended run's measurements: finished ones are reused, so a stopped comparison resumes after them),
 trials.json, results.json and table.md.
 """
@@ -20,7 +20,7 @@ import os
 import shutil
 import statistics
 import time
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -28,47 +28,13 @@ import torch
 from . import runs
 from .compare_child import run_child, trial_child
 from .compare_report import BLURB, minutes, results, run_headline, table_md
-from .spec_base import between, opt
-from .specs import FinetuneSpec
+from .specs import CompareSpec, FinetuneSpec
 
 METHODS = FinetuneSpec.METHODS
 TRIAL_STEPS = 6  # timed steps per method before the comparison (the first is left out: warm-up)
 PARTS, TRIALS, RESULTS, TABLE = "parts", "trials.json", "results.json", "table.md"
 # a run's settings that may differ from a finished run's and still reuse it
 REUSE_IGNORES = ("threads", "log_every", "device", "bf16")
-
-
-@dataclass
-class CompareSpec(FinetuneSpec):
-    """A comparison: the fine-tuning settings every method shares, the methods and the seeds. Its KIND
-    stays "finetune" (spec.json is a fine-tune spec with two more keys), so the job manager, the run
-    lists and `python -m bertlab run` take it as one fine-tuning job; `lr` None = each method's default."""
-    methods: tuple[str, ...] = opt(METHODS, "methods to compare: " + " ".join(METHODS))
-    seeds: int = opt(1, "runs per method, with seeds seed, seed + 1, ... (the table gives mean and spread)",
-                     between(1, 10))
-
-    def check(self) -> None:
-        lr = self.lr
-        bad = [m for m in self.methods if m not in METHODS]
-        if bad or not self.methods or len(set(self.methods)) != len(self.methods):
-            raise ValueError(f"methods must be distinct names from {', '.join(METHODS)}; got "
-                             f"{', '.join(self.methods) or 'none'}")
-        self.method = self.methods[0]
-        saved, self.gradual_unfreeze = self.gradual_unfreeze, False  # full's option: checked per method
-        super().check()
-        self.lr, self.gradual_unfreeze = lr, saved
-
-    def base(self) -> FinetuneSpec:
-        return FinetuneSpec(**{f.name: getattr(self, f.name) for f in fields(FinetuneSpec)})
-
-    def run_spec(self, method: str, seed: int) -> FinetuneSpec:
-        """One run's spec: the shared settings, this method (at its default learning rate unless one was
-        given) and this seed; gradual unfreezing only where it applies (full)."""
-        return FinetuneSpec(**{**{f.name: getattr(self, f.name) for f in fields(FinetuneSpec)}, "method": method,
-                               "seed": seed, "gradual_unfreeze": self.gradual_unfreeze and method == "full"})
-
-    def runs(self) -> list[tuple[str, int]]:
-        return [(m, self.seed + i) for m in self.methods for i in range(self.seeds)]
 
 
 def compare_spec(base: FinetuneSpec, methods, seeds: int) -> CompareSpec:
@@ -83,7 +49,7 @@ def compare_spec(base: FinetuneSpec, methods, seeds: int) -> CompareSpec:
 def spec_of(folder: str | os.PathLike) -> CompareSpec | None:
     """The comparison a folder holds, or None when it is not one."""
     d = runs.Run(folder).spec_dict()
-    return CompareSpec.from_dict(d) if d and "methods" in d and d.get("kind") == "finetune" else None
+    return CompareSpec.from_dict(d) if d and d.get("kind") == CompareSpec.KIND else None
 
 
 def run_name(method: str, seed: int) -> str:
@@ -129,7 +95,7 @@ def compare(out_dir, methods, seeds: int, base_spec: FinetuneSpec, log=print, st
 def run_compare(out_dir, spec: CompareSpec, log=print, stop_event=None, callbacks=(),
                 trial_steps: int = TRIAL_STEPS) -> dict:
     out = Path(out_dir)
-    if (old := runs.Run(out).spec_dict()) is not None and "methods" not in old:
+    if (old := runs.Run(out).spec_dict()) is not None and old.get("kind") != CompareSpec.KIND:
         raise ValueError(f"{out.name} holds a {old.get('kind', 'training')} run, not a comparison: pick another folder")
     out.mkdir(parents=True, exist_ok=True)
     runs.clear_stop(out)  # a Stop asked of an earlier sitting is spent

@@ -312,6 +312,8 @@ class Run:
     def spec_dict(self) -> dict | None:
         """spec.json, or what an older run wrote (pretrain.json + train_args.json, finetune.json)."""
         if (d := read_json(self.path / SPEC)) is not None:
+            if d.get("kind") == "finetune" and "methods" in d:  # a comparison before it was a kind of its own
+                d["kind"] = "compare"
             return d
         if (old := read_json(self.path / LEGACY["pretrain"])) is not None:
             return legacy_pretrain(old, read_args(self.path))

@@ -4,7 +4,7 @@ follow from these fields, so adding an option means adding a field and the code 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from .. import family
@@ -224,6 +224,39 @@ class FinetuneSpec(Spec):
 
 
 @dataclass
+class CompareSpec(FinetuneSpec):
+    """A comparison: the fine-tuning settings every method shares, the methods and the seeds, trained one
+    run after another by train/compare.py. `lr` None = each method's default."""
+    KIND: ClassVar[str] = "compare"
+    methods: tuple[str, ...] = opt(METHOD_NAMES, "methods to compare: " + " ".join(METHOD_NAMES))
+    seeds: int = opt(1, "runs per method, with seeds seed, seed + 1, ... (the table gives mean and spread)",
+                     between(1, 10))
+
+    def check(self) -> None:
+        lr = self.lr
+        bad = [m for m in self.methods if m not in METHOD_NAMES]
+        if bad or not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods must be distinct names from {', '.join(METHOD_NAMES)}; got "
+                             f"{', '.join(self.methods) or 'none'}")
+        self.method = self.methods[0]
+        saved, self.gradual_unfreeze = self.gradual_unfreeze, False  # full's option: checked per method
+        super().check()
+        self.lr, self.gradual_unfreeze = lr, saved
+
+    def base(self) -> FinetuneSpec:
+        return FinetuneSpec(**{f.name: getattr(self, f.name) for f in fields(FinetuneSpec)})
+
+    def run_spec(self, method: str, seed: int) -> FinetuneSpec:
+        """One run's spec: the shared settings, this method (at its default learning rate unless one was
+        given) and this seed; gradual unfreezing only where it applies (full)."""
+        return FinetuneSpec(**{**{f.name: getattr(self, f.name) for f in fields(FinetuneSpec)}, "method": method,
+                               "seed": seed, "gradual_unfreeze": self.gradual_unfreeze and method == "full"})
+
+    def runs(self) -> list[tuple[str, int]]:
+        return [(m, self.seed + i) for m in self.methods for i in range(self.seeds)]
+
+
+@dataclass
 class ProbeSpec(Spec):
     """Per-layer probes of a model's frozen vectors, each with its control task."""
     KIND: ClassVar[str] = "probe"
@@ -385,8 +418,8 @@ class ScalingSpec(Spec):
             raise ValueError(f"tokens must be from 100 to 1e11 per run, got {bad[0]:g}")
 
 
-KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, ProbeSpec, RaceSpec, DistillSpec,
-                                                    ScalingSpec)}
+KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, CompareSpec, ProbeSpec, RaceSpec,
+                                                    DistillSpec, ScalingSpec)}
 
 
 def spec_from_dict(d: dict) -> Spec:

@@ -7,7 +7,8 @@ from dataclasses import fields
 
 import gradio as gr
 
-from ...train.compare import PARTS, CompareSpec, current_results, run_name, spec_of
+from ...train.compare import PARTS, current_results, run_name, spec_of
+from ...train.specs import CompareSpec
 from ...train.compare_report import headline, metric_keys, table_cells
 from ...train.specs import FinetuneSpec
 from ..jobs import check_name

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from ...train.kinds import listed_in
 from ...train.runs import list_runs
 from .. import classroom, jobs
 from . import common
@@ -165,8 +166,9 @@ def wire_run_view(kind, session, watch, overlay, timer, view, outs, shown=None) 
 
 
 def runs_of(kind: str) -> list[str]:
-    """Run names of one kind (pretrain or finetune), newest first."""
-    return [r.name for r in list_runs(manager().root) if valid(r.name) and r.kind == kind]
+    """Run names a tab of `kind` lists (fine-tune: comparisons too), newest first."""
+    kinds = listed_in(kind)
+    return [r.name for r in list_runs(manager().root) if valid(r.name) and r.kind in kinds]
 
 
 def _mine(st: dict, owner) -> bool:
@@ -177,7 +179,8 @@ def _mine(st: dict, owner) -> bool:
 def my_last_run(owner: str, kind: str) -> dict | None:
     """The status of what a reloaded page shows again: this browser's newest queued or running job,
     else its newest ended run."""
-    rows = [st for st in manager().list() if st.get("kind") == kind and _mine(st, owner)]
+    kinds = listed_in(kind)
+    rows = [st for st in manager().list() if st.get("kind") in kinds and _mine(st, owner)]
     return next((st for st in rows if is_live(st)), rows[0] if rows else None)
 
 

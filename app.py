@@ -15,26 +15,12 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
 from bertlab.app.limits import app_device, device_label, limits  # noqa: E402
-from bertlab.app.ui import (  # noqa: E402
-    architecture_tab,
-    attention_tab,
-    distill_tab,
-    embeddings_tab,
-    fill_mask_tab,
-    finetune_tab,
-    jobs_ui,
-    lessons_tab,
-    links,
-    masking_tab,
-    models,
-    nsp_tab,
-    pretrain_tab,
-    probe_tab,
-    race_tab,
-    scaling_tab,
-    tokenize_tab,
-)
-from bertlab.app.ui.common import MODEL_ERRORS, quiet_gradio_checks, redraw_open_tab_only, said, user_error, warn  # noqa: E402
+from bertlab.app.ui.labs import architecture_tab, probe_tab, scaling_tab  # noqa: E402
+from bertlab.app.ui.lessons import lessons_tab  # noqa: E402
+from bertlab.app.ui.shared import links, models  # noqa: E402
+from bertlab.app.ui.shared.common import MODEL_ERRORS, quiet_gradio_checks, redraw_open_tab_only, said, user_error, warn  # noqa: E402
+from bertlab.app.ui.text import attention_tab, embeddings_tab, fill_mask_tab, masking_tab, nsp_tab, tokenize_tab  # noqa: E402
+from bertlab.app.ui.training import distill_tab, finetune_tab, jobs_ui, pretrain_tab, race_tab  # noqa: E402
 
 INTRO = """# bertlab
 See BERT work on your own sentences. The **Lessons** lead through the tabs from left to right: how

@@ -28,7 +28,8 @@ PLAIN = TEXT.replace("[MASK]", "great")
 
 
 def handlers():
-    from bertlab.app.ui import attention_tab, fill_mask_tab, models, nsp_tab
+    from bertlab.app.ui.shared import models
+    from bertlab.app.ui.text import attention_tab, fill_mask_tab, nsp_tab
     d = models.DEFAULT
     return {
         "fill_mask": lambda: fill_mask_tab.predict(TEXT, 5, False, d),
@@ -40,7 +41,7 @@ def handlers():
 def server_side(reps: int) -> dict[str, float]:
     import torch
 
-    from bertlab.app.ui import models
+    from bertlab.app.ui.shared import models
     torch.set_num_threads(2)
     model, tok = models.get(models.DEFAULT)
     print(f"input: {len(tok.encode(PLAIN).ids)} tokens")

@@ -57,7 +57,7 @@ def main() -> None:
         idle = latencies(client, a.calls)
         print(f"no job:      {summary(idle)}")
         from bertlab.app.jobs import JobManager
-        from bertlab.app.ui import pretrain_tab
+        from bertlab.app.ui.training import pretrain_tab
         recipe = next(iter(pretrain_tab.RECIPES))
         spec = pretrain_tab.form_spec(**{**pretrain_tab.recipe_values(recipe), "steps": 100_000 // 50,
                                          "max_docs": None, "bf16": False})  # every document: a long first phase

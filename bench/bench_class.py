@@ -210,7 +210,8 @@ def load(url, students, seconds, burst, think) -> tuple[list, float]:
 def where_time_goes(url, reps=21) -> dict:
     """Median ms of one fill-mask: model only, the tab's handler in-process, one idle HTTP client."""
     from bertlab.analysis.predict import fill_mask
-    from bertlab.app.ui import fill_mask_tab, models
+    from bertlab.app.ui.shared import models
+    from bertlab.app.ui.text import fill_mask_tab
     model, tok = models.get(models.DEFAULT)
     c, text = Browser(url, parameter_names(url)), MASKED[-1]
     calls = {"model (analysis.predict.fill_mask)": lambda: fill_mask(model, tok, text, top_k=5),

@@ -6,7 +6,8 @@ import torch
 
 from bertlab.app import jobs
 from bertlab.app.limits import app_device, device_label
-from bertlab.app.ui import jobs_ui, models, pretrain_tab
+from bertlab.app.ui.shared import models
+from bertlab.app.ui.training import jobs_ui, pretrain_tab
 from bertlab.train import runs
 from bertlab.train.specs import DistillSpec, FinetuneSpec, PretrainSpec, RaceSpec, ScalingSpec
 

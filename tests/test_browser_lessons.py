@@ -7,7 +7,8 @@ import pytest
 from browser import DESKTOP, PHONE, SHOTS, chromium_page
 
 from bertlab.app.lessons import LESSONS, checks
-from bertlab.app.ui import links, pretrain_tab
+from bertlab.app.ui.shared import links
+from bertlab.app.ui.training import pretrain_tab
 
 TITLES = {key: title for title, key in links.KEYS.items()}
 

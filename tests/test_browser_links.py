@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 import pytest
 from browser import DESKTOP, PHONE, SHOTS, box, chromium_page
 
-from bertlab.app.ui.links import url
+from bertlab.app.ui.shared.links import url
 
 # Every trace of a panel's plotly figures: its x, y and z (typed arrays made plain, rounded) and titles
 FIGURES = """root => [...root.querySelectorAll('.js-plotly-plot')].map(gd => ({

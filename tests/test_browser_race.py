@@ -8,8 +8,8 @@ from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit, serving
 from browser import box as rect
 from test_ui_race import fake_race
 
-from bertlab.app.ui import race_tab
-from bertlab.app.ui.train_charts import RACE_STYLE
+from bertlab.app.ui.training import race_tab
+from bertlab.app.ui.training.train_charts import RACE_STYLE
 from bertlab.train.specs import RECIPES
 
 THREADS = "3"  # the server lends a job 3 threads: side by side takes at most 3 recipes

@@ -74,7 +74,7 @@ def test_every_students_runs_are_listed_ranked_and_tell_no_secrets(mgr):
     for secret in (ANN, BOB, CAT, str(root), str(root.parent)):
         assert secret not in text
 
-    from bertlab.app.ui import class_view
+    from bertlab.app.ui.training import class_view
     fig, table = class_view.view()
     names = [t.name for t in fig.data if t.showlegend]
     assert "&lt;b&gt;Bob&lt;/b&gt; &amp; &lt;script&gt;x&lt;/script&gt; · bob-1" in names and "<b>" not in str(names)
@@ -300,7 +300,7 @@ def test_the_command_line_ranks_and_clears(tmp_path, monkeypatch, capsys):
 def test_the_pretrain_form_puts_the_students_name_on_the_run(mgr, monkeypatch):
     import gradio as gr
 
-    from bertlab.app.ui import pretrain_tab
+    from bertlab.app.ui.training import pretrain_tab
 
     def launch(job):  # the folder and job.json as _launch writes them, without a training process
         runs.Run(mgr.root / job.name).write_spec(job.spec)

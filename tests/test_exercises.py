@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.analysis import draw_score, head_finder as hf, sizing
-from bertlab.config import BertConfig, MODEL_TYPES, preset, preset_names
+from bertlab.analysis import draw_score, sizing
+from bertlab.analysis import head_finder as hf
+from bertlab.config import MODEL_TYPES, BertConfig, preset, preset_names
 from bertlab.data import head_set, masking_lab
 from bertlab.data.masking import KEPT, MASKED, NOT_SELECTED, RANDOM
 from bertlab.model import BertForPreTraining
@@ -218,7 +219,7 @@ def test_head_set_refuses_a_bad_file(tmp_path):
 
 # ---- the variants table -----------------------------------------------------------------------------
 def test_variants_table_is_the_size_model():
-    from bertlab.app.ui import architecture_variants as av
+    from bertlab.app.ui.labs import architecture_variants as av
     rows = av.variant_rows(128)
     assert [(r["family"], r["preset"]) for r in rows] == [(f, p) for f in MODEL_TYPES for p in preset_names(f)]
     for r in rows:

@@ -1,11 +1,12 @@
-"""The training forms are built from the specs (ui/forms.py): every spec field a form shows reaches the
+"""The training forms are built from the specs (ui/shared/forms.py): every spec field a form shows reaches the
 spec under its own name and survives spec.json, and a new spec field shows without touching a tab."""
 import json
 
 import gradio as gr
 import pytest
 
-from bertlab.app.ui import finetune_form, forms, pretrain_tab
+from bertlab.app.ui.shared import forms
+from bertlab.app.ui.training import finetune_form, pretrain_tab
 from bertlab.train.specs import FinetuneSpec, PretrainSpec
 
 # fields that belong to some members only: changed with a member that has them
@@ -135,7 +136,8 @@ def test_an_api_caller_may_leave_out_any_spec_field(demo):
 
 def test_a_handler_taking_its_form_by_name_refuses_an_unknown_name():
     """**form would swallow a misspelt field: the handlers say it, as one message."""
-    from bertlab.app.ui import architecture_tab, distill_tab, scaling_tab
+    from bertlab.app.ui.labs import architecture_tab, scaling_tab
+    from bertlab.app.ui.training import distill_tab
     with pytest.raises(ValueError, match="unknown field 'stpes'"):
         forms.check_names({"stpes": 1}, ("steps",))
     with pytest.raises(gr.Error, match="unknown field 'batchsize'"):

@@ -276,7 +276,7 @@ def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
 def test_teacher_page_ids(monkeypatch):
     from types import SimpleNamespace
 
-    from bertlab.app.ui import jobs_ui
+    from bertlab.app.ui.training import jobs_ui
     page = lambda q: SimpleNamespace(query_params=q)  # noqa: E731 -- what gr.Request offers here
     monkeypatch.delenv("BERTLAB_TEACHER_TOKEN", raising=False)
     plain = jobs_ui.browser_id(None, page({"teacher": "anything"}))
@@ -298,7 +298,7 @@ def test_teacher_ids_cannot_be_forged_and_token_guesses_are_limited(monkeypatch)
     from types import SimpleNamespace
 
     from bertlab.app import classroom
-    from bertlab.app.ui import jobs_ui
+    from bertlab.app.ui.training import jobs_ui
     now = [0.0]
     monkeypatch.setattr(classroom, "GUARD", classroom.Guard(per_client=3, overall=10, clock=lambda: now[0]))
     monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "s3cret")
@@ -319,7 +319,7 @@ def test_teacher_ids_cannot_be_forged_and_token_guesses_are_limited(monkeypatch)
 def test_a_reloaded_page_finds_its_last_run_and_its_comparison(tmp_path, monkeypatch):
     """jobs_ui.reopen: the newest live run of this browser, else its newest ended one (finished too),
     with the runs started together with it overlaid; a run picked while the page loaded stays."""
-    from bertlab.app.ui import jobs_ui
+    from bertlab.app.ui.training import jobs_ui
     from bertlab.train.specs import FinetuneSpec
     mgr = JobManager(tmp_path / "runs")
     monkeypatch.setattr(jobs, "_default", mgr)

@@ -146,7 +146,7 @@ def test_the_private_name_check_sees_both_forms(tmp_path):
 
 
 @pytest.mark.parametrize("module,expected", [("bertlab.model", "core"), ("bertlab.data.masking", "data"),
-                                             ("bertlab.app.ui.common", "app"), ("bertlab", "core")])
+                                             ("bertlab.app.ui.shared.common", "app"), ("bertlab", "core")])
 def test_layer_names(module, expected):
     assert layer(module) == expected
 

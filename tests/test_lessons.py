@@ -1,12 +1,13 @@
 """The lessons: each question's checker accepts what the live model answers (computed here another
 way) and refuses a wrong answer; answers are read tolerantly; every "Try it" link parses with
-ui/links.py against the app's own components; progress is kept and a right answer stays right."""
+ui/shared/links.py against the app's own components; progress is kept and a right answer stays right."""
 import pytest
 import torch
 
 from bertlab.app.lessons import LESSONS, answers
 from bertlab.app.lessons import checks as C
-from bertlab.app.ui import lessons_tab, links, models
+from bertlab.app.ui.lessons import lessons_tab
+from bertlab.app.ui.shared import links, models
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +116,9 @@ def test_embeddings_are_checked_against_the_last_layer(live):
 
 
 def test_sizes_are_checked_against_the_built_models(live):
-    import bertlab
     from transformers import AlbertConfig, AlbertModel
+
+    import bertlab
     c = C.pretrain_tab.model_config(C.PretrainSpec(**C.pretrain_tab.recipe_values(C.PRETRAIN_RECIPE)))
     n = sum(p.numel() for p in bertlab.BertForPreTraining(c).parameters())  # tied weights counted once
     assert ok("pretrain", f"{n:,}") and ok("pretrain", f"{n / 1e6:.2f}M") and ok("pretrain", f"{n + 1000:,}") is False

@@ -8,7 +8,7 @@ import gradio as gr
 import pytest
 from gradio.context import LocalContext
 
-from bertlab.app.ui import links
+from bertlab.app.ui.shared import links
 
 
 def _registry():
@@ -181,7 +181,7 @@ def test_every_try_it_link_of_the_lessons_is_valid(demo):
 def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
     """A browser does not fire .change for a tab it has not drawn yet: the Pre-train recipe must still
     fill the form, the Fine-tune method still show its own settings."""
-    from bertlab.app.ui import pretrain_tab
+    from bertlab.app.ui.training import pretrain_tab
     run = next(f for f in demo.fns.values() if f.name == "run_listeners")
     slot = {c._id: i for i, c in enumerate(run.outputs)}
     recipe = list(pretrain_tab.RECIPES)[1]
@@ -213,7 +213,7 @@ def test_a_tabs_opening_run_gives_way_to_what_the_student_asked():
     """A slow opening run (defaults) that ends after the student's own request must not draw over it."""
     import threading
 
-    from bertlab.app.ui import common
+    from bertlab.app.ui.shared import common
     started, release = threading.Event(), threading.Event()
 
     def view(text):

@@ -7,7 +7,7 @@ import torch
 
 from bertlab.analysis import memory_measure
 from bertlab.app import cli, memory_cli
-from bertlab.app.ui import scaling_memory
+from bertlab.app.ui.labs import scaling_memory
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from bertlab import family
 from bertlab.analysis import sizing
 from bertlab.analysis.memory_measure import measure_step
 from bertlab.app import cli, memory_cli
-from bertlab.app.ui import scaling_memory
+from bertlab.app.ui.labs import scaling_memory
 from bertlab.config import preset
 from bertlab.model import set_gradient_checkpointing
 from bertlab.train.pretrain import build_model

@@ -247,7 +247,7 @@ def test_a_server_warms_the_cache_for_its_default_recipe(tmp_path, small_corpus,
 
 @pytest.mark.slow
 def test_the_app_warms_its_default_recipe_in_the_background(tmp_path, small_corpus, monkeypatch):
-    from bertlab.app.ui import pretrain_tab
+    from bertlab.app.ui.training import pretrain_tab
     from bertlab.train.pretrain import cache_dir
     monkeypatch.setenv("BERTLAB_CACHE", str(tmp_path / "cache"))
     s = spec(small_corpus)

@@ -176,7 +176,7 @@ def test_cli_pretrains_albert_and_refuses_what_an_architecture_lacks(tmp_path, s
 
 
 def test_the_pretrain_form_picks_an_architecture():
-    from bertlab.app.ui import pretrain_tab
+    from bertlab.app.ui.training import pretrain_tab
     form = dict(preset="small", layers=1, hidden=32, heads=2, intermediate=64, vocab_size=300,
                 start_from=pretrain_tab.SCRATCH, corpus="imdb", upload=None, text_column="text",
                 hub_name="", max_len=32, batch_size=8, steps=100, lr=1e-3, mask_rate=0.15, bf16=False)
@@ -204,7 +204,7 @@ def test_the_pretrain_form_picks_an_architecture():
 
 def test_a_recipe_keeps_the_architectures_own_objective():
     """Picking a recipe (BERT's settings) after RoBERTa or ALBERT must not bring back NSP."""
-    from bertlab.app.ui import pretrain_tab as tab
+    from bertlab.app.ui.training import pretrain_tab as tab
     recipe = next(iter(tab.RECIPES))
     said = {a: tab.recipe_values(recipe, a)["objective"] for a in tab.ARCHS.values()}
     assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}

@@ -253,7 +253,7 @@ def test_cli_edges_are_one_clear_line(tmp_path, capsys, argv, words):
 
 
 def test_upload_messages_name_the_file_not_where_it_lies(tmp_path, monkeypatch):
-    from bertlab.app.ui import finetune_tab, pretrain_tab
+    from bertlab.app.ui.training import finetune_tab, pretrain_tab
     monkeypatch.setenv("BERTLAB_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr("bertlab.app.jobs._default", None)  # a manager for this runs folder
     bad = tmp_path / "deep" / "folder" / "labels.csv"
@@ -279,7 +279,7 @@ def test_the_teacher_token_and_only_it_may_act_on_any_run(hostile):
         assert "reload" in msg and TEACHER_TOKEN not in msg
     assert (root / "bob-run").exists()
     refused(client, "/pretrain_delete", owner="teacher:" + TEACHER_TOKEN, name="bob-run")  # the token is not an id
-    from bertlab.app.ui.jobs_ui import teacher_id  # what a ?teacher= page stores: a nonce and its HMAC
+    from bertlab.app.ui.training.jobs_ui import teacher_id  # what a ?teacher= page stores: a nonce and its HMAC
     forged = teacher_id(TEACHER_TOKEN[:-1] + "x", "0" * 32)
     assert "reload" in refused(client, "/pretrain_delete", owner=forged, name="bob-run")
     assert (root / "bob-run").exists()

@@ -1,6 +1,6 @@
 """The training charts (issue 15, item 3): a colour and a marker per series, held-out series drawn as lines
 with points, a dash per overlaid run, notes inside their own panel and no empty axes before any data."""
-from bertlab.app.ui.train_charts import (
+from bertlab.app.ui.training.train_charts import (
     FINETUNE_PANELS,
     PRETRAIN_PANELS,
     finetune_figure,

@@ -11,8 +11,8 @@ import torch
 
 from bertlab.analysis import attention_views as av
 from bertlab.analysis import bertviz_offline as bv
-from bertlab.app.ui import attention_tab as at
-from bertlab.app.ui import models
+from bertlab.app.ui.shared import models
+from bertlab.app.ui.text import attention_tab as at
 
 TEXT = "we walked along the river bank and then went to the bank to get some money ."
 D = models.DEFAULT
@@ -76,7 +76,7 @@ def test_hide_specials_renormalises(result):
     assert keep == list(range(1, len(full) - 1))
     # exact reference from the model itself (the JSON is rounded, and a row that gave most of its
     # attention to [CLS]/[SEP] magnifies that rounding when renormalised)
-    from bertlab.app.ui import models
+    from bertlab.app.ui.shared import models
     model, tok = models.get(D)
     with torch.no_grad():
         a = model(torch.tensor([tok.encode(TEXT).ids]), output_attentions=True).attentions[0][0, 0].double()
@@ -290,7 +290,7 @@ def test_worked_qkv_equals_the_models_attention(layer, head, query):
 
 
 def test_worked_qkv_view():
-    from bertlab.app.ui import attention_math as amath
+    from bertlab.app.ui.text import attention_math as amath
     steps, scores, values, data = amath.worked(TEXT, "", 2, 3, 6, D)
     assert "Layer 2, head 3" in steps and "6 bank" in steps and "√d" in steps
     assert list(scores["key token"])[6] == "6 bank" and len(values) == len(scores) + 1  # + the output row
@@ -302,7 +302,7 @@ def test_worked_qkv_view():
 
 
 def test_click_to_mask():
-    from bertlab.app.ui import attention_mask as am
+    from bertlab.app.ui.text import attention_mask as am
     row, said, table, fig, data = am.mask_at(TEXT, "", 2, 1, 6, D)
     assert data["masked_tokens"][6] == "[MASK]" and data["original"] == "bank"
     assert row.constructor_args["value"] == 6 and ("[MASK]", 6) in row.constructor_args["choices"]

@@ -10,7 +10,8 @@ import pytest
 from browser import kill_runs_under
 from test_distill import tiny_bert
 
-from bertlab.app.ui import distill_tab, jobs_ui, models
+from bertlab.app.ui.shared import models
+from bertlab.app.ui.training import distill_tab, jobs_ui
 from bertlab.checkpoint import save_pretrained
 from bertlab.train.distill import student_from_teacher
 from bertlab.train.runs import Run, write_json_atomic, write_status

@@ -17,9 +17,9 @@ import torch  # noqa: E402
 
 from bertlab.analysis import embeddings as E  # noqa: E402
 from bertlab.analysis import sizing  # noqa: E402
-from bertlab.app.ui import architecture_tab as at  # noqa: E402
-from bertlab.app.ui import embeddings_tab as et  # noqa: E402
-from bertlab.app.ui import models  # noqa: E402
+from bertlab.app.ui.labs import architecture_tab as at  # noqa: E402
+from bertlab.app.ui.shared import models  # noqa: E402
+from bertlab.app.ui.text import embeddings_tab as et  # noqa: E402
 from bertlab.config import MODEL_TYPES, preset, preset_names  # noqa: E402
 
 D = models.DEFAULT
@@ -324,7 +324,7 @@ def test_heatmap_has_one_fixed_scale_and_few_map_labels():
 
 def test_contexts_and_positions(model_tok):
     from bertlab.analysis import contexts as C
-    from bertlab.app.ui import positions_view as pv
+    from bertlab.app.ui.text import positions_view as pv
     model, tok = model_tok
     sents = ["the bank was closed .", "we sat on the river bank .", "a good film ."]
     ix = C.build_index(model, tok, sents)

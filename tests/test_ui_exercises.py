@@ -10,9 +10,10 @@ import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit  # noqa: E402
 
-from bertlab.app.ui import architecture_variants as variants  # noqa: E402
-from bertlab.app.ui import attention_finder as finder  # noqa: E402
-from bertlab.app.ui import masking_score, masking_tab, models  # noqa: E402
+from bertlab.app.ui.labs import architecture_variants as variants  # noqa: E402
+from bertlab.app.ui.shared import models  # noqa: E402
+from bertlab.app.ui.text import attention_finder as finder  # noqa: E402
+from bertlab.app.ui.text import masking_score, masking_tab  # noqa: E402
 from bertlab.data.masking import KEPT, MASKED, RANDOM  # noqa: E402
 
 D = models.DEFAULT

@@ -13,7 +13,7 @@ import torch
 from test_classify_cli import write_tasks
 
 from bertlab import BertConfig, BertForPreTraining, save_pretrained
-from bertlab.app.ui import finetune_compare, finetune_form, finetune_tab, finetune_try
+from bertlab.app.ui.training import finetune_compare, finetune_form, finetune_tab, finetune_try
 from bertlab.train.finetune import finetune
 from bertlab.train.specs import FinetuneSpec
 
@@ -96,7 +96,7 @@ def test_a_comparison_spec_from_the_form(runs_root):
 
 
 def _wait(name, timeout=240):
-    from bertlab.app.ui import jobs_ui
+    from bertlab.app.ui.training import jobs_ui
     t0 = time.time()
     while time.time() - t0 < timeout:
         st = jobs_ui.status(name)
@@ -108,7 +108,7 @@ def _wait(name, timeout=240):
 
 @pytest.mark.slow
 def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root, tmp_path, vocab_tokenizer):
-    from bertlab.app.ui import jobs_ui
+    from bertlab.app.ui.training import jobs_ui
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=vocab_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=64)

@@ -63,7 +63,7 @@ def test_a_layer_past_the_models_last_says_so():
     """The slider may reach past a smaller model's layers (another model was picked when it was drawn)."""
     import torch
 
-    from bertlab.app.ui.probe_tab import show
+    from bertlab.app.ui.labs.probe_tab import show
     layer = {"acc": 0.8, "control_acc": 0.5, "selectivity": 0.3}
     r = {"num_layers": 2, "best_layer": 1, "most_selective_layer": 1, "layers": [layer] * 3, "labels": ["DT", "NN"],
          "_y_val": torch.tensor([0, 1, 1]), "_pred": [torch.tensor([0, 1, 0])] * 3, "_train_share": [0.5, 0.5],

@@ -9,8 +9,8 @@ import pytest
 from browser import kill_runs_under
 from test_race import write_task
 
-from bertlab.app.ui import jobs_ui, race_tab
-from bertlab.app.ui.train_charts import RACE_STYLE, race_figures
+from bertlab.app.ui.training import jobs_ui, race_tab
+from bertlab.app.ui.training.train_charts import RACE_STYLE, race_figures
 from bertlab.train.race import estimate_minutes, table_md, table_row
 from bertlab.train.runs import Run, write_json_atomic, write_status
 from bertlab.train.specs import RECIPES, RaceSpec

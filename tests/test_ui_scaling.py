@@ -7,7 +7,8 @@ import pytest
 from browser import DESKTOP, PHONE, SHOTS, box, chromium_page, figures_fit
 
 from bertlab.analysis import compute
-from bertlab.app.ui import common, scaling_tab
+from bertlab.app.ui.labs import scaling_tab
+from bertlab.app.ui.shared import common
 from bertlab.config import preset
 
 

@@ -8,7 +8,8 @@ import gradio as gr
 import pytest
 from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit, kill_runs_under, serving
 
-from bertlab.app.ui import jobs_ui, scaling_sweep
+from bertlab.app.ui.labs import scaling_sweep
+from bertlab.app.ui.training import jobs_ui
 from bertlab.train import scaling
 from bertlab.train.runs import Run, write_json_atomic, write_status
 from bertlab.train.specs import ScalingSpec

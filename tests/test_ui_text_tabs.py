@@ -8,14 +8,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 
-from bertlab.app.ui import (  # noqa: E402
-    common,
-    fill_mask_tab,
-    masking_tab,
-    models,
-    nsp_tab,
-    tokenize_tab,
-)
+from bertlab.app.ui.shared import common, models  # noqa: E402
+from bertlab.app.ui.text import fill_mask_tab, masking_tab, nsp_tab, tokenize_tab  # noqa: E402
 from bertlab.data import masking_lab  # noqa: E402
 
 C = models.DEFAULT
@@ -156,7 +150,7 @@ def test_masking_empty(text):
 def test_a_bad_draw_is_one_message_not_one_per_section():
     """Seed -5 or rate 0: the lab's handler says it in the student's words; the score section below, which
     re-runs on the same change, shows a note instead of a second (and third) error."""
-    from bertlab.app.ui import masking_score
+    from bertlab.app.ui.text import masking_score
     for seed, rate, words in ((-5, 0.15, "seed (draw number) must be 0 or more, got -5"), (3, 0.0, "rate")):
         with pytest.raises(gr.Error, match=r"seed \(draw number\) must be 0 or more" if seed < 0 else "rate") as e:
             masking_tab.mask_preview(SENT, rate, False, seed, 50, C)
@@ -346,7 +340,7 @@ def test_a_text_that_fills_its_box_says_it_was_cut():
 
 
 def test_logit_lens_view():
-    from bertlab.app.ui import logit_lens
+    from bertlab.app.ui.text import logit_lens
     fig, lens = logit_lens.lens_view("the [MASK] was [MASK] .", 20, False, 2, C)
     model = models.get(C)[0]
     assert lens["layers"] == ["embeddings"] + [f"layer {i}" for i in range(1, model.config.num_hidden_layers + 1)]

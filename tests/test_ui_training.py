@@ -11,7 +11,7 @@ import pytest
 from browser import SHOTS, chromium_page
 from conftest import write_corpus
 
-from bertlab.app.ui import finetune_tab, pretrain_tab
+from bertlab.app.ui.training import finetune_tab, pretrain_tab
 from bertlab.train.specs import PretrainSpec
 
 TINY = dict(preset="tiny", layers=1, hidden=32, heads=2, intermediate=64, vocab_size=300, start_from=pretrain_tab.SCRATCH,
@@ -316,7 +316,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
 
 
 def test_charts_overlay_runs_and_read_partial_files(tmp_path):
-    from bertlab.app.ui import train_charts
+    from bertlab.app.ui.training import train_charts
     rows = [{"step": s, "split": "train", "loss": 5 - s / 10, "mlm_loss": 4.5 - s / 10, "mlm_acc": s / 100, "lr": 1e-3,
              "tokens_per_s": 9e3}
             for s in (10, 20)] + [{"step": 20, "split": "eval", "mlm_loss": 4.0, "mlm_acc": 0.2, "unigram_acc": 0.04}]

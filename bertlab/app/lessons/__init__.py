@@ -1,5 +1,5 @@
 """The course inside the app: ten lessons in order, each a short explanation with its key formula,
-"Try it" links that open a tab with its inputs filled (ui/links.py), what to expect and why, an
+"Try it" links that open a tab with its inputs filled (ui/shared/links.py), what to expect and why, an
 example script, and a question the model in use answers (checks.py), never a fixed key.
 
 The texts are Python strings (course_a.py, course_b.py): the package is used from the repository,

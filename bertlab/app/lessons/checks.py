@@ -10,8 +10,10 @@ from ...analysis.predict import fill_mask, nsp_scores
 from ...data import masking_lab
 from ...train.finetune import trainable_estimate
 from ...train.specs import PretrainSpec
-from ..ui import architecture_tab, finetune_form, models, pretrain_tab, probe_tab
-from ..ui.common import load_model
+from ..ui.labs import architecture_tab, probe_tab
+from ..ui.shared import models
+from ..ui.shared.common import load_model
+from ..ui.training import finetune_form, pretrain_tab
 from .answers import Verdict, clean, integers, same_number, words
 
 # The inputs every lesson's "Try it" fills and its question is about (the lessons' text quotes them).

@@ -3,7 +3,8 @@ fine-tuning, probing, the family and its scaling). Each question's inputs are ch
 from __future__ import annotations
 
 from ...config import preset
-from ..ui import architecture_tab, links
+from ..ui.labs import architecture_tab
+from ..ui.shared import links
 from . import checks as C
 from .lesson import Lesson, TryIt
 

@@ -9,7 +9,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 
 @dataclass(frozen=True)
 class TryIt:
-    """A link into a tab: `tab` and `params` are ui/links.py's keys and input names."""
+    """A link into a tab: `tab` and `params` are ui/shared/links.py's keys and input names."""
     label: str
     tab: str
     params: dict

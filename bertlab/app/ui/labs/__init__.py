@@ -1,0 +1,1 @@
+"""The labs: architecture and scaling calculators, and the probing lab."""

@@ -1,0 +1,1 @@
+"""The course inside the app: one lesson at a time, with its checks."""

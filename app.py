@@ -13,7 +13,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "2000")
 
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
+from starlette.middleware import Middleware  # noqa: E402
 
+from bertlab.app import traffic  # noqa: E402
 from bertlab.app.limits import app_device, device_label, limits  # noqa: E402
 from bertlab.app.ui.labs import architecture_tab, probe_tab, scaling_tab  # noqa: E402
 from bertlab.app.ui.lessons import lessons_tab  # noqa: E402
@@ -115,7 +117,11 @@ def main() -> None:
     models.get(models.DEFAULT)  # load before the first visitor arrives
     if limits().warm_cache:  # the default recipe's data, prepared in the background (BERTLAB_WARM_CACHE)
         pretrain_tab.warm_default_recipe()
-    build_app().queue(default_concurrency_limit=4, max_size=64).launch(
+    lim = limits()
+    demo = traffic.guard_queue(build_app().queue(default_concurrency_limit=4, max_size=64),
+                               lim.queue_per_session, lim.queue_per_address)
+    uploads = Middleware(traffic.UploadGuard, mb_per_hour=lim.upload_mb_per_hour, total_mb=lim.uploads_mb)
+    demo.launch(app_kwargs={"middleware": [uploads]},
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD,  # Gradio refuses bigger uploads before storing them

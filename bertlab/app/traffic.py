@@ -1,0 +1,144 @@
+"""Fair shares of the web server for strangers: queue lanes and an upload rate, per client.
+
+Gradio's queue holds at most `max_size` waiting events from everyone, in one count: a client that sent
+64 probes in 0.2 s filled it, and the class's fill-mask calls got HTTP 503 for a minute. `guard_queue`
+checks each new event before Gradio queues it:
+
+- one browser session (`session_hash`) has at most `per_session` events waiting, one address
+  (the client as uvicorn reads it, behind trusted proxies only) at most `per_address`;
+- heavy events (those with a concurrency limit of 1 or 2: training starts, probes, measurements) fill
+  at most half of the queue, so the cheap views always keep a lane.
+
+`UploadGuard` is the ASGI middleware for `/gradio_api/upload`: one address sends at most `mb_per_hour`
+megabytes an hour, and the upload folder holds at most `total_mb` (Gradio's own `delete_cache` ages
+files out). Both answer 429 / 507 with a sentence, not a stored file.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from starlette.responses import JSONResponse
+
+HEAVY_LIMIT = 2  # an event whose concurrency limit is this or lower is heavy
+
+
+def client_of(request) -> str:
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None) or "unknown"
+
+
+def is_heavy(fn) -> bool:
+    limit = getattr(fn, "concurrency_limit", None)
+    return isinstance(limit, int) and limit <= HEAVY_LIMIT
+
+
+def waiting(queue) -> list:
+    """The events Gradio holds that have not started."""
+    return [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)]
+
+
+def refusal(queue, fn, session: str | None, address: str, per_session: int, per_address: int) -> str | None:
+    """Why this client may not queue one more event of `fn` now, or None."""
+    held = waiting(queue)
+    if session and sum(e.session_hash == session for e in held) >= per_session:
+        return (f"This page already has {per_session} requests waiting: wait for them to finish, "
+                f"then try again.")
+    if sum(client_of(e.request) == address for e in held) >= per_address:
+        return (f"Your network already has {per_address} requests waiting on this server: wait for them "
+                f"to finish, then try again.")
+    if is_heavy(fn) and queue.max_size and sum(is_heavy(e.fn) for e in held) >= queue.max_size // 2:
+        return ("The server is busy with long requests (training, probes, measurements): try this one again "
+                "in a minute. The other tabs keep working meanwhile.")
+    return None
+
+
+def guard_queue(demo, per_session: int, per_address: int):
+    """Wrap the queue's `push` with the per-client and per-lane checks; returns `demo`. Call after
+    `demo.queue(...)`, which makes a new queue."""
+    queue = demo._queue  # Gradio has no public hook for refusing an event before it is queued
+    push = queue.push
+
+    async def guarded(body, request, username):
+        fn = None
+        if body.fn_index is not None:
+            fn = demo.fns.get(body.fn_index)
+        if fn is not None:
+            why = refusal(queue, fn, body.session_hash, client_of(request), per_session, per_address)
+            if why is not None:
+                return False, why, "queue_full"
+        return await push(body, request, username)
+
+    queue.push = guarded
+    return demo
+
+
+def upload_dir() -> Path:
+    """Where Gradio stores uploads (GRADIO_TEMP_DIR, else <tmp>/gradio)."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+
+
+def folder_mb(folder: Path) -> float:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass  # deleted meanwhile (delete_cache)
+    return total / 1e6
+
+
+class UploadGuard:
+    """ASGI middleware: uploads count against their address's hourly megabytes and the folder's total."""
+
+    def __init__(self, app, mb_per_hour: float, total_mb: float, window_s: float = 3600.0, clock=time.monotonic,
+                 folder=upload_dir):
+        self.app, self.mb_per_hour, self.total_mb, self.window_s = app, mb_per_hour, total_mb, window_s
+        self.clock, self.folder = clock, folder
+        self.sent: dict[str, collections.deque] = {}
+        self.lock = threading.Lock()
+
+    def charge(self, address: str, mb: float) -> str | None:
+        """Count `mb` against `address`, or say why not."""
+        now = self.clock()
+        with self.lock:
+            for a in list(self.sent):  # forget what fell out of the window (bounded by active addresses)
+                q = self.sent[a]
+                while q and q[0][0] <= now - self.window_s:
+                    q.popleft()
+                if not q:
+                    del self.sent[a]
+            mine = self.sent.setdefault(address, collections.deque())
+            used = sum(m for _, m in mine)
+            if used + mb > self.mb_per_hour:
+                if not mine:
+                    del self.sent[address]
+                return (f"You have uploaded {used:.0f} MB in the last hour; this server takes "
+                        f"{self.mb_per_hour:g} MB an hour from one network. Try again later.")
+            mine.append((now, mb))
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST" or not scope.get("path", "").endswith("/upload"):
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        try:
+            mb = int(headers.get(b"content-length", b"")) / 1e6
+        except ValueError:
+            mb = None
+        address = (scope.get("client") or ("unknown",))[0]
+        if mb is None:
+            why, code = "An upload must say its size (Content-Length).", 411
+        elif folder_mb(self.folder()) + mb > self.total_mb:
+            why, code = ("The server's upload space is full for now: try again in a while, or use a smaller "
+                         "file."), 507
+        else:
+            why, code = self.charge(address, mb), 429
+        if why is None:
+            return await self.app(scope, receive, send)
+        await JSONResponse({"detail": why}, status_code=code)(scope, receive, send)

@@ -1,0 +1,128 @@
+"""Fair shares for strangers (issue 30, item 5): per-session and per-address queue caps, a lane for the
+cheap views that heavy calls cannot fill, and an hourly upload allowance per address."""
+from __future__ import annotations
+
+import asyncio
+import json
+import types
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from bertlab.app import traffic
+
+
+def event(session: str, address: str, limit):
+    fn = types.SimpleNamespace(concurrency_limit=limit)
+    return types.SimpleNamespace(session_hash=session, request=types.SimpleNamespace(
+        client=types.SimpleNamespace(host=address)), fn=fn)
+
+
+def queue_of(events, max_size=64):
+    return types.SimpleNamespace(max_size=max_size, event_queue_per_concurrency_id={
+        "a": types.SimpleNamespace(queue=[e for e in events if e.fn.concurrency_limit != 2]),
+        "b": types.SimpleNamespace(queue=[e for e in events if e.fn.concurrency_limit == 2])})
+
+
+HEAVY, CHEAP = types.SimpleNamespace(concurrency_limit=2), types.SimpleNamespace(concurrency_limit="default")
+
+
+def test_one_session_one_address_and_the_heavy_lane_each_have_a_cap():
+    q = queue_of([event("s1", "1.1.1.1", 2) for _ in range(8)])
+    assert "This page already has 8 requests waiting" in traffic.refusal(q, CHEAP, "s1", "1.1.1.1", 8, 32)
+    assert traffic.refusal(q, CHEAP, "s2", "1.1.1.1", 8, 32) is None  # another page of the same network
+    q = queue_of([event(f"s{i}", "1.1.1.1", "default") for i in range(32)])
+    assert "Your network already has 32" in traffic.refusal(q, CHEAP, "new", "1.1.1.1", 8, 32)
+    assert traffic.refusal(q, CHEAP, "new", "2.2.2.2", 8, 32) is None
+    q = queue_of([event(f"s{i}", f"10.0.0.{i}", 2) for i in range(32)])  # many strangers' probes: half the queue
+    assert "busy with long requests" in traffic.refusal(q, HEAVY, "new", "2.2.2.2", 8, 32)
+    assert traffic.refusal(q, CHEAP, "new", "2.2.2.2", 8, 32) is None  # the cheap lane stays open
+
+
+def test_a_guarded_queue_refuses_before_gradio_queues_and_passes_the_rest():
+    calls = []
+
+    async def push(body, request, username):
+        calls.append(body.fn_index)
+        return True, "event-id", "success"
+
+    q = queue_of([event("s", "1.1.1.1", 2) for _ in range(3)])
+    q.push = push
+    demo = types.SimpleNamespace(_queue=q, fns={0: CHEAP, 1: HEAVY})
+    traffic.guard_queue(demo, per_session=3, per_address=32)
+    req = types.SimpleNamespace(client=types.SimpleNamespace(host="1.1.1.1"))
+    body = lambda i, s: types.SimpleNamespace(fn_index=i, session_hash=s)  # noqa: E731
+    ok, why, state = asyncio.run(q.push(body(0, "s"), req, None))
+    assert (ok, state) == (False, "queue_full") and "3 requests waiting" in why and calls == []
+    assert asyncio.run(q.push(body(1, "other"), req, None)) == (True, "event-id", "success") and calls == [1]
+
+
+def upload_app(tmp_path, clock, **kw):
+    async def upload(request):
+        return PlainTextResponse("stored")
+    app = Starlette(routes=[Route("/gradio_api/upload", upload, methods=["POST"]),
+                            Route("/gradio_api/info", lambda r: PlainTextResponse("info"))],
+                    middleware=[Middleware(traffic.UploadGuard, clock=clock, folder=lambda: tmp_path, **kw)])
+    return TestClient(app)
+
+
+def test_uploads_count_per_address_per_hour_and_against_the_folder(tmp_path):
+    now = [0.0]
+    client = upload_app(tmp_path, lambda: now[0], mb_per_hour=2.5, total_mb=5)
+    mb = b"x" * 1_000_000
+    assert [client.post("/gradio_api/upload", content=mb).status_code for _ in range(3)] == [200, 200, 429]
+    r = client.post("/gradio_api/upload", content=mb)
+    assert r.status_code == 429 and "uploaded 2 MB in the last hour" in r.json()["detail"]
+    assert client.get("/gradio_api/info").status_code == 200  # only uploads are counted
+    now[0] = 3601.0  # an hour on: the allowance is back
+    assert client.post("/gradio_api/upload", content=mb).status_code == 200
+    (tmp_path / "big.bin").write_bytes(b"x" * 4_500_000)  # the folder near its total
+    r = client.post("/gradio_api/upload", content=mb)
+    assert r.status_code == 507 and "upload space is full" in r.json()["detail"]
+
+
+def config_data(url: str, api_name: str) -> tuple[int, list]:
+    """(fn_index, its inputs' default values) of one endpoint, read off the page's config."""
+    cfg = httpx.get(url + "config", timeout=30).json()
+    dep = next(d for d in cfg["dependencies"] if d.get("api_name") == api_name)
+    values = {c["id"]: c.get("props", {}).get("value") for c in cfg["components"]}
+    return dep["id"], [values.get(i) for i in dep["inputs"]]
+
+
+@pytest.mark.slow
+def test_a_flood_of_probes_leaves_the_class_its_fill_mask(tmp_path):
+    """Before: one client queued 64 probes in 0.2 s and 40 of 55 honest fill-mask calls got HTTP 503."""
+    from gradio_client import Client
+
+    from browser import serving
+    env = {"BERTLAB_CLASSROOM": "1", "BERTLAB_TRUSTED_PROXIES": "127.0.0.1", "BERTLAB_QUEUE_PER_ADDRESS": "40",
+           "BERTLAB_WARM_CACHE": "0", "BERTLAB_UPLOAD_MB_PER_HOUR": "1", "GRADIO_TEMP_DIR": str(tmp_path / "uploads")}
+    with serving(["app.py"], tmp_path, env) as (url, log):
+        fn, data = config_data(url, "probe")
+
+        async def flood(n: int, sessions, addresses):
+            async with httpx.AsyncClient(timeout=30) as c:
+                rs = await asyncio.gather(*(c.post(url + "gradio_api/queue/join", headers={"X-Forwarded-For": a},
+                                                   json={"data": data, "fn_index": fn, "session_hash": s,
+                                                         "event_data": None, "trigger_id": None})
+                                            for s, a in zip(sessions(n), addresses(n))))
+            return [r.status_code for r in rs], [r.json().get("detail", "") for r in rs if r.status_code != 200]
+
+        codes, why = asyncio.run(flood(12, lambda n: ["one"] * n, lambda n: ["10.0.0.1"] * n))  # one page
+        assert codes.count(200) <= 8 + 2 and any("This page already has 8 requests waiting" in w for w in why)
+        # strangers' probes from many pages and addresses: they take half the queue, no more
+        codes, why = asyncio.run(flood(60, lambda n: [f"p{i}" for i in range(n)],
+                                       lambda n: [f"10.1.{i}.1" for i in range(n)]))
+        assert codes.count(200) <= 32 + 2 and any("busy with long requests" in w for w in why), (codes, why)
+        client = Client(url, verbose=False)
+        up = [httpx.post(url + "gradio_api/upload", files={"files": ("a.txt", b"word " * 120_000)}, timeout=30)
+              for _ in range(2)]  # 0.6 MB each, against 1 MB an hour
+        assert up[0].status_code == 200 and up[1].status_code == 429 and "MB an hour" in up[1].json()["detail"]
+        for _ in range(3):  # answered, not refused as a full queue
+            out = client.predict(text="the movie was [MASK] .", top_k=5, api_name="/fill_mask")
+            assert "the movie was" in json.dumps(out)

@@ -191,3 +191,21 @@ def test_progress_is_kept_and_a_right_answer_stays_right(live):
     with pytest.raises(Exception, match="Type an answer"):
         lessons_tab.check("  ", 1, models.DEFAULT, progress)
     assert lessons_tab.show(99, None)[0].startswith("## Lesson 1 of 10")  # a bad number: the first lesson
+
+
+def test_lesson_8s_ia3_figures_are_what_add_ia3_trains_on_bert_base():
+    """IA3 scales four vectors a layer (keys, values, the attention output's input, the feed-forward's
+    inner activations), as peft does for BERT: the lesson's 5,376 a layer and 64,512 on bert-base."""
+    import torch
+
+    from bertlab.app.lessons.course_b import FINETUNE
+    from bertlab.config import BertConfig
+    from bertlab.methods.lowrank import add_ia3
+    from bertlab.model import BertModel
+    with torch.device("meta"):
+        model = BertModel(BertConfig())  # bert-base's shape
+    add_ia3(model)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    layer = trained // model.config.num_hidden_layers
+    assert (trained, layer) == (64_512, 5_376)
+    assert f"{layer:,} a layer and {trained:,} in all on bert-base" in FINETUNE.explain

@@ -57,8 +57,10 @@ RECORDS = (
            "no extra cost when predicting (Hu et al., 2021).", 1e-3, ("#d62728", "diamond"), _lora,
            peft=True, mergeable=True),
     Method("ia3", "IA³", "learned rescaling",
-           "One learned scale per channel of the keys, the values and the feed-forward layer multiplies what "
-           "BERT computes: the fewest parameters of all (Liu et al., 2022).", 1e-2, ("#9467bd", "star"),
+           "One learned scale per channel multiplies what BERT computes: on the keys, the values and the "
+           "feed-forward layer's inner activations, as in the paper (Liu et al., 2022), and, as peft does for "
+           "BERT, on the input of the attention's output layer too: four vectors a layer, the fewest "
+           "parameters of all.", 1e-2, ("#9467bd", "star"),
            lambda model, spec: add_ia3(model), peft=True, mergeable=True),
     Method("prefix", "Prefix tuning", "prefix tuning",
            "Every layer gets keys and values of a few learned *virtual tokens* that each real token can "

@@ -10,12 +10,18 @@ TOKENS = Lesson(
     explain=r"""BERT never sees words. A **WordPiece** tokenizer cuts text into pieces from a fixed
 vocabulary (8,192 pieces in the shipped model, 30,522 in bert-base): a frequent word is one piece, a
 rare one is several, and a piece that continues a word starts with `##`. `[CLS]` opens every input
-and `[SEP]` closes each sentence. The vocabulary is built by repeatedly gluing the pair of pieces
-with the best score
+and `[SEP]` closes each sentence. To cut a word, the tokenizer takes the longest piece of the
+vocabulary that starts it, then the longest `##` piece that goes on from there, and so on.
+
+The shipped vocabulary was learnt by the `tokenizers` library's `WordPieceTrainer`: starting from
+single characters, it glues the **most frequent** pair of neighbouring pieces into a new piece, again
+and again (the rule of BPE), until the vocabulary is full. Google's original WordPiece glued instead
+the pair with the best score
 
 $$\text{score}(a, b) = \frac{\text{count}(ab)}{\text{count}(a)\,\text{count}(b)}$$
 
-so pairs that occur together more often than their parts alone become new pieces.""",
+which prefers pairs that occur together more often than their parts alone (a frequent pair of
+frequent pieces scores low). Both rules keep frequent words whole; they differ on rare ones.""",
     try_its=(TryIt(f"Tokenize “{C.TOKENS_WORD}”", "tokenize", {"text": C.TOKENS_WORD}),
              TryIt("Tokenize a sentence with rare words and an emoji", "tokenize",
                    {"text": "the overacting in this rewatchable sequel was unwatchable 😍"})),

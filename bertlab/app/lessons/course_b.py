@@ -71,7 +71,13 @@ $$W' = W + \frac{\alpha}{r}\,B A, \qquad B \in \mathbb{R}^{d_{out}\times r},\; A
 so it trains $r\,(d_{in} + d_{out})$ numbers per matrix instead of $d_{in}\,d_{out}$; $B$ starts at
 zero, so training starts from BERT itself. Here LoRA also adapts the word table ($V \times H$, the
 same idea, $r\,(V + H)$ numbers): on a model this small, changing what the words mean is most of
-what full fine-tuning gains.""",
+what full fine-tuning gains.
+
+**IA³** trains less still: a vector $l$ that multiplies a layer's activations channel by channel,
+$h' = l \odot h$, starting at ones. The paper scales the keys, the values and the feed-forward layer's
+inner activations; here, as `peft` does for BERT, the input of the attention's output layer is
+scaled too. That is four vectors a layer, $3H + I$ numbers ($H$ hidden, $I$ the feed-forward width):
+5,376 a layer and 64,512 in all on bert-base, plus the head.""",
     try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
                    {"task": "sentiment", "method": "lora"}),
              TryIt("The same with full fine-tuning", "finetune",

@@ -209,3 +209,18 @@ def test_lesson_8s_ia3_figures_are_what_add_ia3_trains_on_bert_base():
     layer = trained // model.config.num_hidden_layers
     assert (trained, layer) == (64_512, 5_376)
     assert f"{layer:,} a layer and {trained:,} in all on bert-base" in FINETUNE.explain
+
+
+def test_the_taught_positions_figure_is_counted_on_the_masking_and_stated_in_race_and_lesson_10():
+    """BERT's loss learns from the 15 % it picks, ELECTRA's discriminator from every token: 6.7x (issue 32,
+    item 8). The count of mask_tokens' picks matches the analytic expectation: (T - 2) r, plus the one a
+    row that drew nothing is given, (1 - r)^(T - 2)."""
+    from bertlab.app.lessons.course_b import VARIANTS
+    from bertlab.app.ui.training import race_tab
+    from bertlab.data.masking import taught_per_example
+    for T in (32, 128):
+        expected = (T - 2) * 0.15 + 0.85 ** (T - 2)
+        assert abs(taught_per_example(T, 0.15) - expected) < 0.05 * expected
+    n = taught_per_example(32, 0.15)
+    assert f"learns from {n:.1f} of them" in race_tab.EXPLAIN and f"**{32 / n:.1f}× as many**" in race_tab.EXPLAIN
+    assert "1 / 0.15 ≈ 6.7× as many" in VARIANTS.explain.replace("\n", " ")

@@ -136,6 +136,18 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     return MaskResult(out[0], labels[0], rule[0]) if squeeze else MaskResult(out, labels, rule)
 
 
+def taught_per_example(length: int, rate: float = 0.15, draws: int = 2000, seed: int = 0) -> float:
+    """How many positions of a full example of `length` tokens ([CLS] ... [SEP]) the masked-word loss
+    learns from, on average over `draws` draws of `mask_tokens` (at least one per example). ELECTRA's
+    discriminator learns from all `length`."""
+    ids = torch.full((draws, length), 5)
+    special = torch.zeros(draws, length, dtype=torch.bool)
+    special[:, 0] = special[:, -1] = True
+    res = mask_tokens(ids, special, mask_token_id=4, random_ids=torch.arange(5, 50), rate=rate,
+                      generator=torch.Generator().manual_seed(seed))
+    return (res.labels != IGNORE_INDEX).sum().item() / draws
+
+
 # ---- batches: collate, mask, shuffle, shard, resume ---------------------------------------------
 def collate(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad to the longest example in the batch (no attention wasted on a global max_len); labels

@@ -3,10 +3,13 @@ fine-tuning, probing, the family and its scaling). Each question's inputs are ch
 from __future__ import annotations
 
 from ...config import preset
+from ...train.specs import PretrainSpec
 from ..ui.labs import architecture_tab
 from ..ui.shared import links
 from . import checks as C
 from .lesson import Lesson, TryIt
+
+MASK_RATE = PretrainSpec.mask_rate  # the share BERT's masked-word loss learns from
 
 
 def sized(family: str, name: str) -> dict:
@@ -115,7 +118,9 @@ VARIANTS = Lesson(
     10, "variants", "The family and its scaling",
     explain=r"""BERT's descendants change one thing each. **RoBERTa**: more data, no next-sentence task,
 a byte-level vocabulary. **DistilBERT**: half the layers, trained to copy BERT. **ELECTRA**: a small
-generator fills the masks and the model learns which tokens were replaced — a lesson from every token.
+generator fills the masks and the model learns which tokens were replaced — a lesson from every token,
+where BERT's masked-word loss learns from the """ + f"{MASK_RATE:.0%} it hides: 1 / {MASK_RATE:.2f} ≈ {1 / MASK_RATE:.1f}× as " + r"""many
+positions teach (the Race tab counts it on its own examples).
 **ALBERT**: one set of layer weights shared by all layers, and words stored in $E$ dimensions and
 projected up: the word table costs
 

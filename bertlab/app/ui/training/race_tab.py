@@ -18,7 +18,8 @@ from ....train.electra import generator_config
 from ....train.pretrain import model_config
 from ....train.race import estimate_minutes, flops_per_step, table_md
 from ....train.runs import Run
-from ....train.specs import RECIPES, RaceSpec
+from ....data.masking import taught_per_example
+from ....train.specs import RECIPES, PretrainSpec, RaceSpec
 from ...jobs import check_name
 from ...limits import limits
 from ..shared import common, links
@@ -26,7 +27,7 @@ from ..shared.common import user_error
 from . import jobs_ui
 from .train_charts import metrics, race_figures, read_json
 
-EXPLAIN = """**The race: which way of pre-training learns most from the same computer time?** Every recipe
+EXPLAIN_TEXT = """**The race: which way of pre-training learns most from the same computer time?** Every recipe
 gets the same minutes of this CPU, the same text (movie reviews) and the same model shape. Then each
 is fine-tuned on the same task (sentiment of a sentence), and the table compares them.
 
@@ -38,6 +39,7 @@ is fine-tuned on the same task (sentiment of a sentence), and the table compares
   word: original or replaced? It learns from all positions, so at equal compute Clark et al. (2020)
   found ELECTRA-Small at 79.9 on GLUE against 75.1 for BERT-Small. Its masked-word accuracy in the
   chart is its small generator's; judge it by its replaced-word AUC and by fine-tuning.
+  {taught}
 - **Static vs dynamic masking (RoBERTa).** Original BERT chose each example's hidden words once,
   before training, so every pass over the data hid the same words (*static*). RoBERTa draws new
   hidden words each time an example comes round (*dynamic*, the default here): race *mlm* against *static*.
@@ -45,6 +47,19 @@ is fine-tuned on the same task (sentiment of a sentence), and the table compares
   computing per step. Race *albert* against *albert-unshared* to see what sharing costs.
 
 A few minutes is a tiny budget: a gap of a point or two can be luck. More fine-tune seeds show the spread."""
+
+
+def taught_note(length: int = RaceSpec.max_len, rate: float = PretrainSpec.mask_rate) -> str:
+    """How many more positions teach ELECTRA's discriminator than BERT's masked-word loss, counted on
+    draws of the masking pre-training uses, for the race's own example length."""
+    n = taught_per_example(length, rate)
+    return (f"How many positions teach? In the race's examples of {length} tokens, BERT's masked-word "
+            f"loss (rate {rate:.0%}) learns from {n:.1f} of them on average (counted on 2,000 draws of its "
+            f"masking; [CLS] and [SEP] are never picked); ELECTRA's discriminator learns from all {length}: "
+            f"**{length / n:.1f}× as many** (1 / {rate:.0%} = {1 / rate:.1f}× on long examples).")
+
+
+EXPLAIN = EXPLAIN_TEXT.format(taught=taught_note())
 
 MINUTES = (3, 5, 10, 20)  # minutes of pre-training per recipe the form offers
 SEEDS = (1, 2, 3)

@@ -77,6 +77,20 @@ def test_embeddings_architecture_probing_desktop(server):
         toast.first.wait_for(timeout=30_000)
         text = toast.first.inner_text()
         assert "1e+30" in text and not re.search(r"\d{13}", text.replace(",", ""))
+        # issue 31, item 2: one message in the form's words, and no Error badge once the box is right again
+        page.locator(".toast-close").first.click()
+        box.fill("250")  # 4 heads do not divide it
+        box.press("Enter")
+        said = page.locator(".toast-body").filter(has_text="divisible")
+        said.first.wait_for(timeout=30_000)
+        text = said.first.inner_text()
+        assert "Hidden size (250) must be divisible by Attention heads (4)" in text, text
+        assert "hidden_size" not in text and "num_attention_heads" not in text
+        box.fill("256")
+        box.press("Enter")
+        page.wait_for_timeout(3000)
+        assert panel.locator(".error:visible").count() == 0
+        page.screenshot(path=str(SHOTS / "architecture_after_a_mistake_desktop.png"), full_page=True)
         # probing: the per-label layer slider goes to the picked model's 4 layers, not 24
         page.get_by_role("tab", name="Probing", exact=True).click()
         panel = page.locator("[role=tabpanel]:visible").first

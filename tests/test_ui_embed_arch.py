@@ -7,6 +7,7 @@ match bertlab.analysis.sizing.
 import json
 import math
 import os
+import re
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -273,15 +274,19 @@ def test_presets_fill_the_form(family, name):
 
 
 @pytest.mark.parametrize("i, value, field", [
-    (2, 5, "num_attention_heads"), (0, 0, "num_hidden_layers"), (1, None, "hidden_size"),
-    (0, 12.5, "num_hidden_layers"), (3, float("inf"), "intermediate_size"), (5, "abc", "max_position_embeddings"),
-    (4, 3, "vocab_size"), (1, 10**9, "hidden_size"), (2, -4, "num_attention_heads"), (4, float("nan"), "vocab_size"),
+    (2, 5, "Attention heads"), (0, 0, "Layers"), (1, None, "Hidden size"),
+    (0, 12.5, "Layers"), (3, float("inf"), "Feed-forward size"), (5, "abc", "Max positions"),
+    (4, 3, "Vocabulary"), (1, 10**9, "Hidden size"), (2, -4, "Attention heads"), (4, float("nan"), "Vocabulary"),
 ])
-def test_impossible_configs_name_the_field(i, value, field):
+def test_impossible_configs_name_the_box_in_the_forms_words(i, value, field):
+    """The message names the box as the page labels it, never the config's own field name (issue 31,
+    item 2: 'hidden_size (256) must be divisible by num_attention_heads (12)')."""
     args = list(BASE)
     args[i] = value
     msg = error_of(compute, *args, 32, 128, D)
     assert field in msg and "Traceback" not in msg
+    assert not re.search(r"\b(num_hidden_layers|hidden_size|num_attention_heads|intermediate_size|vocab_size|"
+                         r"max_position_embeddings)\b", msg), msg
 
 
 def test_length_beyond_max_positions_is_clamped_and_said():
@@ -383,11 +388,12 @@ def test_family_selector_and_notes():
 
 
 @pytest.mark.parametrize("family, embedding, groups, field", [
-    ("gpt", None, 1, "model_type"), ("bert", 128, 1, "embedding_size"), ("electra", 2.5, 1, "embedding_size"),
-    ("electra", -3, 1, "embedding_size"), ("albert", 128, 5, "num_hidden_groups"),
-    ("bert", None, 2, "num_hidden_groups"),
-    ("albert", 10**30, 1, "Embedding size"), ("roberta", None, 0, "num_hidden_groups"),
+    ("gpt", None, 1, "Family"), ("bert", 128, 1, "Embedding size E"), ("electra", 2.5, 1, "Embedding size E"),
+    ("electra", -3, 1, "Embedding size E"), ("albert", 128, 5, "Layer groups"),
+    ("bert", None, 2, "Layer groups"),
+    ("albert", 10**30, 1, "Embedding size"), ("roberta", None, 0, "Layer groups"),
 ])
-def test_family_mistakes_name_the_field(family, embedding, groups, field):
+def test_family_mistakes_name_the_box(family, embedding, groups, field):
     msg = error_of(compute, *BASE, 4, 64, D, family, embedding, groups)
     assert field in msg and "Traceback" not in msg
+    assert not re.search(r"\b(model_type|embedding_size|num_hidden_groups)\b", msg), msg

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -63,6 +64,7 @@ FIELDS = [("Layers", "num_hidden_layers", 1024), ("Hidden size", "hidden_size", 
 # Optional fields of two members: empty means E = hidden size, one layer group.
 EXTRA = [("Embedding size E (ALBERT, ELECTRA; 0 = no factorising)", "embedding_size", 65536, None),
          ("Layer groups (ALBERT)", "num_hidden_groups", 1024, 1)]
+SAY = {field: label.split(" (")[0] for label, field, *_ in FIELDS + EXTRA}  # a box's name in a message
 FAMILIES = [(NAMES[k], k) for k in MODEL_TYPES]
 FIRST = {"electra": "small"}  # the preset a family opens on; else "base"
 PARTS = [("embeddings", "Embeddings", "#1f77b4"), ("projection", "E → H projection", "#17becf"),
@@ -88,27 +90,37 @@ def readable(x: float) -> str:
 
 
 def _whole(v, label: str, field: str, cap: int, empty=...) -> int | None:
-    """A form value as a whole number; `empty` (when given) stands for a blank box."""
+    """A form value as a whole number; `empty` (when given) stands for a blank box. Messages name the
+    box as the page labels it (`field` is the config's name, which the student never sees)."""
+    label = SAY.get(field, label)
     if v is None or (isinstance(v, str) and not v.strip()):
         if empty is not ...:
             return empty
-        raise ValueError(f"{field} ({label}) is empty: type a number")
+        raise ValueError(f"{label} is empty: type a number")
     try:
         x = float(v)
     except (TypeError, ValueError):
-        raise ValueError(f"{field} ({label}) must be a number, got {v!r}") from None
+        raise ValueError(f"{label} must be a number, got {v!r}") from None
     if not math.isfinite(x) or x != int(x):
-        raise ValueError(f"{field} ({label}) must be a whole number, got {v!r}")
+        raise ValueError(f"{label} must be a whole number, got {v!r}")
     if x > cap:
-        raise ValueError(f"{label} ({field}) must be at most {cap:,}, got {readable(x)}")
+        raise ValueError(f"{label} must be at most {cap:,}, got {readable(x)}")
     return int(x)
+
+
+def in_words(message: str) -> str:
+    """A config's message with its field names replaced by the form's labels: 'hidden_size (256) must be
+    divisible by num_attention_heads (12)' reads 'Hidden size (256) must be divisible by Attention heads (12)'."""
+    for field in sorted(SAY, key=len, reverse=True):
+        message = re.sub(rf"\b{field}\b", SAY[field], message)
+    return message[:1].upper() + message[1:]
 
 
 def _family(family) -> str:
     if family is None:
         return "bert"
     if family not in MODEL_TYPES:
-        raise ValueError(f"model_type (Family) must be one of {', '.join(MODEL_TYPES)}, got {family!r}")
+        raise ValueError(f"Family must be one of {', '.join(MODEL_TYPES)}, got {family!r}")
     return family
 
 
@@ -129,7 +141,10 @@ def make_config(family="bert", **shape) -> BertConfig:
         kw["embedding_size"] = None
     if family not in ("albert", "electra") and kw["embedding_size"] == kw["hidden_size"]:
         kw["embedding_size"] = None  # E = H is no factorisation: fine for every member
-    return preset(preset_names(family)[0], model_type=family).replace(**kw)  # raises ValueError naming the field
+    try:
+        return preset(preset_names(family)[0], model_type=family).replace(**kw)
+    except ValueError as e:  # the config names its own fields: say them as the form does
+        raise ValueError(in_words(str(e))) from None
 
 
 def form_values(c: BertConfig) -> list:

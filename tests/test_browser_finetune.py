@@ -84,6 +84,11 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
             box.get_by_text(label, exact=True).click()  # unticked: frozen and LoRA stay
         tab.get_by_text("2 runs").first.wait_for()
         tab.locator("#finetune-compare").click()
+        tab.locator("#finetune-status").get_by_text(re.compile("about .* in all|timing")).first.wait_for(timeout=60_000)
+        tab.locator("#finetune-try").click()  # too early: no run has ended (issue 31, item 2)
+        page.locator(".toast-body").filter(has_text=re.compile("no finished run yet|no saved model yet")).first \
+            .wait_for(timeout=30_000)
+        assert tab.locator(".error:visible").count() >= 1  # the Error badge over the try-it box
         t0, said = time.time(), []
         while time.time() - t0 < 240:  # the page refreshes by itself until the comparison ended
             said.append(tab.locator("#finetune-status").inner_text())
@@ -105,6 +110,9 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         page.screenshot(path=str(SHOTS / "finetune_compare_chart.png"))
 
         assert tab.locator("#finetune-try-run").is_visible()
+        # the first run's model took over the box: its answer, and no Error badge left from the early try
+        tab.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=60_000)
+        assert tab.locator(".error:visible").count() == 0
         tab.locator("#finetune-try").click()
         tab.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=60_000)
         tab.locator("#finetune-try").scroll_into_view_if_needed()

@@ -136,6 +136,10 @@ def try_it(name, text, pair=None, question=None, sub=None):
     return finetune_try.try_it(name, sub, text, pair, question)
 
 
+def try_again(name, text, pair=None, question=None, sub=None):
+    return finetune_try.again(name, sub, text, pair, question)
+
+
 def build(picker: gr.Dropdown) -> None:
     owner, opened = jobs_ui.session()
     form = forms.Form(FinetuneSpec, "finetune")
@@ -244,6 +248,8 @@ def build(picker: gr.Dropdown) -> None:
     try_btn.click(try_it, try_in, [label, tags], api_name="finetune_try")
     text.submit(try_it, try_in, [label, tags], api_name=False)
     watch.change(finetune_try.inputs_for, watch, [pair, question, sub], api_name=False, show_progress="hidden")
+    # the model under the box changed: its own answer replaces the old one (and a stale Error badge)
+    gr.on([watch.change, sub.change], try_again, try_in, [label, tags], api_name=False, show_progress="hidden")
     # a comparison's runs join the picker as they end (the timer ticks until the last one has)
     gr.on([sub.focus, timer.tick], finetune_try.refresh_runs, [watch, sub], sub, api_name=False,
           show_progress="hidden")

@@ -102,3 +102,16 @@ def try_it(name, sub, text, pair=None, question=None):
         return gr.Label(value=f"{res['value']:.3f}", label="Predicted value", visible=True), hidden
     return gr.Label(value=res["labels"], label="Per-label probability" if res["problem"] == "multi" else "Prediction",
                     visible=True), hidden
+
+
+def again(name, sub, text, pair=None, question=None):
+    """try_it when the model under the box changes (another run watched, another run of a comparison
+    picked, or a comparison's first run ended): the new model's prediction, or an empty box where there
+    is none. The old result, and an Error badge from an earlier try, belonged to another model."""
+    empty = gr.update(value=None), gr.update(value=None)
+    if not (isinstance(text, str) and text.strip()):
+        return empty
+    try:
+        return try_it(name, sub, text, pair, question)
+    except (gr.Error, OSError):  # nothing to try yet: the box says nothing rather than an old answer
+        return empty

@@ -132,3 +132,28 @@ def test_text_tabs_on_a_phone(server, laptop):
             assert len(one_line) >= 8 and max(one_line) <= 1.3 * min(one_line) and max(one_line) < 45, one_line
         page.screenshot(path=str(SHOTS / f"text_{name.lower().replace(' ', '_')}_phone.png"), full_page=True)
     page.close()
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_two_masks_one_pass_against_one_at_a_time(server, laptop, size):
+    """issue 32, item 3: the lesson's example, one click away under Fill-mask's examples, shows 'the the'
+    from one pass beside the one-at-a-time filling, the table within the screen's width."""
+    phone = size == PHONE
+    page = laptop.context.browser.new_page(viewport={"width": size[0], "height": size[1]}, is_mobile=phone,
+                                           has_touch=phone)
+    page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
+    page.goto(server)
+    panel = tab(page, "Fill-mask")
+    panel.locator("mark").first.wait_for(timeout=30_000)  # the tab's own first result
+    panel.get_by_text("i saw it in [MASK] [MASK] last year .").first.click()  # the example
+    view = panel.locator("#fill-in-turn")
+    rows = view.locator("tr")
+    rows.nth(2).wait_for(timeout=60_000)
+    assert rows.count() == 3
+    assert "the the" in rows.nth(1).inner_text() and "the the" not in rows.nth(2).inner_text()
+    assert "as likely" in view.inner_text()
+    box = view.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1, box  # the table scrolls inside, if at all
+    view.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"text_fill_in_turn_{'phone' if phone else 'desktop'}.png"))
+    page.close()

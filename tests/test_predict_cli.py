@@ -83,6 +83,12 @@ def test_cli_fill_mask_json_and_info(model_dir):
     assert json.loads(r.stdout)["params"]["total"] == sum(p.numel() for p in model_dir[1].parameters())
     r = run_cli("info", "base")
     assert r.returncode == 0 and "109,482,240" in r.stdout
+    r = run_cli("fill-mask", "--model", str(path), "--in-turn", "--json", "the [MASK] [MASK] was good .")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["masks"] == 2 and len(out["in_turn"]["order"]) == 2 and len(out["independent"]["chain"]) == 2
+    r = run_cli("fill-mask", "--model", str(path), "--in-turn", "the [MASK] was good .")
+    assert r.returncode == 2 and "two or more" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.slow
@@ -140,3 +146,36 @@ def test_nsp_accuracy_counts(model_dir, vocab_tokenizer):
     said = [nsp_scores(model, tok, a, [b])[0] > 0.5 for a, b, _ in pairs]
     assert acc["accuracy"] == sum(s == bool(y) for s, (_, _, y) in zip(said, pairs)) / 4 and 0 <= p <= 1
     assert acc["next_said_next"] == (said[0] + said[2]) / 2 and acc["random_said_next"] == (said[1] + said[3]) / 2
+
+
+def test_masks_filled_in_one_pass_and_in_turn_follow_fill_mask(model_dir, vocab_tokenizer):
+    """issue 32, item 3: the one-pass filling is fill-mask's top guess at each gap; the one-at-a-time
+    filling takes the surest gap first and re-runs with its word in place; both are scored by the chain
+    rule, each gap's probability (fill-mask's own) given the text with the gaps before it filled."""
+    import math
+
+    from bertlab.analysis.predict import fill_in_turn
+    _, m = model_dir
+    text = "the [MASK] [MASK] was good ."
+    res = fill_in_turn(m, vocab_tokenizer, text)
+    top = fill_mask(m, vocab_tokenizer, text, top_k=100)
+    one, turn = res["independent"], res["in_turn"]
+    assert one["tokens"] == [g[0]["token_str"] for g in top]
+    assert [round(p, 5) for p in one["alone"]] == [round(g[0]["score"], 5) for g in top]
+    first = max(range(2), key=lambda i: top[i][0]["score"])  # the surest gap goes first
+    assert turn["order"][0] == first and turn["tokens"][first] == top[first][0]["token_str"]
+    other = 1 - first
+    filled = text.replace("[MASK]", "{}").format(*[turn["tokens"][first] if i == first else "[MASK]" for i in range(2)])
+    assert turn["tokens"][other] == fill_mask(m, vocab_tokenizer, filled, top_k=1)[0][0]["token_str"]
+    enc = vocab_tokenizer.encode(text)  # the first gap filled with its one-pass word, by id (a piece need not
+    ids = list(enc.ids)                  # read back as the same piece once written into the text)
+    gaps = [i for i, t in enumerate(ids) if t == vocab_tokenizer.mask_token_id]
+    ids[gaps[0]] = vocab_tokenizer.token_to_id(one["tokens"][0])
+    with torch.no_grad():
+        probs = m(torch.tensor([ids]), torch.tensor([enc.token_type_ids])).mlm_logits[0, gaps[1]].softmax(-1)
+    probs[sorted(vocab_tokenizer.special_ids)] = 0.0
+    p = probs[vocab_tokenizer.token_to_id(one["tokens"][1])].item()
+    assert abs(one["chain"][0] - one["alone"][0]) < 1e-6 and abs(one["chain"][1] - p) < 1e-5
+    assert abs(one["chain_log_prob"] - sum(math.log(c) for c in one["chain"])) < 1e-9
+    with pytest.raises(ValueError, match="two or more"):
+        fill_in_turn(m, vocab_tokenizer, "the [MASK] was good .")

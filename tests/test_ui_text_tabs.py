@@ -364,4 +364,17 @@ def test_tabs_build_with_their_api_names():
             with gr.Tab(name):
                 mod.build(picker)
     public = {f.api_name for f in demo.fns.values() if f.api_visibility == "public"}
-    assert public == {"tokenize", "mask_preview", "mask_score", "fill_mask", "logit_lens", "nsp"}
+    assert public == {"tokenize", "mask_preview", "mask_score", "fill_mask", "logit_lens", "fill_in_turn", "nsp"}
+
+
+def test_two_masks_side_by_side_part_when_filled_in_turn_on_the_shipped_model():
+    """issue 32, item 3: on the shipped model, one pass fills 'in [MASK] [MASK] last year' with 'the the',
+    a pair the model itself rates at under 1 %; one at a time gives a pair it rates far higher."""
+    from bertlab.app.ui.text import fill_in_turn
+    view, res = fill_in_turn.in_turn_view(fill_in_turn.EXAMPLE, False, None)
+    one, turn = res["independent"], res["in_turn"]
+    assert one["tokens"] == ["the", "the"] and one["chain"][1] < 0.01
+    assert turn["tokens"] != one["tokens"] and turn["chain_log_prob"] > one["chain_log_prob"] + 2
+    assert "One at a time" in view and "as likely" in view
+    hint, empty = fill_in_turn.in_turn_view("the acting was [MASK] .", False, None)
+    assert "Write two to 6 [MASK]s" in hint and empty == {}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 import torch
@@ -78,6 +79,62 @@ def fill_mask(model, tok, text: str, top_k: int = 5, causal: bool = False) -> li
               "sequence": _decode_keep_masks(tok, enc.ids[:pos] + [t] + enc.ids[pos + 1:])}
              for p, t in zip(top.values[i].tolist(), top.indices[i].tolist())]
             for i, pos in enumerate(where)]
+
+
+MAX_IN_TURN = 6  # [MASK]s filled one at a time: 3n forward passes
+
+
+@torch.no_grad()
+def fill_in_turn(model, tok, text: str) -> dict:
+    """Several [MASK]s filled two ways. BERT's loss scores each hidden word from the visible words alone,
+    so one pass fills every mask as if the others stayed hidden ("independent"): two side by side can
+    each take their own best word and make a pair no one writes ("in the the last year"). Filled one at
+    a time (the surest mask first, the model re-run with it in place), each later word sees the earlier
+    ones. Both fillings are then scored by the same yardstick, the chain rule left to right: each
+    mask's probability given the text with the masks before it filled, as a left-to-right reading of
+    p(w1, ..., wn | text) would have it."""
+    text, n = masked_text(model, tok, text, 1, "fill masked words")
+    if n < 2:
+        raise ValueError("write two or more [MASK]s (side by side shows it best): with one there is "
+                         "nothing to fill in turn")
+    if n > MAX_IN_TURN:
+        raise ValueError(f"{n} [MASK]s: at most {MAX_IN_TURN} are filled one at a time")
+    enc = tok.encode(text)
+    ids = list(enc.ids)
+    where = [i for i, t in enumerate(ids) if t == tok.mask_token_id]
+    if len(where) < n:
+        raise ValueError(f"the text is longer than the model's {tok.model_max_length} tokens and "
+                         f"a [MASK] was cut off: shorten it")
+    dev = device_of(model)
+    special = torch.tensor(sorted(tok.special_ids), device=dev)
+    types = torch.tensor([enc.token_type_ids], device=dev)
+
+    def probs(cur: list[int]) -> torch.Tensor:  # (n, V) at the mask positions
+        p = model(torch.tensor([cur], device=dev), types).mlm_logits[0, where].float().softmax(-1)
+        p[:, special] = 0.0
+        return p
+
+    alone = probs(ids)
+    independent = alone.argmax(-1).tolist()
+    cur, order, left = list(ids), [], set(range(n))
+    while left:  # the surest remaining mask first, then run again with its word in place
+        p = probs(cur)
+        best = max(left, key=lambda i: p[i].max().item())
+        cur[where[best]] = int(p[best].argmax())
+        order.append(best)
+        left.remove(best)
+    in_turn = [cur[w] for w in where]
+
+    def scored(fill: list[int]) -> dict:
+        cur, chain = list(ids), []
+        for i, w in enumerate(where):
+            chain.append(probs(cur)[i, fill[i]].item())
+            cur[w] = fill[i]
+        return {"tokens": [tok.id_to_token(t) for t in fill], "sequence": tok.decode(cur),
+                "alone": [alone[i, t].item() for i, t in enumerate(fill)], "chain": chain,
+                "chain_log_prob": sum(math.log(max(c, 1e-30)) for c in chain)}
+
+    return {"masks": n, "independent": scored(independent), "in_turn": {**scored(in_turn), "order": order}}
 
 
 def _decode_keep_masks(tok, ids: list[int]) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -14,7 +15,7 @@ from tqdm import tqdm
 
 from .. import fast
 from ..analysis import sizing
-from ..analysis.predict import fill_mask
+from ..analysis.predict import fill_in_turn, fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
 from ..train import runs, specs
@@ -36,6 +37,8 @@ def on_device(model, name: str):
 
 def cmd_fill_mask(a) -> int:
     model, tok = load_pretrained(a.model)
+    if a.in_turn:
+        return _fill_in_turn(fast.optimize(on_device(model, a.device)), tok, a)
     results = fill_mask(fast.optimize(on_device(model, a.device)), tok, a.text, top_k=a.top_k)
     if a.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
@@ -45,6 +48,19 @@ def cmd_fill_mask(a) -> int:
             print(f"[MASK] #{i}")
         for c in cands:
             print(f"  {c['score']:6.1%}  {c['token_str']:<15} {c['sequence']}")
+    return 0
+
+
+def _fill_in_turn(model, tok, a) -> int:
+    """Two or more [MASK]s filled in one pass (each on its own) and one at a time (the surest first)."""
+    res = fill_in_turn(model, tok, a.text)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    for key, name in (("independent", "one pass"), ("in_turn", "one at a time")):
+        r = res[key]
+        print(f"{name:>14}: {r['sequence']}\n{'':>16}alone {' · '.join(f'{p:.1%}' for p in r['alone'])}; "
+              f"in turn {' · '.join(f'{p:.1%}' for p in r['chain'])}; together {math.exp(r['chain_log_prob']):.3%}")
     return 0
 
 
@@ -296,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--model", default=None, help="model folder or hub id (default: the shipped model)")
     f.add_argument("--top-k", type=_positive, default=5)
     f.add_argument("--json", action="store_true", help="print Hugging Face widget fields as JSON")
+    f.add_argument("--in-turn", action="store_true",
+                   help="two or more [MASK]s: fill them in one pass (each on its own, as BERT was trained) and one "
+                        "at a time (the surest first), and score both fillings")
     f.add_argument("--device", default="auto", help=DEVICE_HELP)
     f.set_defaults(run=cmd_fill_mask)
     i = sub.add_parser("info", help="a model's config, parameter counts, memory and FLOPs")

@@ -2,6 +2,7 @@
 pairs, attention). Each question's inputs are the ones checks.py runs the model on."""
 from __future__ import annotations
 
+from ..ui.text import fill_in_turn
 from . import checks as C
 from .lesson import Lesson, TryIt
 
@@ -66,9 +67,15 @@ $$p(w \mid \tilde{x}) = \operatorname{softmax}\left(W_e\, g(h_i) + b\right)_w$$
 
 Because every layer lets each token look at **all** the others, $h_i$ depends on the words to the
 left *and* to the right of the gap: that is the "B" in BERT (bidirectional). A left-to-right model
-such as GPT only sees the words before the gap.""",
+such as GPT only sees the words before the gap.
+
+Each gap is guessed from the visible words only, never from the other gaps: with two `[MASK]`s side
+by side, each may take its own best word, and the pair need not fit (the tab fills them in one pass
+and one at a time, and says what XLNet changed).""",
     try_its=(TryIt("The gap with the left context only", "fill-mask", {"text": C.FILL_TEXT, "left_only": True}),
-             TryIt("The same gap, reading both sides", "fill-mask", {"text": C.FILL_TEXT, "left_only": False})),
+             TryIt("The same gap, reading both sides", "fill-mask", {"text": C.FILL_TEXT, "left_only": False}),
+             TryIt("Two gaps side by side: one pass or one at a time", "fill-mask",
+                   {"text": fill_in_turn.EXAMPLE, "left_only": False})),
     expect="""With both sides, the words after the gap (*recommend this film*) pull the guesses
 towards adverbs that fit "would … recommend": *highly*, *strongly* (or *not*). With the left context
 only the model sees just "i would …" and guesses verbs that often follow it: the right-hand words were

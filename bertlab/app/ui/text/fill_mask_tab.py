@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from ....analysis.predict import MASK_RE, MAX_MASKS, fill_mask, with_masks
 from ..shared import common, links, text_notes
-from . import logit_lens, replaced_view
+from . import fill_in_turn, logit_lens, replaced_view
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -29,6 +29,7 @@ EXAMPLES = [
     ["the [MASK] of the river was muddy .", 5, False],
     ["she went to the [MASK] to deposit money .", 5, False],
     ["the [MASK] was [MASK] and the actors were wooden .", 5, False],
+    [fill_in_turn.EXAMPLE, 5, False],
     ["the [MASK] was slow but the ending was great .", 5, True],
 ]
 WORD_RE = re.compile(r"\[mask\]|[^\W_]+(?:['’][^\W_]+)*", re.IGNORECASE)
@@ -168,6 +169,8 @@ def build(picker: gr.Dropdown) -> None:
     triggers = [text.submit, causal.input, k.release, picker.change]
     events = common.wire(**args, button=go_btn, api_name="fill_mask", triggers=triggers, examples=ex)
     lens = logit_lens.build(text, k, causal, picker, events)
+    turn = fill_in_turn.build(text, causal, picker, events)
     text.change(update_words, text, pick, api_name=False, show_progress="hidden")
-    masked = pick.input(mask_word, [text, pick], text, api_name=False)
-    masked.success(api_name=False, **args).success(api_name=False, **lens)
+    masked = pick.input(mask_word, [text, pick], text, api_name=False).success(api_name=False, **args)
+    masked.success(api_name=False, **lens)
+    masked.success(api_name=False, **turn)

@@ -11,7 +11,7 @@ from browser import DESKTOP, PHONE, ROOT, SHOTS, chromium_page, figures_fit, ser
 APP = f"""import sys
 sys.path.insert(0, {str(ROOT)!r})
 import app
-from bertlab.app.ui import distill_tab
+from bertlab.app.ui.training import distill_tab
 app.TABS = [("Distil", distill_tab)]  # the real page (header, model picker, styles) with this tab alone
 app.main()
 """

@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})  # before the launcher's own folder
 import app  # noqa: E402
 from bertlab.app import jobs  # noqa: E402
-from bertlab.app.ui import architecture_tab  # noqa: E402
+from bertlab.app.ui.labs import architecture_tab  # noqa: E402
 
 
 def no_jobs(self, name, *args, **kwargs):

@@ -20,7 +20,7 @@ with open(csv, "w") as f:
     while f.tell() < 20_000_000:
         f.write(" ".join(rng.choice(words) for _ in range(40)) + (",pos\\n" if n % 2 else ",neg\\n"))
         n += 1
-from bertlab.app.ui import finetune_tab
+from bertlab.app.ui.training import finetune_tab
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 task = next(k for k, v in finetune_tab.TASKS.items() if v == "upload-csv")
 finetune_tab.form_spec(model=None, task=task, upload=str(csv), text_column="text", label_column="label",

@@ -35,7 +35,7 @@ class Limits:
     max_sessions: int  # browser sessions the server keeps (Gradio copies the page's config into each)
     upload_age_s: int  # an uploaded file is deleted this long after it came (a run keeps its own copy)
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
-    queue_per_session: int = 8  # events one browser session may have waiting in Gradio's queue
+    queue_per_session: int = 16  # events one browser session may have waiting in Gradio's queue
     queue_per_address: int = 32  # ... one address (a classroom behind one NAT shares it)
     upload_mb_per_hour: float = 250.0  # megabytes one address may upload an hour
     uploads_mb: float = 2000.0  # all uploads the server holds (each is deleted after upload_age_s)
@@ -124,7 +124,7 @@ def limits() -> Limits:
                   job_mb=_env_num("BERTLAB_JOB_MB", 6000.0, float),
                   max_sessions=_env_num("BERTLAB_MAX_SESSIONS", 300),
                   upload_age_s=_env_num("BERTLAB_UPLOAD_AGE_S", 3600),
-                  queue_per_session=_env_num("BERTLAB_QUEUE_PER_SESSION", 8),
+                  queue_per_session=_env_num("BERTLAB_QUEUE_PER_SESSION", 16),
                   queue_per_address=_env_num("BERTLAB_QUEUE_PER_ADDRESS", 32),
                   upload_mb_per_hour=_env_num("BERTLAB_UPLOAD_MB_PER_HOUR", 250.0, float),
                   uploads_mb=_env_num("BERTLAB_UPLOADS_MB", 2000.0, float),

@@ -30,6 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_class as bc  # noqa: E402  (its serving, students and training start)
 
+from bertlab.app.quota import folder_bytes  # noqa: E402
+
 RSS_GOAL_MB, FLAT_MB, P95_GOAL_MS = 1500, 100, 500
 BUDGETS = {"BERTLAB_DISK_BUDGET_MB": "300", "BERTLAB_CACHE_MB": "200", "BERTLAB_UPLOADS_MB": "200"}
 
@@ -40,8 +42,7 @@ def rss_mb(pid: int) -> float:
 
 
 def folder_mb(folder: Path) -> float:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6 \
-        if folder.exists() else 0.0
+    return folder_bytes(folder) / 1e6 if folder.exists() else 0.0
 
 
 def fresh_sessions(url, n: int) -> tuple[int, int]:

@@ -3,7 +3,9 @@ disk budget. The job manager asks; these functions only count and remove folders
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -12,7 +14,16 @@ from .limits import limits
 
 
 def folder_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    """Bytes of the plain files under `path` (links not followed); a file deleted meanwhile counts 0."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:  # gone between the listing and the look (Gradio's delete_cache, a run removed)
+                continue
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
 
 
 def check_visitor(busy: int, kept: list[Path], new: bool, everyone: int = 0) -> None:

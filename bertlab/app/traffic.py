@@ -24,6 +24,8 @@ from pathlib import Path
 
 from starlette.responses import JSONResponse
 
+from .quota import folder_bytes
+
 HEAVY_LIMIT = 2  # an event whose concurrency limit is this or lower is heavy
 
 
@@ -82,17 +84,6 @@ def upload_dir() -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
 
 
-def folder_mb(folder: Path) -> float:
-    total = 0
-    for root, _, files in os.walk(folder):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                pass  # deleted meanwhile (delete_cache)
-    return total / 1e6
-
-
 class UploadGuard:
     """ASGI middleware: uploads count against their address's hourly megabytes and the folder's total."""
 
@@ -134,7 +125,7 @@ class UploadGuard:
         address = (scope.get("client") or ("unknown",))[0]
         if mb is None:
             why, code = "An upload must say its size (Content-Length).", 411
-        elif folder_mb(self.folder()) + mb > self.total_mb:
+        elif folder_bytes(self.folder()) / 1e6 + mb > self.total_mb:
             why, code = ("The server's upload space is full for now: try again in a while, or use a smaller "
                          "file."), 507
         else:

@@ -75,3 +75,21 @@ def test_bad_sections_are_refused():
     m = _module()
     with pytest.raises(SystemExit):
         m.main(["--quick", "--sections", "gemm,nonsense"])
+
+
+def test_the_gpu_oracle_check_runs_on_a_cpu_and_finds_every_member_and_method_equal(tmp_path):
+    """bench/gpu_oracles.py is the GPU's copy of the oracle tests: on a CPU it must pass the same way, and
+    it must cover every member's classes and every peft-format method (a check that skipped one would pass)."""
+    from bertlab import family
+    from bertlab.heads import KINDS
+    out = tmp_path / "oracles.json"
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_oracles.py"), "--device", "cpu", "--json", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert set(res["models"]) == set(family.MEMBERS) and res["failed"] == []
+    for member, archs in res["models"].items():
+        assert len(archs) == len(KINDS) + 1 + (member == "electra"), archs  # heads, pre-training (+ generator)
+        assert all(d["fp32"] <= 1e-5 and d["fp32_sdpa"] <= 1e-5 for d in archs.values())
+    assert len(res["methods"]) == 18 and all(d["fp32"] <= 1e-5 for d in res["methods"].values())

@@ -95,11 +95,13 @@ def test_the_old_fill_mask_would_fail(vocab_tokenizer):
 def test_masked_word_views(kind, toks):
     from bertlab.analysis import draw_score
     from bertlab.analysis.lens import logit_lens
-    from bertlab.analysis.predict import fill_mask
+    from bertlab.analysis.predict import fill_in_turn, fill_mask
     tok = toks[kind]
     model = on_device(kind, tok)
     top = assert_device_clean(fill_mask, model, tok, MASKED, top_k=3)
     assert [len(t) for t in top] == [3, 3] and isinstance(top[0][0]["score"], float)
+    both = assert_device_clean(fill_in_turn, model, tok, MASKED)
+    assert len(both["in_turn"]["chain"]) == 2 and isinstance(both["independent"]["chain_log_prob"], float)
     assert_device_clean(fill_mask, model, tok, MASKED, top_k=3, causal=True)
     assert_device_clean(logit_lens, model, tok, MASKED, top_k=3, mask_index=1)
     ids = tok.encode(MASKED).ids
@@ -284,13 +286,16 @@ def test_same_answers_as_on_the_cpu(vocab_tokenizer):
     import copy
 
     from bertlab.analysis import attention_views, classify
-    from bertlab.analysis.predict import fill_mask, nsp_scores
+    from bertlab.analysis.predict import fill_in_turn, fill_mask, nsp_scores
     torch.manual_seed(0)
     cpu = family.build(_config("bert", vocab_tokenizer)).eval()
     dev = copy.deepcopy(cpu).to(DEV)
     a, b = (fill_mask(m, vocab_tokenizer, MASKED, top_k=3) for m in (cpu, dev))
     assert [[c["token"] for c in x] for x in a] == [[c["token"] for c in x] for x in b]
     assert [c["score"] for c in a[0]] == pytest.approx([c["score"] for c in b[0]], abs=1e-4)
+    ta, tb = (fill_in_turn(m, vocab_tokenizer, MASKED) for m in (cpu, dev))
+    assert ta["in_turn"]["tokens"] == tb["in_turn"]["tokens"] and ta["in_turn"]["order"] == tb["in_turn"]["order"]
+    assert ta["in_turn"]["chain"] == pytest.approx(tb["in_turn"]["chain"], abs=1e-4)
     seconds = ["i love it .", "the bank ."]
     assert nsp_scores(cpu, vocab_tokenizer, TEXT, seconds) == pytest.approx(
         nsp_scores(dev, vocab_tokenizer, TEXT, seconds), abs=1e-4)
@@ -304,6 +309,7 @@ def test_same_answers_as_on_the_cpu(vocab_tokenizer):
 
 
 # ---- the CPU-only speed-up ------------------------------------------------------------------------
+@pytest.mark.skipif(DEV == "cpu", reason="checks a model off the CPU")
 def test_fast_optimize_leaves_a_model_off_the_cpu_alone(vocab_tokenizer):
     from bertlab import fast
     model = on_device("bert", vocab_tokenizer)

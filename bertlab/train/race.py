@@ -29,7 +29,9 @@ from .loop import resolve_device
 from .pretrain import pretrain
 from .specs import RECIPES, FinetuneSpec, PretrainSpec, RaceSpec
 
-TRIAL_STEPS = 12  # timed steps per recipe before its run (the first two are left out: warm-up)
+TRIAL_STEPS = 15  # timed steps per recipe before its run (the first five are left out: warm-up)
+TRIAL_LOG = 5  # a log row reads the loss back, which waits for the GPU: one every 5 steps, near a real run's
+# rhythm (a row every 1 % of it); a row a step timed an H200's steps 1.4-1.8x slower than the run took
 EVALS = 8  # held-out evaluations per run: enough points for a curve, little time taken from training
 FINETUNE_S = {"tiny": 40, "mini": 120, "small": 400}  # seconds per fine-tuning epoch on sentiment, 2-core EPYC
 GPU_FINETUNE_S = 15  # the same on a GPU (an H200: 11-15 s for two epochs of mini)
@@ -73,11 +75,11 @@ def estimate_minutes(race: RaceSpec) -> float:
 def _trial(spec: PretrainSpec, folder: Path, log) -> float:
     """Seconds per step of this recipe here and now (the run's own code, a throwaway folder)."""
     shutil.rmtree(folder, ignore_errors=True)
-    pretrain(folder, spec.replace(steps=TRIAL_STEPS, log_every=1, eval_every=10**6, save_every=10**6),
+    pretrain(folder, spec.replace(steps=TRIAL_STEPS, log_every=TRIAL_LOG, eval_every=10**6, save_every=10**6),
              log=lambda *_: None)
     t = {r["step"]: r["time"] for r in runs.read_metrics(folder)[0] if r.get("split") == "train"}
     shutil.rmtree(folder, ignore_errors=True)
-    return (t[TRIAL_STEPS] - t[2]) / (TRIAL_STEPS - 2)
+    return (t[TRIAL_STEPS] - t[TRIAL_LOG]) / (TRIAL_STEPS - TRIAL_LOG)
 
 
 def pretrain_recipe(out: Path, race: RaceSpec, name: str, threads: int, stop=None, log=print) -> dict:

@@ -61,6 +61,34 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))  # (B, T, H)
 
 
+def sinusoidal_table(positions: int, dim: int) -> torch.Tensor:
+    """(P, dim) the Transformer paper's fixed positions: column 2j holds sin(p / 10000^(2j/dim)), column
+    2j+1 the cosine at the same frequency. Nothing is learnt; each position is a point on `dim`/2 clocks
+    of wavelengths 2π to 10000·2π, so any shift is the same rotation wherever it starts."""
+    p = torch.arange(positions, dtype=torch.float64)[:, None]  # (P, 1)
+    j = torch.arange(dim, dtype=torch.float64)[None, :]  # (1, dim)
+    angle = p / torch.pow(10000.0, 2 * torch.div(j, 2, rounding_mode="floor") / dim)  # (P, dim)
+    return torch.where(j % 2 == 0, angle.sin(), angle.cos()).float()
+
+
+def position_tables(model: nn.Module) -> list[nn.Embedding]:
+    """Every position table in a model (ELECTRA's pair has two: generator and discriminator)."""
+    return [m.position_embeddings for m in model.modules() if isinstance(getattr(m, "position_embeddings", None),
+                                                                        nn.Embedding)]
+
+
+@torch.no_grad()
+def fix_sinusoidal_positions(model: nn.Module, fill: bool = True) -> nn.Module:
+    """Pre-training with fixed sinusoidal positions: fill each position table with sinusoidal_table
+    (fill=False on a resume, whose checkpoint holds them already) and stop it learning. The table stays
+    an ordinary weight, so the saved model is a plain checkpoint transformers loads as it is."""
+    for table in position_tables(model):
+        if fill:
+            table.weight.copy_(sinusoidal_table(*table.weight.shape))
+        table.weight.requires_grad_(False)
+    return model
+
+
 class BertSelfAttention(nn.Module):
     def __init__(self, c: BertConfig):
         super().__init__()

@@ -45,3 +45,14 @@ m = cosine_matrix(pool(states, layer=-1, how="mean"))
 print("\nsentence similarity (last layer, mean pooling):")
 for i, row in enumerate(m.tolist(), 1):
     print(f"  {i}. " + "  ".join(f"{v:.2f}" for v in row))
+
+# Positions: the position vector is all that says where a word stands. Zero the position table and
+# shuffle the sentence: each word leaves the last layer with the vector it had before (cosine 1.000),
+# so [CLS] cannot tell "the man bit the dog" from "the dog bit the man". With positions, all move.
+from bertlab.analysis.positions import shuffle_test  # noqa: E402
+
+res = shuffle_test(model, tok, "the man bit the dog .")
+print(f"\nshuffled: {' '.join(res['shuffled'])}")
+print("token      cos, positions on   cos, positions off")
+for r in res["rows"]:
+    print(f"{r['token']:<10} {r['with_positions']:17.3f} {r['without_positions']:20.3f}")

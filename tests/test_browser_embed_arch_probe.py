@@ -55,7 +55,7 @@ def test_embeddings_architecture_probing_desktop(server):
         panel.get_by_role("tab", name="Position embeddings").click()
         sub = page.locator("[role=tabpanel]:visible").last
         sub.get_by_text("position vectors of").wait_for(timeout=30_000)
-        assert [(x["zmin"], x["zmax"]) for x in heatmaps(sub)] == [(-1, 1)]
+        assert [(x["zmin"], x["zmax"]) for x in heatmaps(sub)] == [(-1, 1), (-1, 1)]  # learned, sinusoidal
         # item 10: after "Use the picked model" the preset box names no other model
         page.get_by_role("tab", name="Architecture", exact=True).click()
         panel = page.locator("[role=tabpanel]:visible").first
@@ -118,5 +118,42 @@ def test_phone_width(server):
                 compute = panel.locator(".js-plotly-plot").nth(1)
                 compute.wait_for(timeout=30_000)
                 assert compute.evaluate("e => e._fullLayout.xaxis._length") >= 250
+    assert not outside, outside[:5]
+    assert not errors, errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_shuffle_from_a_link(server, size):
+    """Lesson 6's link opens the Position embeddings sub-tab with its sentence: the two tables side by side,
+    the shuffle's table (every token at cosine 1.000 with positions off), another shuffle on a click."""
+    from bertlab.app.ui.shared import links
+    url = server.rstrip("/") + "/" + links.url("embeddings", view="positions", shuffle="the dog bit the man .")
+    with chromium_page(size) as (browser, page, outside, errors):
+        page.goto(url)
+        page.get_by_role("tab", name="Position embeddings", selected=True).wait_for(timeout=60_000)
+        said = page.locator("#positions-shuffle-summary")
+        said.get_by_text("Shuffled").wait_for(timeout=60_000)
+        assert page.locator("#positions-shuffle-text textarea, #positions-shuffle-text input").first.input_value() \
+            == "the dog bit the man ."
+        table = page.locator("#positions-shuffle-table")
+        rows = re.findall(r"^(\S+)\n(\d+)\n(\d+)\n(0\.\d{3}|1\.000)\n(\d\.\d{3})$", table.inner_text(), re.M)
+        assert len(rows) == 8 and all(off == "1.000" for *_, off in rows), table.inner_text()  # off: all the same
+        assert [r[0] for r in rows] == ["[CLS]", "the", "dog", "bit", "the", "man", ".", "[SEP]"]
+        first = said.inner_text()
+        assert re.search(r"\[CLS\] falls to 0\.\d+", first), first
+        sub = page.locator("[role=tabpanel]:visible").last
+        sub.get_by_text("position vectors of").wait_for(timeout=30_000)
+        assert len(heatmaps(sub)) == 2
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(SHOTS / f"positions_{'desktop' if size == DESKTOP else 'phone'}.png"), full_page=True)
+        page.locator("#positions-shuffle").scroll_into_view_if_needed()
+        page.locator("#positions-shuffle-text").locator("xpath=..").locator("input[type=number]").first.fill("4")
+        page.get_by_role("button", name="Shuffle, with and without positions").click()
+        page.wait_for_function("t => !document.querySelector('#positions-shuffle-summary').innerText.includes(t)",
+                               arg=first.split("Without")[0], timeout=30_000)
+        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(SHOTS / f"positions_shuffled_{'desktop' if size == DESKTOP else 'phone'}.png"))
     assert not outside, outside[:5]
     assert not errors, errors

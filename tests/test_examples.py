@@ -199,6 +199,11 @@ def check_lesson06(r, model, tok):
     m = cosine_matrix(pool(hidden_states(model, tok, sentences), layer=-1, how="mean"))
     printed = re.findall(r"^  1\. (1\.00 .*)$", r["out"], re.M)[0].split()
     assert printed == [f"{v:.2f}" for v in m[0].tolist()]
+    from bertlab.analysis.positions import shuffle_test
+    res = shuffle_test(model, tok, "the man bit the dog .")
+    rows = re.findall(r"^(\S+)\s+(-?[\d.]+)\s+(-?[\d.]+)$", r["out"].split("cos, positions off")[1], re.M)
+    assert rows == [(x["token"], f"{x['with_positions']:.3f}", f"{x['without_positions']:.3f}") for x in res["rows"]]
+    assert all(off == "1.000" for *_, off in rows) and any(float(on) < 0.9 for _, on, _ in rows)
 
 
 def check_lesson07(r, model, tok):

@@ -347,6 +347,24 @@ def test_contexts_and_positions(model_tok):
     fig, summary, data = pv.show(D)
     assert fig.data[0].zmin == -1 and data["positions"] == model.config.max_position_embeddings
     assert data["mean_by_distance"][0] == pytest.approx(1.0, abs=1e-5)
+    from bertlab.analysis.positions import by_distance, similarity
+    from bertlab.model import sinusoidal_table
+    sines = sinusoidal_table(model.config.max_position_embeddings, model.config.hidden_size)
+    assert data["sinusoidal_mean_by_distance"] == pytest.approx(by_distance(similarity(sines)))
+    assert len(fig.data) == 4 and not data["fixed_sinusoidal"] and "sinusoidal" in summary
+
+
+def test_the_shuffle_on_the_shipped_model(model_tok):
+    """Positions off: every vector comes back (float rounding); on: [CLS] itself moves, so the order mattered."""
+    from bertlab.app.ui.text import positions_view as pv
+    said, rows, res = pv.shuffle(D, pv.SHUFFLE_EXAMPLE, 0)
+    assert res["max_diff_without"] < 1e-4 and all(r[4] == "1.000" for r in rows)
+    assert res["cls_with"] < 0.99 and min(float(r[3]) for r in rows) < 0.9
+    assert [r[0] for r in rows] == res["tokens"] and "Shuffled" in said
+    with pytest.raises(gr.Error, match="different words"):
+        pv.shuffle(D, "the the", 0)
+    said, *_ = pv.shuffle(D, "<b>bold</b> words", 1)
+    assert "<" not in said and "&lt;" in said  # what is echoed is escaped
 
 
 # ---- architecture: the BERT family --------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..analysis.predict import fill_mask
 from ..checkpoint import load_model, resolve_folder, save_pretrained, write_model_files
 from .. import family
 from ..config import BertConfig, preset
-from ..model import set_gradient_checkpointing
+from ..model import fix_sinusoidal_positions, set_gradient_checkpointing
 from ..data.corpus import (
     Example,
     load_documents,
@@ -221,6 +221,8 @@ def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
         model = family.build(model_config(spec, tok))
     if model.config.max_tokens < spec.max_len:
         raise ValueError(f"max_len {spec.max_len} exceeds the model's {model.config.max_tokens} positions")
+    if spec.positions == "sinusoidal":  # on a resume the checkpoint then loads the same values
+        fix_sinusoidal_positions(model)
     return set_gradient_checkpointing(model, spec.grad_checkpointing)
 
 

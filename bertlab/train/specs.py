@@ -55,6 +55,9 @@ class PretrainSpec(TrainArgs):
                                   "generator's MLM loss (the paper's 50)", POSITIVE_NUM, label='ELECTRA weight of the replaced-token loss (λ)')
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
                                          "can train longer texts", between(1, MAX_TOKENS))
+    positions: str = opt("learned", "position vectors: learned (BERT's: one trained vector a position) | sinusoidal "
+                                    "(fixed sines and cosines, the Transformer paper's; never trained)",
+                         choices=("learned", "sinusoidal"), label="Position vectors")
     # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
     dropout: float | None = opt(0.0, "hidden and attention dropout while pre-training (BERT used 0.1)", DROPOUT, label='Dropout')
     pre_ln: bool = opt(False, "LayerNorm before each block (stable at higher learning rates; not BERT's post-LN: "
@@ -108,6 +111,9 @@ class PretrainSpec(TrainArgs):
         if self.arch == "electra" and self.init_from is not None:
             raise ValueError("electra pre-training starts from scratch (a generator and a discriminator); "
                              "resume an ELECTRA run to train it longer")
+        if self.positions == "sinusoidal" and self.init_from is not None:
+            raise ValueError("sinusoidal positions replace a new model's position table; a continued model keeps "
+                             "the positions it learnt (leave positions at learned)")
         if self.arch != "electra" and (self.generator_size != 0.25 or self.rtd_weight != 50.0):
             raise ValueError(f"generator_size and rtd_weight are electra options, not {self.arch}'s")
         if self.arch != "bert" and self.pre_ln:
@@ -285,6 +291,7 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "roberta": ("RoBERTa: byte-level BPE, MLM only", dict(arch="roberta")),
     # the starkest static case: every epoch sees the same masks (BERT drew 10 copies for 40 epochs)
     "static": ("BERT MLM only, masks drawn once per example", dict(arch="bert", objective="mlm", static_masks=1)),
+    "sinusoidal": ("BERT MLM only, fixed sinusoidal positions", dict(arch="bert", objective="mlm", positions="sinusoidal")),
     "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
     "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),
 }

@@ -28,6 +28,7 @@ ATTN_TEXT = "the cat sat on the mat because it was tired ."
 EMB_WORD = "score"
 EMB_SENTENCES = ["the score swells beautifully in the final scene .", "the score by hans zimmer gave me chills .",
                  "my score for this movie is 8 out of 10 .", "a score of three stars is too generous ."]
+SHUFFLE_TEXT = "the man bit the dog ."  # positions off: the same vectors as "the dog bit the man"
 PRETRAIN_RECIPE = next(r for r in pretrain_tab.RECIPES if r.startswith("Tiny"))
 LORA = dict(method="LoRA", lora_rank=8, lora_alpha=16)
 PROBE = dict(task="pos", feature="first", kind="linear", sample=50)  # small: quick, and the layers already rank clearly

@@ -27,9 +27,17 @@ Each layer then mixes in the other words, so the same word drifts apart in diffe
 
 $$\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\,\lVert v \rVert}$$
 
-1 means the same direction; the lower, the more the contexts changed the word.""",
+1 means the same direction; the lower, the more the contexts changed the word.
+
+The position vector is all that tells BERT where a word stands: attention itself compares words
+regardless of order. BERT learns its position table; the original Transformer fixed it as sines and
+cosines of $p / 10000^{2j/H}$. Switch the table off and shuffle a sentence, and every word comes out
+with the vector it had before, only elsewhere.""",
     try_its=(TryIt(f"Follow “{C.EMB_WORD}” through four sentences", "embeddings",
                    {"word": C.EMB_WORD, "sentences": "\n".join(C.EMB_SENTENCES)}),
+             TryIt("This model's position table beside the sinusoidal one", "embeddings", {"view": "positions"}),
+             TryIt(f"Shuffle “{C.SHUFFLE_TEXT}” with positions on and off", "embeddings",
+                   {"view": "positions", "shuffle": C.SHUFFLE_TEXT}),
              TryIt("Try “bank”: river or money?", "embeddings",
                    {"word": "bank", "sentences": "we had a picnic on the river bank .\nthe bank refused to lend "
                     "them any money .\nthey sat by the bank of the river all day .\nhe robbed a bank in the first scene ."})),

@@ -45,7 +45,8 @@ PARAMS = {
     "fill-mask": ("text", "k", "left_only"),
     "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
     "attention": ("text", "pair", "layer", "head", "hide"),  # layer, head from 1
-    "embeddings": ("word", "sentences", "layer", "pooling", "special"),  # layer 0 = embeddings
+    # layer 0 = embeddings; view = the sub-tab (compare, contexts, positions); shuffle = the positions' sentence
+    "embeddings": ("word", "sentences", "layer", "pooling", "special", "view", "shuffle"),
     # the boxes; a preset alone does not fill them (the tab fills them when a student picks one)
     "architecture": ("family", "preset", "layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding",
                      "groups", "batch", "seq_len"),

@@ -204,15 +204,21 @@ def compare(word: str, sentences: str, layer, pooling: str, include_special: boo
     return word_figure(res), matrix_figure(res), pca_figure(res), md, res
 
 
+VIEWS = ("compare", "contexts", "positions")  # the sub-tabs' ids, for links
+
+
 def build(picker: gr.Textbox) -> None:
     n = num_layers(picker.value)
-    with gr.Tabs(overflow_behavior="wrap"):  # on a phone: the sub-tabs wrap, none hidden behind '…'
-        with gr.Tab("Same word, different sentences"):
+    with gr.Tabs(overflow_behavior="wrap") as views:  # on a phone: the sub-tabs wrap, none hidden behind '…'
+        with gr.Tab("Same word, different sentences", id="compare"):
             layer = build_compare(picker, n)
-        with gr.Tab("Other contexts of a token"):
+        with gr.Tab("Other contexts of a token", id="contexts"):
             ctx_layer = contexts_view.build(picker, n)
-        with gr.Tab("Position embeddings"):
+        with gr.Tab("Position embeddings", id="positions"):
             positions_view.build(picker)
+    view = gr.Textbox("", visible=False)  # a link's ?view=positions opens that sub-tab
+    links.register("embeddings", view=view)
+    view.change(lambda v: gr.Tabs(selected=v) if v in VIEWS else gr.skip(), view, views, api_name=False)
     picker.change(layer_slider, picker, ctx_layer, api_name=False)
     return layer
 

@@ -80,7 +80,7 @@ OWN = ("start_from", "upload", "hub_name")  # the form's own inputs, read into s
 SHAPE = ("layers", "hidden", "heads", "intermediate")
 # what a continued model keeps as its own
 MODEL_FIELDS = ("arch", "preset", *SHAPE, "vocab_size", "embedding_size", "layer_groups", "pre_ln", "generator_size",
-                "rtd_weight")
+                "rtd_weight", "positions")
 SIZE_INPUTS = ("preset", *SHAPE, "vocab_size", "embedding_size", "layer_groups", "max_len", "batch_size", "arch",
                "generator_size", "start_from")
 
@@ -363,6 +363,8 @@ def build(picker: gr.Dropdown) -> None:
                 with gr.Row():
                     form("dropout", info="0 suits short runs: the model is far from overfitting", maximum=0.9)
                     form("pre_ln", help=False)
+                form("positions", gr.Radio, info="sinusoidal: the Transformer paper's fixed table, never trained "
+                     "(Embeddings → Position embeddings compares the two)")
             with gr.Accordion("Data", open=False, elem_id="pretrain-data"):
                 form("corpus", gr.Radio, help=False, choices=[(k, v) for k, v in CORPORA.items()], value="imdb")
                 with gr.Row():

@@ -119,3 +119,37 @@ def test_mask_and_qkv_apis(client):
     assert max(abs(a - b) for a, b in zip(qkv["weights"], qkv["model_attention"])) <= 1e-5
     with pytest.raises(AppError, match="start or a sentence end"):
         client.predict(text=text, pair="", layer=2, head=1, position=0, api_name="/attention_mask")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_sparse_patterns_from_lesson_5s_link(server, size):
+    """Lesson 5's link opens the Sparse patterns sub-tab on its sentence: the pattern and the head, what it
+    keeps, the FLOPs table; picking BigBird redraws with more pairs computed."""
+    import re
+
+    from bertlab.app.lessons import course_a
+    link = next(t for t in course_a.ATTENTION.try_its if t.params.get("view") == "sparse")
+    from bertlab.app.ui.shared import links
+    with chromium_page(size) as (browser, page, outside, errors):
+        page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+        page.get_by_role("tab", name="Sparse patterns", selected=True).wait_for(timeout=60_000)
+        said = page.locator("#attn-sparse-said")
+        said.get_by_text("Longformer").wait_for(timeout=60_000)
+        first = said.inner_text()
+        m = re.search(r"computes (\d+) of (\d+)² = (\d+) pairs", first)
+        assert m and int(m[2]) ** 2 == int(m[3]) and int(m[1]) < int(m[3]), first
+        assert re.search(r"keeps \d+% of this head's attention", first)
+        flops = page.locator("#attn-sparse-flops").inner_text()
+        assert "4,096" in flops and "BigBird" in flops and "1.3 T" in flops
+        page.wait_for_timeout(800)
+        name = "desktop" if size == DESKTOP else "phone"
+        page.screenshot(path=str(SHOTS / f"attention_sparse_{name}.png"), full_page=True)
+        page.locator("#attn-sparse-kind").get_by_text("BigBird").click()
+        page.wait_for_function("t => { const s = document.querySelector('#attn-sparse-said').innerText; "
+                               "return s.includes('BigBird') && s !== t; }", arg=first, timeout=30_000)
+        more = re.search(r"computes (\d+) of", said.inner_text())
+        assert int(more[1]) > int(m[1])  # random keys on top of the window and the global token
+        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+    assert not outside, outside[:5]
+    assert not errors, errors

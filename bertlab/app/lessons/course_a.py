@@ -112,8 +112,14 @@ $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\to
 
 Each row of the softmax shares out 100 % of one token's attention. Heads learn habits (Clark et
 al. 2019): some look at the previous or the next token, some "park" on `[CLS]` or `[SEP]`, a few
-follow syntax.""",
-    try_its=(TryIt("Open the sentence at layer 2, head 1", "attention", {"text": C.ATTN_TEXT, "layer": 2, "head": 1}),),
+follow syntax.
+
+Every token scoring every token costs $T^2$ pairs a head: 16.8 million at 4,096 tokens. Longformer
+and BigBird compute only a window of neighbours, a few global tokens and (BigBird) a few random
+ones; the heads that look nearby lose almost nothing.""",
+    try_its=(TryIt("Open the sentence at layer 2, head 1", "attention", {"text": C.ATTN_TEXT, "layer": 2, "head": 1}),
+             TryIt("What Longformer's and BigBird's patterns keep of these heads", "attention",
+                   {"text": C.ATTN_TEXT, "layer": 2, "head": 1, "view": "sparse"})),
     expect="""Open the **Overview** and **Head statistics** views: the squares labelled *previous*
 are heads that put most of each token's attention on the token just before it — the nearest word is
 the best single clue, and learning to look there is how a model leaves the "bag of words" stage of

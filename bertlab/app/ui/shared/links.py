@@ -44,7 +44,7 @@ PARAMS = {
     "masking": ("text", "rate", "whole_word", "seed", "n"),
     "fill-mask": ("text", "k", "left_only"),
     "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
-    "attention": ("text", "pair", "layer", "head", "hide"),  # layer, head from 1
+    "attention": ("text", "pair", "layer", "head", "hide", "view"),  # layer, head from 1; view=sparse: that sub-tab
     # layer 0 = embeddings; view = the sub-tab (compare, contexts, positions); shuffle = the positions' sentence
     "embeddings": ("word", "sentences", "layer", "pooling", "special", "view", "shuffle"),
     # the boxes; a preset alone does not fill them (the tab fills them when a student picks one)

@@ -15,7 +15,7 @@ from ....analysis import attention_views as av
 from ....analysis import bertviz_offline as bv
 from ..shared import links, models, text_notes
 from ..shared.common import config_of, examples, form, load_model, mistakes, notice_html, wire
-from . import attention_finder, attention_mask, attention_math
+from . import attention_finder, attention_mask, attention_math, attention_sparse
 from .attention_run import checked_run as _run
 
 MAX_TEXT = 20_000  # characters per box: more would only be cut to the model's tokens anyway
@@ -269,7 +269,7 @@ def build(picker: gr.Dropdown) -> None:
     ex = examples(side, EXAMPLES, [text, pair])
     links.register("attention", text=text, pair=pair, layer=layer, head=head, hide=hide)
     caption = gr.Markdown()
-    with gr.Tabs(overflow_behavior="wrap"):  # on a phone: rows of tabs, none hidden behind "…"
+    with gr.Tabs(overflow_behavior="wrap") as views:  # on a phone: rows of tabs, none hidden behind "…"
         with gr.Tab("One head"):
             head_plot = gr.Plot(label="Attention of one head")
         with gr.Tab("All heads of the layer"):
@@ -294,9 +294,14 @@ def build(picker: gr.Dropdown) -> None:
             follow = [attention_mask.build(text, pair, layer, head, picker)]
         with gr.Tab("Q·K·V by hand"):
             follow.append(attention_math.build(text, pair, layer, head, picker))
+        with gr.Tab("Sparse patterns", id="sparse"):
+            follow.append(attention_sparse.build(text, pair, layer, head, picker))
         follow.append(attention_finder.build(text, pair, picker))  # its own sub-tab
     with gr.Accordion("JSON (what the API returns)", open=False):
         raw = gr.JSON(label="tokens, attention of the selected head, head_stats, rollout")
+    view = gr.Textbox("", visible=False)  # a link's ?view=sparse opens that sub-tab
+    links.register("attention", view=view)
+    view.change(lambda v: gr.Tabs(selected=v) if v == "sparse" else gr.skip(), view, views, api_name=False)
 
     inputs = [text, pair, layer, head, hide, picker]
     outputs = [head_plot, grid_plot, overview_plot, rollout_plot, table, caption, raw]

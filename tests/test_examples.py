@@ -185,6 +185,13 @@ def check_lesson05(r, model, tok):
     best = re.search(r"neighbours:\n    layer \d head \d  \S+ word\s+mean attention ([\d.]+) \(even spread: ([\d.]+)\)",
                      r["out"])
     assert float(best.group(1)) > 3 * float(best.group(2))  # a neighbour head, far above an even spread
+    from bertlab.analysis import sparse
+    from bertlab.config import preset
+    keep = sparse.pattern(len(run.tokens), "longformer", window=2, n_global=1)
+    assert f"keeps {float(sparse.coverage(run.attentions, keep).mean()):.0%} of the attention" in r["out"]
+    rows = re.findall(r"^\s+(\d+) tokens  (\S+)\s+pairs\s+([\d.]+)%  saved\s+([\d.]+)%$", r["out"], re.M)
+    assert rows == [(str(x["tokens"]), x["pattern"], f"{100 * x['pair_share']:.1f}", f"{100 * x['saved']:.1f}")
+                    for x in sparse.flops_table(preset("base"))]
 
 
 def check_lesson06(r, model, tok):

@@ -157,3 +157,31 @@ def test_the_shuffle_from_a_link(server, size):
         page.screenshot(path=str(SHOTS / f"positions_shuffled_{'desktop' if size == DESKTOP else 'phone'}.png"))
     assert not outside, outside[:5]
     assert not errors, errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_mixture_of_experts_under_the_architecture(server, size):
+    """Lesson 10's link to BERT-base, then the Mixture of experts accordion: 64 experts, Switch's top-1 in
+    every other layer, stores several times the weights at the same compute a token."""
+    from bertlab.app.lessons import course_b
+    from bertlab.app.ui.shared import links
+    link = next(t for t in course_b.VARIANTS.try_its if "Mixture" in t.label)
+    with chromium_page(size) as (browser, page, outside, errors):
+        page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+        page.get_by_text("parameters", exact=False).first.wait_for(timeout=60_000)
+        page.locator("#arch-moe").get_by_text("Mixture of experts: parameters against compute").click()
+        box = page.locator("#arch-moe").get_by_label("number input for Experts", exact=True)
+        box.fill("64")
+        box.press("Tab")
+        said = page.locator("#arch-moe-said")
+        said.get_by_text("64 experts").wait_for(timeout=30_000)
+        text = said.inner_text()
+        m = re.search(r"stored \(([\d.]+)× the dense .*\(([\d.]+)× the dense model's\)", text)
+        assert m and float(m[1]) > 10 and float(m[2]) < 1.01, text
+        assert "in 6 of 12 layers" in text
+        page.wait_for_timeout(800)
+        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+        page.locator("#arch-moe").screenshot(path=str(SHOTS / f"architecture_moe_{'desktop' if size == DESKTOP else 'phone'}.png"))
+    assert not outside, outside[:5]
+    assert not errors, errors

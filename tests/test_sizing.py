@@ -389,3 +389,50 @@ def test_family_presets():
         preset("small", model_type="albert")
     with pytest.raises(ValueError, match="model_type"):
         preset("base", model_type="gpt")
+
+
+# ---- mixture of experts (issue 32, item 6) ------------------------------------------------------------
+from bertlab.analysis import sizing  # noqa: E402
+def test_an_expert_layer_counts_as_switch_transformers_sparse_mlp():
+    import transformers
+    from transformers.models.switch_transformers.modeling_switch_transformers import SwitchTransformersSparseMLP
+    for H, I, E in ((64, 96, 8), (48, 200, 3)):
+        cfg = transformers.SwitchTransformersConfig(d_model=H, d_ff=I, num_experts=E)
+        theirs = sum(p.numel() for p in SwitchTransformersSparseMLP(cfg).parameters())
+        assert sizing.expert_params(H, I, E, bias=False) == theirs
+
+
+def test_experts_grow_parameters_and_top_k_grows_compute():
+    from bertlab.config import preset
+    c = preset("base")
+    dense = sizing.moe(c, 1)
+    assert dense["params"] == dense["active_params"] == sizing.param_counts(c, heads=False)["encoder_total"]
+    assert dense["flops_per_token"] == dense["dense_flops_per_token"] == sizing.flops(c, 128, heads=False)["total"] / 128
+    H, I, L = c.hidden_size, c.intermediate_size, c.num_hidden_layers
+    ffn = 2 * H * I + I + H
+    s = sizing.moe(c, 64, top_k=1, every=2)  # Switch: every other layer, one expert a token
+    assert s["moe_layers"] == L // 2
+    assert s["params"] == dense["params"] + (L // 2) * (63 * ffn + 64 * H)
+    assert s["active_params"] == dense["params"] + (L // 2) * 64 * H  # only the routers are extra
+    assert s["flops_per_token"] == dense["flops_per_token"] + (L // 2) * 2 * H * 64
+    g = sizing.moe(c, 8, top_k=2)  # GShard: two experts a token
+    assert g["flops_per_token"] == dense["flops_per_token"] + L * (4 * H * I + 2 * H * 8)
+    with pytest.raises(ValueError, match="cannot exceed"):
+        sizing.moe(c, 2, top_k=3)
+    with pytest.raises(ValueError, match="experts must be"):
+        sizing.moe(c, 0)
+
+
+def test_the_mixture_section_sizes_the_forms_model():
+    from bertlab.app.ui.labs import architecture_moe, architecture_tab
+    from bertlab.config import preset
+    c = architecture_tab.make_config("bert", **dict(zip(architecture_tab.SHAPE, architecture_tab.fill_preset("base"))))
+    said, fig, data = architecture_moe.size(c, 64, 1, 2)
+    r = sizing.moe(preset("base"), 64, 1, 2)
+    assert data["picked"] == r and f"{r['params'] / r['dense_params']:.2f}×" in said
+    assert [t.name for t in fig.data] == ["parameters stored", "parameters a token uses", "compute a token costs"]
+    assert fig.data[0].y[-1] == pytest.approx(sizing.moe(c, 128, 1, 2)["params"] / r["dense_params"])
+    assert max(fig.data[2].y) < 1.01  # top-1: a token's compute stays the dense model's
+    import gradio as gr
+    with pytest.raises(gr.Error, match="cannot exceed"):
+        architecture_moe.size(c, 2, 3, 1)

@@ -291,6 +291,40 @@ def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool
     return {k: v * (3 if training else 1) for k, v in d.items()}
 
 
+# ---- mixture of experts ---------------------------------------------------------------------------
+def expert_params(H: int, I: int, experts: int, bias: bool = True) -> int:
+    """One mixture-of-experts feed-forward layer: `experts` copies of the H -> I -> H feed-forward and a
+    router (H -> experts, no bias, as Switch Transformer's). BERT's own feed-forward has biases."""
+    ffn = H * I + I * H + ((I + H) if bias else 0)
+    return experts * ffn + H * experts
+
+
+def moe(c: BertConfig, experts: int, top_k: int = 1, every: int = 1, seq_len: int = 128) -> dict:
+    """The config with a mixture of `experts` feed-forwards in every `every`-th layer (Switch Transformer:
+    every other layer, top-1; GShard: top-2), each token sent to `top_k` of them. Parameters grow with the
+    experts; the compute of a token only with top_k. Counts the encoder (no pre-training heads)."""
+    for name, v, lo in (("experts", experts, 1), ("top_k", top_k, 1), ("every", every, 1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{name} must be a whole number of at least {lo}, got {v!r}")
+    if top_k > experts:
+        raise ValueError(f"each token goes to top_k of the experts: top_k ({top_k}) cannot exceed experts ({experts})")
+    H, I = c.hidden_size, c.intermediate_size
+    if experts == 1:  # one expert is the dense layer: nothing to route
+        every = 10**9
+    n = layers_stored(c) // every  # layers whose feed-forward becomes a mixture (the every-th, every-2nd...)
+    runs = layers_run(c) // every
+    dense = param_counts(c, heads=False)["encoder_total"]
+    one = expert_params(H, I, 1) - H  # one feed-forward, no router
+    f = flops(c, seq_len, heads=False)
+    ffn_flops = 2 * 2 * H * I  # per token, one feed-forward (two matmuls)
+    per_token = f["total"] / seq_len
+    return {"experts": experts, "top_k": top_k, "every": every, "moe_layers": n,
+            "dense_params": dense, "params": dense + n * (expert_params(H, I, experts) - one),
+            "active_params": dense + n * ((top_k - 1) * one + H * experts),
+            "dense_flops_per_token": per_token,
+            "flops_per_token": per_token + runs * ((top_k - 1) * ffn_flops + 2 * H * experts)}
+
+
 # ---- ELECTRA's generator ------------------------------------------------------------------------
 GENERATORS = {"small": "small-generator", "base": "base-generator", "large": "large-generator"}
 

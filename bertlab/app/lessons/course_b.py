@@ -135,9 +135,13 @@ projected up: the word table costs
 $$V E + E H \quad\text{instead of}\quad V H$$
 
 Scaling laws then say what size to train: compute is about $C \approx 6ND$ FLOPs for $N$ parameters
-and $D$ tokens, and Chinchilla's optimum is about $D \approx 20N$.""",
+and $D$ tokens, and Chinchilla's optimum is about $D \approx 20N$. A **mixture of experts** breaks the
+link between the two: $E$ copies of a layer's feed-forward and a router that sends each token to $k$ of
+them store about $E\times$ those weights while a token costs only $k$ of them (Architecture, *Mixture of
+experts*).""",
     try_its=(TryIt("Size ALBERT base", "architecture", sized(*C.VARIANT)),
-             TryIt("Size BERT base beside it", "architecture", sized("bert", "base")),
+             TryIt("Size BERT base beside it (then open Mixture of experts under the charts)", "architecture",
+                   sized("bert", "base")),
              TryIt("What pre-training BERT base cost", "scaling", {"model_size": "base"})),
     expect="""ALBERT base runs exactly as many layers as BERT base (the same compute per sentence) but
 stores about a tenth of the weights: one layer's weights, and a thin word table. The table under the

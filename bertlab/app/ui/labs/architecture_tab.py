@@ -19,7 +19,7 @@ from ....config import MODEL_TYPES, BertConfig, preset, preset_names
 from ....family import NAMES
 from ..shared import common, forms, links, models
 from ..shared.common import MODEL_ERRORS, load_model, mistakes, wire
-from . import architecture_variants
+from . import architecture_moe, architecture_variants
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
 the number of layers, the hidden width, the attention heads and the feed-forward width (usually
@@ -419,6 +419,8 @@ def build(picker: gr.Textbox) -> None:
                         + "\n\n" + KNOWN_NOTE)
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
+    architecture_moe.build(lambda family="bert", **shape: make_config(family, **shape),
+                           {**dict(zip(SHAPE, boxes)), "family": family})  # the form's model, as experts
     architecture_variants.build()  # every family member at every preset, side by side
     links.register("architecture", family=family, preset=name, batch=batch, seq_len=seq_len, **dict(zip(links.ARCH_FIELDS, boxes)))
     by_name = dict(zip(INPUTS, (*boxes[:6], batch, seq_len, picker, family, *boxes[6:])))

@@ -183,3 +183,45 @@ def test_bad_shapes():
         mask_tokens(ids.float(), special, mask_token_id=MASK, random_ids=ORDINARY)
     with pytest.raises(ValueError, match=r"\(B, T\)"):
         mask_tokens(ids[None], special[None], mask_token_id=MASK, random_ids=ORDINARY)
+
+
+# ---- SpanBERT's spans (issue 32, item 5) ---------------------------------------------------------
+def test_span_lengths_follow_spanberts_truncated_geometric():
+    """scipy's geometric(0.2) cut to 1..10 and renormalised is the oracle: mean 3.8, each length's share."""
+    from scipy import stats
+
+    from bertlab.data.masking import SPAN_MAX, SPAN_P, span_lengths
+    dist = stats.geom(SPAN_P)
+    pmf = [dist.pmf(k) / dist.cdf(SPAN_MAX) for k in range(1, SPAN_MAX + 1)]
+    mean = sum(k * p for k, p in zip(range(1, SPAN_MAX + 1), pmf))
+    assert mean == pytest.approx(3.8, abs=0.01)
+    ls = span_lengths((400_000,), gen(3))
+    assert ls.min() == 1 and ls.max() == SPAN_MAX
+    assert ls.float().mean().item() == pytest.approx(mean, abs=0.02)
+    share = torch.bincount(ls, minlength=SPAN_MAX + 1)[1:].float() / len(ls)
+    assert share.tolist() == pytest.approx(pmf, abs=0.004)
+
+
+def test_spans_select_whole_runs_of_words_at_the_rate():
+    ids, special = batch()
+    g = torch.Generator().manual_seed(0)
+    # words of 1-3 pieces: piece k of a row starts a word when the draw says so
+    starts = torch.rand(ids.shape, generator=g) < 0.5
+    words = (starts.long().cumsum(1) - 1).clamp(min=0)
+    words = torch.where(special, torch.full_like(words, -1), words)
+    m = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, word_ids=words, spans=True,
+                    generator=gen(1))
+    sel = m.labels != -100
+    eligible = ~special
+    assert (sel & ~eligible).sum() == 0
+    assert sel.sum().item() / eligible.sum().item() == pytest.approx(0.15, abs=0.01)
+    for r in range(50):  # a word is selected whole, and one rule holds for a word
+        for w in words[r][words[r] >= 0].unique():
+            at = words[r] == w
+            assert sel[r][at].all() or not sel[r][at].any()
+    run = lambda s: (s.int().sum() / ((s[:, 1:].int() > s[:, :-1].int()).sum() + s[:, 0].int().sum())).item()  # noqa: E731
+    plain = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, word_ids=words, generator=gen(1))
+    assert run(sel) > 2 * run(plain.labels != -100)  # runs of several words, not single words
+    again = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, word_ids=words, spans=True,
+                        generator=gen(1))
+    assert torch.equal(again.labels, m.labels) and torch.equal(again.input_ids, m.input_ids)

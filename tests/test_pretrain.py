@@ -255,3 +255,23 @@ def test_the_app_warms_its_default_recipe_in_the_background(tmp_path, small_corp
     proc = pretrain_tab.warm_default_recipe()
     assert proc.wait(timeout=120) == 0 and (cache_dir(s) / "examples.pt").exists()
     assert pretrain_tab.warm_default_recipe() is None  # there already
+
+
+def test_span_masking_pretrains_and_masks_runs(tmp_path, small_corpus):
+    """The spec's span_masking reaches the batches: runs of whole words hidden at the mask rate."""
+    from bertlab.train.pretrain import make_batcher, prepare_data
+    from bertlab.train.specs import RECIPES, RaceSpec
+    s = spec(small_corpus, steps=6, objective="mlm", span_masking=True, max_len=64, max_position=64)
+    st = pretrain(tmp_path / "r", s, log=lambda *_: None)
+    assert st["state"] == "finished"
+    tok, train, _, _ = prepare_data(tmp_path / "r", s, log=lambda *_: None)
+    plain = make_batcher(s.replace(span_masking=False), tok, train)
+    spans = make_batcher(s, tok, train)
+    assert spans.mask_kw["spans"] and spans.is_continuation is not None and not plain.mask_kw["spans"]
+    a, b = (next(iter(x))["labels"] != -100 for x in (plain, spans))
+
+    def run(sel):
+        return sel.sum().item() / max(1, ((sel[:, 1:].int() > sel[:, :-1].int()).sum() + sel[:, 0].int().sum()).item())
+    assert run(b) > 1.5 * run(a)
+    assert RECIPES["span"][1]["span_masking"] is True
+    RaceSpec(recipes=("mlm", "span"))

@@ -129,6 +129,25 @@ def test_expected_share_short_sentence():
     assert abs(stats["selected_share"] - stats["expected_share"]) < 0.03
 
 
+def test_span_masking_in_the_lab(tok):
+    """Spans: whole words in runs; on a short sentence the at-least-one rule hides a whole run, so the share
+    is far above the rate, and the expected value (averaged over the ways to cut the runs) says so."""
+    stats = masking_lab.sample_stats(tok, tok.encode(SENT).ids, 0.15, False, 3000, seed=2, spans=True)
+    assert stats["spans"] and abs(stats["selected_share"] - stats["expected_share"]) < 0.015
+    assert stats["expected_share"] > 0.2 and stats["mean_run"] > 2.5
+    long = " ".join([SENT] * 6)
+    stats = masking_lab.sample_stats(tok, tok.encode(long).ids, 0.15, False, 2000, seed=2, spans=True)
+    assert abs(stats["selected_share"] - stats["expected_share"]) < 0.01 and stats["expected_share"] < 0.17
+    view, fig, data = masking_tab.mask_preview(SENT, 0.15, False, 3, 200, C, True)
+    assert data["spans"] and "spans of whole words" in view and "runs of" in view
+    enc = tok.encode(SENT)
+    groups = [g for g in common.word_groups(enc.tokens, enc.special_tokens_mask) if len(g) > 1]
+    for seed in range(20):  # a word's pieces share their rule with spans too
+        data = masking_tab.mask_preview(SENT, 0.3, False, seed, 10, C, True)[2]
+        for g in groups:
+            assert len({data["tokens"][i]["rule"] for i in g}) == 1
+
+
 def test_whole_word_masking_is_consistent(tok):
     text = "unbelievably breathtaking cinematography , xqzvw and overwhelmingly unforgettable"
     enc = tok.encode(text)

@@ -88,14 +88,29 @@ def _check(input_ids, special_mask, word_ids, mask_token_id, random_ids, rate, m
         raise ValueError("no ordinary tokens to draw random replacements from (random_ids is empty)")
 
 
+SPAN_P, SPAN_MAX = 0.2, 10  # SpanBERT's span lengths: geometric(0.2) over 1..10 words, mean 3.8
+
+
+def span_lengths(shape, generator: torch.Generator | None = None, p: float = SPAN_P,
+                 longest: int = SPAN_MAX) -> torch.Tensor:
+    """Span lengths in words, drawn from the geometric distribution P(l) ∝ p(1-p)^(l-1) cut to
+    1..longest (renormalised, as SpanBERT draws them): by inverting its distribution function."""
+    q = 1.0 - p
+    u = torch.rand(shape, generator=generator, dtype=torch.float64)
+    lengths = torch.floor(torch.log1p(-u * (1.0 - q ** longest)) / math.log(q)) + 1
+    return lengths.clamp(1, longest).long()
+
+
 def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_token_id: int,
                 random_ids: torch.Tensor, rate: float = 0.15, mask_frac: float = 0.8,
                 random_frac: float = 0.1, word_ids: torch.Tensor | None = None,
-                generator: torch.Generator | None = None) -> MaskResult:
+                generator: torch.Generator | None = None, spans: bool = False) -> MaskResult:
     """Select each eligible token (or, with `word_ids` (-1 at specials), whole word: one rule per
     word) with probability `rate`; of those, `mask_frac` become [MASK], `random_frac` a token drawn
     from `random_ids` (never a special one), the rest stay. Every sequence with an eligible token
-    gets at least one selection, so a batch never has zero labels."""
+    gets at least one selection, so a batch never has zero labels. `spans` (SpanBERT): the words
+    (tokens without `word_ids`) are first cut into runs of span_lengths() words, and each run is
+    selected, and gets its rule, as one: the same `rate` of the tokens, in contiguous spans."""
     squeeze = input_ids.dim() == 1
     if squeeze:  # a single (T,) sequence is fine too
         input_ids, special_mask = input_ids[None], special_mask[None]
@@ -112,6 +127,11 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
         prev = torch.cat([torch.full_like(word_ids[:, :1], -1), word_ids[:, :-1]], 1)
         start = eligible & ((word_ids != prev) | (prev < 0))  # first piece of each word
         group = (start.long().cumsum(1) - 1).clamp(min=0)  # (B, T) word index, < T
+    if spans:  # one more draw first: the span lengths, then each word's span = the run it falls in
+        if word_ids is None:  # tokens are the words, counted over eligible positions only
+            group = (eligible.long().cumsum(1) - 1).clamp(min=0)
+        ends = span_lengths((B, T), generator).cumsum(1).to(dev)  # (B, T): span s ends before word ends[s]
+        group = torch.searchsorted(ends, group.contiguous(), right=True)  # (B, T) span index, < T
     # Four fixed-size draws, always in this order: same generator state -> same masks.
     u_sel = torch.rand(B, T, generator=generator).to(dev).gather(1, group)  # one draw per word
     u_rule = torch.rand(B, T, generator=generator).to(dev).gather(1, group)
@@ -191,7 +211,7 @@ class Batcher:
                  mask: SpecialIds | None = None, rate: float = 0.15, mask_frac: float = 0.8,
                  random_frac: float = 0.1, is_continuation: torch.Tensor | None = None,
                  shuffle: bool = True, drop_last: bool = False, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, static_masks: int = 0):
+                 world_size: int = 1, static_masks: int = 0, spans: bool = False):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not 0 <= rank < world_size:
@@ -204,7 +224,7 @@ class Batcher:
         if isinstance(static_masks, bool) or not isinstance(static_masks, int) or static_masks < 0:
             raise ValueError(f"static_masks must be an integer >= 0, got {static_masks!r}")
         self.static_masks = static_masks
-        self.mask_kw = dict(rate=rate, mask_frac=mask_frac, random_frac=random_frac)
+        self.mask_kw = dict(rate=rate, mask_frac=mask_frac, random_frac=random_frac, spans=bool(spans))
         if mask is not None:  # bad settings fail here, not at the first batch
             self.mask_kw.update(mask_token_id=mask.mask, random_ids=mask.random)
             mask_tokens(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool), **self.mask_kw)

@@ -7,8 +7,8 @@ import weakref
 import torch
 
 from ..tokenizer import special_token_ids
-from .masking import (KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens, special_tokens_mask,
-                      word_ids_from_pieces)
+from .masking import (IGNORE_INDEX, KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens,
+                      span_lengths, special_tokens_mask, word_ids_from_pieces)
 
 RULE_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random", KEPT: "kept"}
 MAX_SAMPLES = 5000
@@ -24,12 +24,12 @@ def _cont_table(tok) -> torch.Tensor:
     return table
 
 
-def mask_kwargs(tok, rate: float, mask_frac: float = 0.8, random_frac: float = 0.1) -> dict:
+def mask_kwargs(tok, rate: float, mask_frac: float = 0.8, random_frac: float = 0.1, spans: bool = False) -> dict:
     """The arguments pre-training's Batcher passes: [MASK] and the random replacements from the tokenizer;
-    the shares of the selected tokens that become [MASK] and a random token (the rest stay)."""
+    the shares of the selected tokens that become [MASK] and a random token (the rest stay); spans or not."""
     special = special_token_ids(tok)
     return dict(mask_token_id=special.mask, random_ids=special.random, rate=float(rate),
-                mask_frac=float(mask_frac), random_frac=float(random_frac))
+                mask_frac=float(mask_frac), random_frac=float(random_frac), spans=bool(spans))
 
 
 def prepare(tok, ids, whole_word: bool):
@@ -41,12 +41,13 @@ def prepare(tok, ids, whole_word: bool):
 
 
 def preview(tok, ids, rate: float = 0.15, whole_word: bool = False, seed: int = 0, mask_frac: float = 0.8,
-            random_frac: float = 0.1) -> dict:
+            random_frac: float = 0.1, spans: bool = False) -> dict:
     """One draw: per position the rule code, the id the model sees, and the label (original id). The
     shares only move the rule thresholds: the same seed selects the same positions whatever they are."""
-    ids_t, special, words = prepare(tok, ids, whole_word)
+    ids_t, special, words = prepare(tok, ids, whole_word or spans)  # spans are runs of whole words
     g = torch.Generator().manual_seed(int(seed))
-    m = mask_tokens(ids_t, special, word_ids=words, generator=g, **mask_kwargs(tok, rate, mask_frac, random_frac))
+    m = mask_tokens(ids_t, special, word_ids=words, generator=g,
+                    **mask_kwargs(tok, rate, mask_frac, random_frac, spans))
     return {"rule": m.rule.tolist(), "input_ids": m.input_ids.tolist(), "labels": m.labels.tolist(),
             "word_ids": None if words is None else words.tolist(),
             "eligible": int((~special).sum())}
@@ -62,21 +63,38 @@ def expected_share(rate: float, word_lengths: list[int]) -> float:
     return rate + p_none * sum(l * l for l in word_lengths) / (n * n)
 
 
+def span_expected_share(rate: float, word_lengths: list[int], seed: int = 0, cuts: int = 400) -> float:
+    """expected_share with spans: the runs are random, so the exact value for each way of cutting the words
+    into runs (span_lengths, as mask_tokens cuts them), averaged over `cuts` cuts."""
+    g = torch.Generator().manual_seed(seed + 7)
+    lengths = span_lengths((cuts, max(1, len(word_lengths))), g).tolist()
+    total = 0.0
+    for row in lengths:
+        runs, i = [], 0
+        for n in row:
+            if i >= len(word_lengths):
+                break
+            runs.append(sum(word_lengths[i:i + n]))
+            i += n
+        total += expected_share(rate, runs)
+    return total / cuts
+
+
 def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_samples: int = 200,
-                 seed: int = 0, mask_frac: float = 0.8, random_frac: float = 0.1) -> dict:
+                 seed: int = 0, mask_frac: float = 0.8, random_frac: float = 0.1, spans: bool = False) -> dict:
     """Count what `n_samples` independent masks of one sequence (one per epoch, as in training) did."""
     n = n_samples
     if isinstance(n, bool) or not isinstance(n, (int, float)) or int(n) != n or not 1 <= n <= MAX_SAMPLES:
         raise ValueError(f"the number of samples must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
     n = int(n)
-    ids_t, special, words = prepare(tok, ids, whole_word)
+    ids_t, special, words = prepare(tok, ids, whole_word or spans)
     eligible = int((~special).sum())
     if eligible == 0:
         raise ValueError("nothing to mask: every token is [CLS], [SEP], [UNK] or [MASK]")
     B = lambda x: None if x is None else x[None].expand(n, -1).contiguous()  # noqa: E731
     g = torch.Generator().manual_seed(int(seed) + 1_000_003)  # not the preview's draw
     m = mask_tokens(B(ids_t), B(special), word_ids=B(words), generator=g,
-                    **mask_kwargs(tok, rate, mask_frac, random_frac))
+                    **mask_kwargs(tok, rate, mask_frac, random_frac, spans))
     counts = {name: int((m.rule == code).sum()) for code, name in RULE_NAMES.items() if code}
     selected = sum(counts.values())
     lengths = [1] * eligible if words is None else \
@@ -84,11 +102,20 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
     return {
         "samples": n, "eligible_tokens": eligible, "words": len(lengths), "selected_tokens": selected,
         "selected_share": selected / (n * eligible),
-        "expected_share": expected_share(float(rate), lengths), "rate": float(rate),
+        "expected_share": span_expected_share(float(rate), lengths, int(seed)) if spans else
+        expected_share(float(rate), lengths), "rate": float(rate),
         "counts": counts,
         "split": {k: (v / selected if selected else 0.0) for k, v in counts.items()},
         "expected_split": {"[MASK]": float(mask_frac), "random": float(random_frac),
                            "kept": max(0.0, round(1.0 - float(mask_frac) - float(random_frac), 12))},
         # whole words share one rule, so the split is over words there, and noisier per token
-        "whole_word": bool(whole_word),
+        "whole_word": bool(whole_word), "spans": bool(spans),
+        "mean_run": mean_run(m.labels != IGNORE_INDEX),  # masked words come in runs: ~1 alone, ~4+ with spans
     }
+
+
+def mean_run(selected: torch.Tensor) -> float:
+    """Mean length, in tokens, of the runs of consecutive selected positions of (B, T) `selected`."""
+    x = selected.int()
+    starts = int((x[:, 1:] > x[:, :-1]).sum() + x[:, 0].sum())
+    return float(x.sum()) / starts if starts else 0.0

@@ -305,7 +305,7 @@ def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example]
                  world: int = 1) -> Batcher:
     """The training batches: masked afresh each time (dynamic) or from `static_masks` fixed copies."""
     cont = None
-    if spec.whole_word:
+    if spec.whole_word or spec.span_masking:  # SpanBERT's spans are runs of whole words
         vocab = [tok.id_to_token(i) for i in range(tok.vocab_size)]
         # WordPiece marks a word's later pieces with '##'; byte-level BPE marks a word's first piece with 'Ġ'
         cont = continuation_table(vocab) if isinstance(tok, WordPieceTokenizer) else \
@@ -313,7 +313,8 @@ def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example]
     mask_frac, random_frac = {"bert": (0.8, 0.1), "electra": (0.85, 0.0)}[spec.mask_rule]  # [MASK], random; kept
     return Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed, rank=rank,
                                   world_size=world, is_continuation=cont, drop_last=True,
-                                  static_masks=spec.static_masks, mask_frac=mask_frac, random_frac=random_frac)
+                                  static_masks=spec.static_masks, mask_frac=mask_frac, random_frac=random_frac,
+                                  spans=spec.span_masking)
 
 
 def _starting(run_dir: Path):

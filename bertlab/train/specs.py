@@ -77,6 +77,9 @@ class PretrainSpec(TrainArgs):
                                  "word, 10 % kept; electra = 85 % [MASK], 15 % kept, no random words (the official "
                                  "ELECTRA code's rule)", choices=("bert", "electra"), label="Masking rule")
     whole_word: bool = opt(False, "mask all pieces of a word together", label='Whole-word masking')
+    span_masking: bool = opt(False, "mask runs of whole words (SpanBERT: lengths geometric, p = 0.2, 1 to 10 words, "
+                                    "mean 3.8) instead of single tokens, at the same mask rate",
+                             label="Span masking (SpanBERT)")
     static_masks: int = opt(0, "0 = draw new masks every time an example is seen (dynamic, RoBERTa's); N = draw N "
                                "masked copies per example once and cycle through them by epoch (static, original "
                                "BERT's data pipeline)", NON_NEGATIVE, label='Static masks (copies per example)')
@@ -291,6 +294,8 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "roberta": ("RoBERTa: byte-level BPE, MLM only", dict(arch="roberta")),
     # the starkest static case: every epoch sees the same masks (BERT drew 10 copies for 40 epochs)
     "static": ("BERT MLM only, masks drawn once per example", dict(arch="bert", objective="mlm", static_masks=1)),
+    "span": ("BERT MLM only, spans of whole words (SpanBERT's masking)", dict(arch="bert", objective="mlm",
+                                                                          span_masking=True)),
     "sinusoidal": ("BERT MLM only, fixed sinusoidal positions", dict(arch="bert", objective="mlm", positions="sinusoidal")),
     "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
     "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),

@@ -48,11 +48,16 @@ The draw is new every time a sentence is seen (*dynamic masking*); a seed makes 
     try_its=(TryIt(f"Open draw #{C.MASK_SEED} of a review sentence", "masking",
                    {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": False, "seed": C.MASK_SEED}),
              TryIt("The same sentence with whole-word masking", "masking",
-                   {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": True, "seed": C.MASK_SEED})),
+                   {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": True, "seed": C.MASK_SEED}),
+             TryIt("The same sentence with SpanBERT's spans (runs of whole words)", "masking",
+                   {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": False, "seed": C.MASK_SEED,
+                    "spans": True})),
     expect="""One draw rarely shows 80/10/10 exactly: on one short sentence a handful of pieces
 are selected and each one rolls its own die. The chart below the draw counts many draws, and there the
 shares settle near 15 % and 80/10/10. With whole-word masking, all pieces of a word are chosen
-together (`overact ##ing`), which makes the guess harder: the model cannot read half a word.""",
+together (`overact ##ing`), which makes the guess harder: the model cannot read half a word.
+SpanBERT hides runs of words (3.8 on average) instead, so a whole phrase must be rebuilt from what
+surrounds it; the Race tab's *span* recipe pre-trains with it.""",
     question=f"In draw **#{C.MASK_SEED}** (rate {C.MASK_RATE:.0%}, no whole-word masking), how many of "
              "the selected pieces are replaced by `[MASK]`?",
     placeholder="a number")

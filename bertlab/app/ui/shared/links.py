@@ -41,7 +41,7 @@ KEYS = {"Tokenize": "tokenize", "Masking lab": "masking", "Fill-mask": "fill-mas
 # key -> the names of the inputs a link may set, in the order a copied link lists them
 PARAMS = {
     "tokenize": ("text", "pair"),
-    "masking": ("text", "rate", "whole_word", "seed", "n"),
+    "masking": ("text", "rate", "whole_word", "seed", "n", "spans"),
     "fill-mask": ("text", "k", "left_only"),
     "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
     "attention": ("text", "pair", "layer", "head", "hide", "view"),  # layer, head from 1; view=sparse: that sub-tab

@@ -85,7 +85,7 @@ def loss_figure(rows: list[dict], labels: list[str], title: str) -> go.Figure:
     return fig
 
 
-def score(text, rate, whole_word, seed, mask_share, random_share, choice):
+def score(text, rate, whole_word, seed, mask_share, random_share, choice, spans=False):
     """The API: (summary, loss chart, table, JSON) for the draw of `seed` with the given shares."""
     m, r, k = check_shares(mask_share, random_share)
     rate = common.masking_rate(rate)
@@ -93,7 +93,7 @@ def score(text, rate, whole_word, seed, mask_share, random_share, choice):
     model, _ = common.load_model(choice)
     tok, enc, note = common.tokenized(choice, text)
     with common.mistakes():
-        draw = masking_lab.preview(tok, enc.ids, rate, bool(whole_word), seed, m, r)
+        draw = masking_lab.preview(tok, enc.ids, rate, bool(whole_word), seed, m, r, bool(spans))
         if not draw["eligible"]:
             raise ValueError("Nothing to mask: every piece of this text is [UNK] or another special token.")
         res = draw_score.score_draw(model, draw["input_ids"], draw["labels"], draw["rule"], enc.token_type_ids)
@@ -117,7 +117,7 @@ def score(text, rate, whole_word, seed, mask_share, random_share, choice):
                           for row in rows])
     fig = loss_figure(rows, labels, f"Loss at each selected position<br><sub>bar label = the model's first "
                                     f"guess · mean {s['mean_loss']:.2f}</sub>")
-    data = {"seed": seed, "rate": rate, "whole_word": bool(whole_word), "shares": {"[MASK]": m, "random": r,
+    data = {"seed": seed, "rate": rate, "whole_word": bool(whole_word), "spans": bool(spans), "shares": {"[MASK]": m, "random": r,
                                                                                    "kept": k},
             "model_input": [name(i) for i in draw["input_ids"]], "summary": s, "truncated": enc.truncated,
             "positions": [{key: row[key] for key in ("position", "original", "rule", "seen", "loss", "prob",
@@ -127,18 +127,18 @@ def score(text, rate, whole_word, seed, mask_share, random_share, choice):
     return said, fig, table, data
 
 
-def shown(text, rate, whole_word, seed, mask_share, random_share, choice):
+def shown(text, rate, whole_word, seed, mask_share, random_share, choice, spans=False):
     """`score`, but a model without a masked-LM head (an ELECTRA discriminator) is a note in the section:
     it re-scores on every change of the draw and the picker, so an error would pop up unasked."""
     try:
-        return score(text, rate, whole_word, seed, mask_share, random_share, choice)
+        return score(text, rate, whole_word, seed, mask_share, random_share, choice, spans)
     except gr.Error as e:
         if "masked-LM head" not in str(e.message):
             raise
         return common.notice_html(common.said(e)), None, None, {}
 
 
-def rescore(text, rate, whole_word, seed, mask_share, random_share, choice):
+def rescore(text, rate, whole_word, seed, mask_share, random_share, choice, spans=False):
     """`shown` as the draw above changes: a mistake in that draw (text, rate, seed) is the lab's own
     handler's to say, once; here it is a note, not a second and third error."""
     try:
@@ -147,10 +147,10 @@ def rescore(text, rate, whole_word, seed, mask_share, random_share, choice):
         common.whole_number(seed, "seed (draw number)", lo=0, hi=2**62)
     except gr.Error as e:
         return common.notice_html(f"Fix the draw above first: {common.said(e)}"), None, None, {}
-    return shown(text, rate, whole_word, seed, mask_share, random_share, choice)
+    return shown(text, rate, whole_word, seed, mask_share, random_share, choice, spans)
 
 
-def build(text, rate, whole, seed, picker) -> None:
+def build(text, rate, whole, seed, picker, spans) -> None:
     """The section, under the lab's statistics; it re-scores whenever the draw above changes."""
     gr.Markdown("### Score a draw: the loss at every selected position")
     with common.form(EXPLAIN):
@@ -171,8 +171,8 @@ def build(text, rate, whole, seed, picker) -> None:
                          column_widths=["100px", "110px", "100px", "120px", "80px", "130px", "70px", "260px"])
     with gr.Accordion("JSON (per position: rule, loss, p(original), rank, top-5)", open=False):
         raw = gr.JSON()
-    inputs = [text, rate, whole, seed, mask_share, random_share, picker]
+    inputs = [text, rate, whole, seed, mask_share, random_share, picker, spans]
     common.wire(shown, inputs, [said, plot, table, raw], go_btn, "mask_score",
-                [seed.change, whole.input, rate.release, text.submit, picker.change, mask_share.release,
+                [seed.change, whole.input, spans.input, rate.release, text.submit, picker.change, mask_share.release,
                  random_share.release, mask_share.input, random_share.input], ex, auto=rescore,
                 trigger_mode="always_last")

@@ -15,12 +15,19 @@ EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 %
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and
 10 % are left as they are, so the model cannot just learn "only `[MASK]` needs fixing". The draw
 is new every time a sentence is seen (*dynamic masking*): press **Re-sample**. *Whole-word*
-masking selects all pieces of a word together (`play ##ing`), which makes the guess harder."""
+masking selects all pieces of a word together (`play ##ing`), which makes the guess harder.
+*Spans* (SpanBERT) go further: the words are cut into runs of 1 to 10 (lengths drawn from a geometric
+distribution, 3.8 words on average) and a whole run is hidden at once, so the model must rebuild a
+phrase from what surrounds it, not a word from its neighbours. The share of tokens hidden stays the
+rate. SpanBERT found this helped span tasks such as question answering; DeBERTa, another descendant,
+keeps BERT's masking but gives attention separate vectors for a word's content and its relative
+position."""
 
 STATS_NOTE = """The bars count many fresh draws of this same sentence. *Selected* is the share of
 maskable tokens chosen (the expected value is a little above the rate on short sentences, because
 at least one token is always chosen). The other bars split the selected tokens by rule. With
-whole-word masking one rule is drawn per word, so the split moves in word-sized steps."""
+whole-word masking one rule is drawn per word (with spans, per run), so the split moves in bigger
+steps; with spans the expected value is averaged over the ways the sentence can be cut into runs."""
 
 EXAMPLES = [
     ["the overacting in this rewatchable sequel was annoying , but the soundtrack was unforgettable .", 0.15, False],
@@ -112,21 +119,25 @@ def stats_figure(stats: dict) -> go.Figure:
     return fig
 
 
-def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples: int, choice: str | None):
-    """(HTML of one draw, statistics figure, JSON) for one text, rate, whole-word flag and seed."""
+def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples: int, choice: str | None,
+                 spans: bool = False):
+    """(HTML of one draw, statistics figure, JSON) for one text, rate, whole-word flag and seed; `spans`:
+    SpanBERT's runs of whole words."""
     r, seed = common.masking_rate(rate), _int(seed, "seed (draw number)", lo=0)
     n = _int(n_samples, "number of samples (N)", 200, lo=1, hi=masking_lab.MAX_SAMPLES)
     tok, enc, note = common.tokenized(choice, text)
     with common.mistakes():
-        draw = masking_lab.preview(tok, enc.ids, r, bool(whole_word), seed)
+        draw = masking_lab.preview(tok, enc.ids, r, bool(whole_word), seed, spans=bool(spans))
         if not draw["eligible"]:  # the lab's rule (the tokenizer's special ids), not one of our own
             raise ValueError("Nothing to mask: every piece of this text is [UNK] or another special token "
                              "([UNK]: characters the vocabulary does not know). Type some words.")
-        stats = masking_lab.sample_stats(tok, enc.ids, r, bool(whole_word), n, seed)
+        stats = masking_lab.sample_stats(tok, enc.ids, r, bool(whole_word), n, seed, spans=bool(spans))
     n_sel = sum(x != 0 for x in draw["rule"])
     view = (common.notice_html(text_notes.cut(text)) + common.notice_html(note)
             + f"<div style='color:#374151'>Draw #{seed}: {n_sel} of {draw['eligible']} maskable pieces selected"
-            + (" (whole words)" if whole_word else "") + "</div>"
+            + (" (spans of whole words)" if spans else " (whole words)" if whole_word else "")
+            + (f"; over N draws the selected pieces came in runs of {stats['mean_run']:.1f} on average"
+               if spans or whole_word else "") + "</div>"
             + f"<div style='line-height:1.3;margin:4px 0 8px'>{tokens_html(enc, tok, draw)}</div>"
             + "<div style='color:#374151;margin-top:6px'><b>What BERT sees</b> (its input; it must "
               "recover the original piece at every coloured position):</div>"
@@ -137,15 +148,15 @@ def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples:
                   "replacement": tok.id_to_token(draw["input_ids"][i]) if draw["rule"][i] else None}
                  for i, t in enumerate(enc.tokens)]
     data = {"tokens": per_token, "model_input": [tok.id_to_token(i) for i in draw["input_ids"]],
-            "seed": seed, "rate": r, "whole_word": bool(whole_word), "truncated": enc.truncated,
+            "seed": seed, "rate": r, "whole_word": bool(whole_word), "spans": bool(spans), "truncated": enc.truncated,
             "notice": note, "statistics": stats}
     return view, stats_figure(stats), data
 
 
-def resample(text, rate, whole_word, seed, n_samples, choice):
+def resample(text, rate, whole_word, seed, n_samples, choice, spans=False):
     """Dynamic masking: the next seed, so every click is a fresh draw (and still reproducible)."""
     seed = _int(seed, "seed (draw number)", lo=0) + 1
-    return (seed, *mask_preview(text, rate, whole_word, seed, n_samples, choice))
+    return (seed, *mask_preview(text, rate, whole_word, seed, n_samples, choice, spans))
 
 
 def build(picker: gr.Dropdown) -> None:
@@ -155,7 +166,10 @@ def build(picker: gr.Dropdown) -> None:
         with gr.Row():
             rate = gr.Slider(0.01, 1.0, value=0.15, step=0.01,
                              label="Masking rate (share of tokens selected)", min_width=220)
-            whole = gr.Checkbox(label="Whole-word masking", value=False)
+        with gr.Row():  # the two units side by side, under the rate: beside it a phone squeezed them
+            whole = gr.Checkbox(label="Whole-word masking", value=False, min_width=160)
+            spans = gr.Checkbox(label="Spans (SpanBERT)", value=False, min_width=160, elem_id="masking-spans",
+                                info="runs of 1-10 whole words, 3.8 on average")
         with gr.Row():
             seed = gr.Number(label="Seed (draw number)", value=0, precision=0, min_width=220)  # checked here, naming the field
             n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)", min_width=220)
@@ -167,11 +181,11 @@ def build(picker: gr.Dropdown) -> None:
     plot, raw = common.plot_beside_json("Over N samples", "JSON (per token: token, selected, rule, "
                                         "replacement; statistics)", STATS_NOTE)
     ex = common.examples(side, EXAMPLES, [text, rate, whole])
-    links.register("masking", text=text, rate=rate, whole_word=whole, seed=seed, n=n)
-    inputs = [text, rate, whole, seed, n, picker]
+    links.register("masking", text=text, rate=rate, whole_word=whole, seed=seed, n=n, spans=spans)
+    inputs = [text, rate, whole, seed, n, picker, spans]
     # typing in a number box (the seed, or a slider's own box) re-runs too: the last value wins
     common.wire(mask_preview, inputs, [view, plot, raw], go_btn, "mask_preview",
-                [text.submit, whole.input, rate.release, n.release, picker.change, seed.input, seed.submit,
+                [text.submit, whole.input, spans.input, rate.release, n.release, picker.change, seed.input, seed.submit,
                  rate.input, n.input], ex, trigger_mode="always_last")
     again.click(resample, inputs, [seed, view, plot, raw], api_name=False)
-    masking_score.build(text, rate, whole, seed, picker)  # the draw scored by the model
+    masking_score.build(text, rate, whole, seed, picker, spans)  # the draw scored by the model

@@ -79,7 +79,9 @@ def test_the_sparse_view_on_the_shipped_model():
     from bertlab.app.ui.shared.common import load_model
     from bertlab.app.ui.text import attention_sparse as A
     text = "the cat sat on the mat because it was tired ."
-    fig, said, table, raw = A.analyse(text, "", 2, 1, "longformer", 2, 1, 0, 0, models.DEFAULT)
+    form = dict(text=text, pair="", layer=2, head=1, kind="longformer", window=2, n_global=1, n_random=0, seed=0,
+                choice=models.DEFAULT)
+    fig, said, table, raw = A.analyse(**form)
     model, tok = load_model(models.DEFAULT)
     run = av.run_attention(model, tok, text, "")
     keep = S.pattern(len(run.tokens), "longformer", window=2, n_global=1)
@@ -88,5 +90,5 @@ def test_the_sparse_view_on_the_shipped_model():
     assert f"**{float(cover[1, 0]):.0%}** of this head" in said and "Longformer" in said
     assert len(table) == 8 and table[5][2] == f"{S.flops_table(preset('base'))[5]['saved']:.1%}"
     assert len(fig.data) == 3 and [list(r) for r in fig.data[0].z] == keep.int().tolist()
-    full = A.analyse(text, "", 2, 1, "full", 0, 0, 0, 0, models.DEFAULT)[3]
+    full = A.analyse(**(form | dict(kind="full")))[3]
     assert torch.allclose(torch.tensor(full["coverage"]), torch.ones_like(cover), atol=1e-5)

@@ -13,6 +13,8 @@ from plotly.subplots import make_subplots
 from ....analysis import attention_views as av
 from ....analysis import sparse as S
 from ....analysis.sizing import humanize
+from ....config import preset
+from ..shared import forms
 from ..shared.common import mistakes
 from .attention_run import checked_run as _run
 
@@ -30,12 +32,19 @@ GREY = "#d1d5db"
 SHORT = {"full": "full", "local": "window", "longformer": "Longformer", "bigbird": "BigBird"}  # the table's names
 
 
-def analyse(text, pair, layer, head, kind, window, n_global, n_random, seed, choice):
-    """(figure, summary, FLOPs table, JSON) for the picked pattern on this sentence's attention."""
-    run, layer, head = _run(text, pair, choice, layer, head)
+FIELDS = ("text", "pair", "layer", "head", "kind", "window", "n_global", "n_random", "seed", "choice")
+
+
+def analyse(**form):
+    """(figure, summary, FLOPs table, JSON) for the picked pattern on this sentence's attention; the form
+    (FIELDS) by name, as the API sends it."""
+    with mistakes(ValueError, TypeError):
+        forms.check_names(form, FIELDS)
+        kind = form.get("kind") or "longformer"
+        window, n_global, n_random, seed = (int(form.get(k) or 0) for k in ("window", "n_global", "n_random", "seed"))
+    run, layer, head = _run(form.get("text"), form.get("pair"), form.get("choice"), form.get("layer"), form.get("head"))
     with mistakes(ValueError):
-        keep = S.pattern(len(run.tokens), kind or "longformer", int(window or 0), int(n_global or 0),
-                         int(n_random or 0), int(seed or 0))
+        keep = S.pattern(len(run.tokens), kind, window, n_global, n_random, seed)
     cover = S.coverage(run.attentions, keep)  # (L, A)
     a = run.attentions[layer - 1, head - 1]  # (T, T)
     labels = av.unique_labels(run.tokens)
@@ -71,7 +80,6 @@ def analyse(text, pair, layer, head, kind, window, n_global, n_random, seed, cho
 def base_flops() -> list[dict]:
     """Each pattern at its published settings, at 512 and 4,096 tokens, for BERT-base (the shape these
     patterns were made for; the shipped model reads only 128 tokens). Computed once: ~1 s."""
-    from ....config import preset
     return S.flops_table(preset("base"))
 
 
@@ -101,8 +109,8 @@ def build(text, pair, layer, head, picker):
                                "256 keys a side, [CLS] global; BigBird: 96 a side, 128 global, 192 random)")
     with gr.Accordion("JSON (what the API returns)", open=False):
         raw = gr.JSON()
-    inputs = [text, pair, layer, head, kind, window, n_global, n_random, seed, picker]
+    by_name = dict(zip(FIELDS, (text, pair, layer, head, kind, window, n_global, n_random, seed, picker)))
     outputs = [fig, said, table, raw]
     gr.on([kind.change, window.release, n_global.release, n_random.release, seed.change, layer.release,
-           head.release], analyse, inputs, outputs, api_name="sparse_attention")
-    return analyse, inputs, outputs
+           head.release], analyse, None, outputs, inputs_kwargs=by_name, api_name="sparse_attention")
+    return analyse, by_name, outputs  # inputs by name: the tab passes them as inputs_kwargs

@@ -311,7 +311,8 @@ def build(picker: gr.Dropdown) -> None:
                   .success(analyse, inputs, outputs, api_name=False))
     for event in events:  # the bertviz pages and new token rows follow every full redraw, the page opening too
         event.success(bertviz_views, inputs, [head_view, model_view], api_name=False, show_progress="hidden")
-        for fn, ins, outs in follow:
-            event.success(fn, ins, outs, api_name=False, show_progress="hidden")
+        for fn, ins, outs in follow:  # a dict of inputs: the handler takes them by name
+            by_name = {"inputs": None, "inputs_kwargs": ins} if isinstance(ins, dict) else {"inputs": ins}
+            event.success(fn, outputs=outs, api_name=False, show_progress="hidden", **by_name)
     gr.on([layer.release, head.release], select_head, inputs, [head_plot, grid_plot, caption], api_name=False
           ).success(bertviz_views, inputs, [head_view, model_view], api_name=False, show_progress="hidden")

@@ -78,13 +78,17 @@ def position_tables(model: nn.Module) -> list[nn.Embedding]:
 
 
 @torch.no_grad()
-def fix_sinusoidal_positions(model: nn.Module, fill: bool = True) -> nn.Module:
+def fix_sinusoidal_positions(model: nn.Module, fill: bool = True, scale: float | None = None) -> nn.Module:
     """Pre-training with fixed sinusoidal positions: fill each position table with sinusoidal_table
     (fill=False on a resume, whose checkpoint holds them already) and stop it learning. The table stays
-    an ordinary weight, so the saved model is a plain checkpoint transformers loads as it is."""
+    an ordinary weight, so the saved model is a plain checkpoint transformers loads as it is.
+    `scale` (default: initializer_range·√2) brings the sines to the size of BERT's freshly drawn word
+    vectors (std 0.02; a sine's is 1/√2): at full size they are ~35× larger and drown the words, which
+    the Transformer avoided by multiplying its word vectors by √H instead."""
+    scale = model.config.initializer_range * 2 ** 0.5 if scale is None else scale
     for table in position_tables(model):
         if fill:
-            table.weight.copy_(sinusoidal_table(*table.weight.shape))
+            table.weight.copy_(scale * sinusoidal_table(*table.weight.shape))
         table.weight.requires_grad_(False)
     return model
 

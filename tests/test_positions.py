@@ -73,6 +73,7 @@ def test_tables_know_a_sinusoidal_model(vocab_tokenizer):
     t = P.tables(model)
     assert not t["fixed"] and t["sinusoidal"].shape == t["learned"].shape == (40, 32)
     assert P.tables(fix_sinusoidal_positions(model))["fixed"]
+    assert P.tables(fix_sinusoidal_positions(model, scale=1.0))["fixed"]  # transformers' own size too
     sim = P.similarity(t["sinusoidal"])
     d = P.by_distance(sim)
     assert d[0] == pytest.approx(1.0, abs=1e-5) and d[1] > d[10]  # near positions are alike, far ones less
@@ -89,7 +90,11 @@ def test_pretraining_with_sinusoidal_positions_keeps_them_fixed(tmp_path, small_
     assert st["step"] == 12
     model, _ = load_pretrained(run)
     table = model.bert.embeddings.position_embeddings.weight
-    assert torch.equal(table, sinusoidal_table(*table.shape))  # 12 steps of AdamW left it alone
+    scale = model.config.initializer_range * 2 ** 0.5  # the sines at the size of a fresh word vector
+    assert torch.equal(table, scale * sinusoidal_table(*table.shape))  # 12 steps of AdamW left it alone
+    assert P.tables(model)["fixed"]
+    word_rms = model.bert.embeddings.word_embeddings.weight.std().item()
+    assert table.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=0.01) and word_rms < 1  # same size
     import transformers
     hf = transformers.BertForPreTraining.from_pretrained(run / "model")
     assert torch.equal(hf.bert.embeddings.position_embeddings.weight, table)

@@ -56,7 +56,8 @@ class PretrainSpec(TrainArgs):
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
                                          "can train longer texts", between(1, MAX_TOKENS))
     positions: str = opt("learned", "position vectors: learned (BERT's: one trained vector a position) | sinusoidal "
-                                    "(fixed sines and cosines, the Transformer paper's; never trained)",
+                                    "(fixed sines and cosines, the Transformer paper's, at the size of BERT's new "
+                                    "word vectors; never trained)",
                          choices=("learned", "sinusoidal"), label="Position vectors")
     # Dropout 0 learns faster in short runs, far from overfitting (bench/RECIPE.md; Cramming does the same).
     dropout: float | None = opt(0.0, "hidden and attention dropout while pre-training (BERT used 0.1)", DROPOUT, label='Dropout')

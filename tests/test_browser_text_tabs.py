@@ -161,22 +161,23 @@ def test_two_masks_one_pass_against_one_at_a_time(server, laptop, size):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_spans_from_lesson_2s_link(server, size):
-    """Lesson 2's span link: the box is ticked, the draw says spans and how long the runs were."""
-    import re
-
+def test_spans_from_lesson_2s_link(server, laptop, size):
+    """Lesson 2's span link: the box is ticked, the draw says spans and how long the runs were. The page
+    comes from the module's browser: a second sync Playwright inside the first one's loop is refused."""
     from bertlab.app.lessons import course_a
     from bertlab.app.ui.shared import links
     link = next(t for t in course_a.MASKING.try_its if t.params.get("spans"))
-    with chromium_page(size) as (browser, page, outside, errors):
-        page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
-        panel = page.locator("[role=tabpanel]:visible").first
-        panel.get_by_text("spans of whole words").first.wait_for(timeout=60_000)
-        assert page.locator("#masking-spans input[type=checkbox]").is_checked()
-        said = panel.get_by_text("came in runs of").first.inner_text()
-        assert float(re.search(r"runs of ([\d.]+)", said)[1]) > 2
-        page.wait_for_timeout(800)
-        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
-        page.screenshot(path=str(SHOTS / f"masking_spans_{'desktop' if size == DESKTOP else 'phone'}.png"))
-    assert not outside, outside[:5]
-    assert not errors, errors
+    phone = size == PHONE
+    page = laptop.context.browser.new_page(viewport={"width": size[0], "height": size[1]}, is_mobile=phone,
+                                           has_touch=phone)
+    page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
+    page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+    panel = page.locator("[role=tabpanel]:visible").first
+    panel.get_by_text("spans of whole words").first.wait_for(timeout=60_000)
+    assert page.locator("#masking-spans input[type=checkbox]").is_checked()
+    said = panel.get_by_text("came in runs of").first.inner_text()
+    assert float(re.search(r"runs of ([\d.]+)", said)[1]) > 2
+    page.wait_for_timeout(800)
+    assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+    page.screenshot(path=str(SHOTS / f"masking_spans_{'phone' if phone else 'desktop'}.png"))
+    page.close()

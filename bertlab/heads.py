@@ -13,7 +13,8 @@ number of labels: a sigmoid per label, binary cross-entropy), "regression" (one 
 "qa" (an answer span: cross-entropy over start and end positions); `.kind` is "sequence", "token" or
 "qa". A sentence head may pool otherwise than its family (`pooling`: heads_family.py): cls (BERT,
 ALBERT), mean and max are saved as the usual class plus `"bertlab_pooling"` in config.json, which
-bertlab reads back; transformers ignores it and would pool as its class does (other logits).
+bertlab reads back; transformers ignores it and would pool as its class does (other logits). last4's
+head is 4H wide, which transformers' class refuses to load.
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ class _Classifier(nn.Module):
                   and fam.custom_pooling(config.model_type, pooling) is None)
         setattr(self, self.base_model_prefix, fam.encoder(config, pooler=pooled))
         fam.add_head(self, config, num_labels, self.per_token,
-                     fam.head_dropout(config, self.per_token, classifier_dropout))
+                     fam.head_dropout(config, self.per_token, classifier_dropout), pooling)
 
     def init_kwargs(self) -> dict:
         """What builds a twin: type(model)(model.config, **model.init_kwargs())."""
@@ -121,7 +122,7 @@ class _Classifier(nn.Module):
         """`labels`: class ids (B,) or (B, T) with -100 left out (single); 0/1 per label (B, C)
         (multi); numbers (B,) (regression)."""
         out = encoder_of(self)(input_ids, token_type_ids, attention_mask, output_attentions,
-                               output_hidden_states)
+                               output_hidden_states or self.pooling == "last4")  # last4 reads the layers
         logits = fam.head_logits(self, out, self.per_token, attention_mask)  # (B, T, C) per token, (B, C)
         loss = None
         if labels is not None and self.problem == "regression":  # as transformers: MSE on the one output
@@ -131,7 +132,7 @@ class _Classifier(nn.Module):
         elif labels is not None:  # labels of -100 are left out
             loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1),
                                    ignore_index=-100)
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return ClassifierOutput(loss, logits, out.hidden_states if output_hidden_states else None, out.attentions)
 
 
 class BertForSequenceClassification(_Classifier):

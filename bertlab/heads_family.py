@@ -21,7 +21,11 @@ pick the vector the head reads instead: token 0 itself, or the mean or max of th
 over the attended tokens. BERT and ALBERT then skip their pooler (dense + tanh, trained on [CLS] by
 next-sentence or sentence-order prediction): the vector goes to dropout -> classifier. ELECTRA, RoBERTa
 and DistilBERT keep their head's own dense layer (their head reads token 0, so for them `cls` is their
-own head). Only the choices no transformers class computes are recorded (`custom_pooling`).
+own head). `last4` concatenates token 0 of the last four layers (all of them on a shallower model):
+BERT's best frozen features in its paper's feature-based NER (Devlin et al. 2019, table 7), a head that
+reads 4H numbers, so its first layer (classifier, pre_classifier or classifier.dense) is 4H wide. Only
+the choices no transformers class computes are recorded (`custom_pooling`); a last4 head does not fit
+transformers' class, which refuses its weights' shape rather than pooling otherwise.
 """
 from __future__ import annotations
 
@@ -38,7 +42,8 @@ from .variants.electra import ElectraModel
 from .variants.roberta import RobertaModel
 
 MEMBERS = family.MEMBERS  # each member's stem, pooler, classifier-dropout key: its record in family.py
-POOLINGS = ("auto", "pooler", "cls", "mean", "max")
+POOLINGS = ("auto", "pooler", "cls", "mean", "max", "last4")
+LAST = 4  # layers the last4 pooling concatenates
 ALBERT_LAYERWISE = ("ALBERT shares its layer weights across depths (every layer runs the same weights), so "
                     "layer-wise learning rates and gradual unfreezing have no layers to tell apart: fine-tune "
                     "ALBERT without layer decay and without gradual unfreezing")
@@ -62,14 +67,15 @@ def encoder(config: BertConfig, pooler: bool) -> nn.Module:
 class ClassificationHead(nn.Module):
     """ELECTRA's and RoBERTa's sequence head (`classifier.dense`, `classifier.out_proj`) on token 0."""
 
-    def __init__(self, c: BertConfig, num_labels: int, dropout: float, activation: nn.Module):
+    def __init__(self, c: BertConfig, num_labels: int, dropout: float, activation: nn.Module,
+                 width: int | None = None):
         super().__init__()
-        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dense = nn.Linear(width or c.hidden_size, c.hidden_size)
         self.dropout = nn.Dropout(dropout)
         self.out_proj = nn.Linear(c.hidden_size, num_labels)
         self.activation = activation
 
-    def forward(self, v):  # (B, H): token 0 (as transformers), or a mean / max pooled vector
+    def forward(self, v):  # (B, H): token 0 (as transformers), a mean / max pooled vector; (B, 4H) last4
         x = self.dense(self.dropout(v))  # (B, H)
         return self.out_proj(self.dropout(self.activation(x)))  # (B, C)
 
@@ -85,17 +91,25 @@ def head_dropout(config: BertConfig, per_token: bool, given: float | None) -> fl
     return config.hidden_dropout_prob
 
 
-def add_head(model: nn.Module, config: BertConfig, num_labels: int, per_token: bool, dropout: float) -> None:
-    """Give `model` its member's head modules, under HF's attribute names."""
+def layers_pooled(config: BertConfig, pooling: str) -> int:
+    """How many layers' vectors the head reads side by side: last4's, else one."""
+    return min(LAST, config.num_hidden_layers) if pooling == "last4" else 1
+
+
+def add_head(model: nn.Module, config: BertConfig, num_labels: int, per_token: bool, dropout: float,
+             pooling: str = "auto") -> None:
+    """Give `model` its member's head modules, under HF's attribute names; the first reads
+    layers_pooled x H numbers."""
     kind, H = config.model_type, config.hidden_size
+    width = H * layers_pooled(config, pooling)
     if per_token or MEMBERS[kind].pooled:
-        model.dropout, model.classifier = nn.Dropout(dropout), nn.Linear(H, num_labels)
+        model.dropout, model.classifier = nn.Dropout(dropout), nn.Linear(width, num_labels)
     elif kind == "distilbert":
-        model.pre_classifier, model.classifier = nn.Linear(H, H), nn.Linear(H, num_labels)
+        model.pre_classifier, model.classifier = nn.Linear(width, H), nn.Linear(H, num_labels)
         model.dropout = nn.Dropout(dropout)
     else:
         model.classifier = ClassificationHead(config, num_labels, dropout,
-                                              nn.GELU() if kind == "electra" else nn.Tanh())  # HF: exact gelu
+                                              nn.GELU() if kind == "electra" else nn.Tanh(), width)  # HF: exact gelu
     for name in ("pre_classifier", "classifier"):
         if hasattr(model, name):
             getattr(model, name).apply(lambda m: init_weights(m, config))
@@ -133,8 +147,11 @@ def head_logits(model: nn.Module, out, per_token: bool, attention_mask=None) -> 
     how = custom_pooling(kind, getattr(model, "pooling", "auto"))
     if how is None and MEMBERS[kind].pooled:
         return model.classifier(model.dropout(out.pooler_output))
-    v = pool(out.last_hidden_state, attention_mask, how or "cls")  # (B, H)
-    if MEMBERS[kind].pooled:  # cls / mean / max without the pooler
+    if how == "last4":  # token 0 of each of the last layers, side by side
+        v = torch.cat([h[:, 0] for h in out.hidden_states[-layers_pooled(model.config, how):]], -1)  # (B, 4H)
+    else:
+        v = pool(out.last_hidden_state, attention_mask, how or "cls")  # (B, H)
+    if MEMBERS[kind].pooled:  # cls / mean / max / last4 without the pooler
         return model.classifier(model.dropout(v))
     if kind == "distilbert":
         return model.classifier(model.dropout(F.relu(model.pre_classifier(v))))

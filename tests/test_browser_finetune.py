@@ -142,3 +142,27 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         assert page.get_by_text("Traceback").count() == 0
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_lesson_8s_last4_link(server, size):
+    """issue 32, item 11: lesson 8's link opens Fine-tune on a frozen encoder with the last four layers'
+    [CLS] picked; the line under the form counts the wider head and says what it reads, within the width."""
+    from bertlab.app.lessons import course_b
+    from bertlab.app.ui.shared import links
+    link = next(t for t in course_b.FINETUNE.try_its if t.params.get("pooling") == "last4")
+    with chromium_page(size) as (browser, page, outside, errors):
+        page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+        note = page.locator("#finetune-params")
+        note.get_by_text("last 4 layers side by side").wait_for(timeout=60_000)
+        text = note.inner_text()
+        assert "Frozen encoder" in text and "4 × 256 = 1,024 numbers" in text and "trains 2,050 of" in text
+        page.get_by_text("Your own data and the task").first.click()
+        assert page.locator("#finetune-pooling input").input_value() == "last 4 layers' [CLS], side by side"
+        note.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+        page.screenshot(path=str(SHOTS / f"finetune_last4_{'desktop' if size == DESKTOP else 'phone'}.png"))
+    assert not outside, outside[:5]
+    assert not errors, errors

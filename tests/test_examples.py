@@ -241,6 +241,13 @@ def check_lesson08(r, model, tok):
     assert all(0 <= acc <= 1 for _, acc in final.values())
     for method in final:
         assert (r["dir"] / "out" / method / "model" / "config.json").is_file()
+    pooled = dict((p, (int(n.replace(",", "")), pct(a))) for p, n, a in
+                  re.findall(r"^(pooler|cls|mean|last4)\s+([\d,]+) trained\s+([\d.]+%)$", r["out"], re.M))
+    assert list(pooled) == ["pooler", "cls", "mean", "last4"]
+    for pooling, (n, acc) in pooled.items():  # the head's size as counted before training, last4's 4H wide
+        assert n == trainable_estimate(model.config, "sequence", 2, FinetuneSpec(method="frozen", pooling=pooling))[0]
+        assert 0 <= acc <= 1
+    assert pooled["last4"][0] == 2 * min(4, model.config.num_hidden_layers) * model.config.hidden_size + 2
 
 
 def check_lesson09(r, model, tok):

@@ -401,6 +401,44 @@ def test_pooling_choices(member, toks, tmp_path):
         classifier_class(c, "token")(c, 3, pooling="mean")
 
 
+@pytest.mark.parametrize("layers", [2, 5])
+@pytest.mark.parametrize("member", FAMILY)
+def test_last4_reads_the_last_layers_cls_side_by_side(member, layers, toks, tmp_path):
+    """issue 32, item 11: last4's logits are the head applied to token 0 of transformers' own last four
+    hidden states (both of a 2-layer model's) side by side; saved and loaded equal; transformers' class
+    refuses the 4H-wide head rather than pooling otherwise."""
+    transformers = pytest.importorskip("transformers")
+    import warnings
+    tok, c = toks[member], config(member, toks[member])
+    c.num_hidden_layers = layers
+    torch.manual_seed(0)
+    ours = perturbed(classifier_class(c, "sequence")(c, 3, pooling="last4"))
+    folder = tmp_path / "last4"
+    save_classifier(ours, tok, folder)
+    assert json.loads((folder / "config.json").read_text())["bertlab_pooling"] == "last4"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        encoder = transformers.AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+        with pytest.raises(RuntimeError, match="mismatch"):
+            transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    ids, tt, am = inputs(c)
+    kw = {} if member == "distilbert" else {"token_type_ids": tt}
+    with torch.no_grad():
+        hs = encoder(input_ids=ids, attention_mask=am, output_hidden_states=True, **kw).hidden_states
+        v = torch.cat([h[:, 0] for h in hs[-min(4, layers):]], -1)  # (B, 4H)
+        assert v.shape[1] == min(4, layers) * c.hidden_size
+        if member == "distilbert":
+            expect = ours.classifier(torch.relu(ours.pre_classifier(v)))
+        else:
+            expect = ours.classifier(v)
+        got = ours(ids, tt, am)
+        back, _ = load_classifier(folder)
+        assert back.pooling == "last4"
+        assert (got.logits - expect).abs().max() <= TOL
+        assert (back(ids, tt, am).logits - got.logits).abs().max() <= TOL
+        assert got.hidden_states is None and len(ours(ids, tt, am, output_hidden_states=True).hidden_states) == layers + 1
+
+
 def test_mean_and_max_pooling_ignore_padding(vocab_tokenizer):
     c = config("bert", vocab_tokenizer)
     for pooling in ("mean", "max"):

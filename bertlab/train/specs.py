@@ -174,7 +174,7 @@ class FinetuneSpec(Spec):
     # fine-tuning gains on a small model; the paper's default is query, value
     LORA_DEFAULT: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "embeddings")
     PROBLEMS: ClassVar[tuple[str, ...]] = ("auto", "single", "multi", "regression", "qa")
-    POOLINGS: ClassVar[tuple[str, ...]] = ("auto", "pooler", "cls", "mean", "max")
+    POOLINGS: ClassVar[tuple[str, ...]] = ("auto", "pooler", "cls", "mean", "max", "last4")
     model: str = opt("default", "model folder, run folder or hub id ('default': the shipped model)")
     task: str = opt("sentiment", "sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file "
                                  "| a SQuAD-format .json (extractive QA)", label='Task')
@@ -197,7 +197,8 @@ class FinetuneSpec(Spec):
                                     "(dense + tanh on [CLS]; peft: modules_to_save classifier + pooler)", label='Also train the pooler (BERT, ALBERT)')
     problem: str = opt("auto", "single (one label) | multi (several labels per text) | regression (a number) | "
                                "qa (SQuAD) ; auto: from the task", choices=PROBLEMS, label='Problem')
-    pooling: str = opt("auto", "sentence heads: pooler | cls | mean | max (auto: the family's own head)",
+    pooling: str = opt("auto", "sentence heads: pooler | cls | mean | max | last4 (the last 4 layers' [CLS] side by side) "
+                               "(auto: the family's own head)",
                        choices=POOLINGS, label='Sentence vector (pooling)')
     layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1), label='Layer-wise LR decay (1 = off)')
     gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage", label='Gradual unfreezing (the head first, then a layer more per stage)')

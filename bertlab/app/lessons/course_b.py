@@ -88,11 +88,18 @@ what full fine-tuning gains.
 $h' = l \odot h$, starting at ones. The paper scales the keys, the values and the feed-forward layer's
 inner activations; here, as `peft` does for BERT, the input of the attention's output layer is
 scaled too. That is four vectors a layer, $3H + I$ numbers ($H$ hidden, $I$ the feed-forward width):
-5,376 a layer and 64,512 in all on bert-base, plus the head.""",
+5,376 a layer and 64,512 in all on bert-base, plus the head.
+
+**Which vector the head reads** is a choice too (*Sentence vector*, under *Your own data and the
+task*): the pooler's $\tanh(W h_{[CLS]})$, $h_{[CLS]}$ itself, the mean or max of the tokens, or the
+`[CLS]` vectors of the **last four layers side by side** ($4H$ numbers), which BERT's paper found the
+best frozen features. With a frozen encoder only the head learns, so what it reads is all it has.""",
     try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
                    {"task": "sentiment", "method": "lora"}),
              TryIt("The same with full fine-tuning", "finetune",
-                   {"task": "sentiment", "method": "full"})),
+                   {"task": "sentiment", "method": "full"}),
+             TryIt("A frozen encoder read through its last four layers' [CLS]", "finetune",
+                   {"task": "sentiment", "method": "frozen", "pooling": "last4"})),
     expect="""The line under the method says how many parameters it trains: LoRA a few per cent,
 full fine-tuning all of them. *Compare methods* trains all eight on the same data and plots score
 against parameters trained: on this small model full fine-tuning is best, and LoRA gets close for

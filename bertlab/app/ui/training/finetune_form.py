@@ -9,6 +9,7 @@ import gradio as gr
 from ....checkpoint import count_params, resolve_folder
 from ....config import BertConfig
 from ....data.tasks import load_task, task_kind
+from ....heads_family import layers_pooled
 from ....methods.registry import REGISTRY
 from ....tokenizer import SubwordTokenizer
 from ....train.finetune import trainable_estimate
@@ -42,7 +43,8 @@ TARGET_LABELS = {"query": "query", "key": "key", "value": "value", "attention_ou
 PROBLEM_LABELS = {"auto": "auto (from the task)", "single": "one label per text", "multi": "several labels per text",
                   "regression": "a number (regression)", "qa": "extractive QA (SQuAD)"}
 POOLING_LABELS = {"auto": "auto (the model's own)", "pooler": "pooler ([CLS] + dense + tanh)", "cls": "[CLS] vector",
-                  "mean": "mean of the tokens", "max": "max over the tokens"}
+                  "mean": "mean of the tokens", "max": "max over the tokens",
+                  "last4": "last 4 layers' [CLS], side by side"}
 POS_LABELS = 45  # the Penn Treebank tag set, for the size estimate before the data is read
 
 
@@ -126,7 +128,18 @@ def params_md(**form) -> str:
         return f"⚠️ {e}"
     return (f"**{METHOD_LABELS[spec.method]}** trains **{trainable:,}** of {total:,} parameters "
             f"(**{trainable / total:.2%}**) at learning rate {spec.lr:g}"
-            + (" (this method's default)" if not form.get("lr") else "") + ".")
+            + (" (this method's default)" if not form.get("lr") else "") + "." + pooling_md(model.config, kind, spec))
+
+
+def pooling_md(config, kind: str, spec: FinetuneSpec) -> str:
+    """What the head reads when it is not the family's own vector: said under the form, live."""
+    if kind != "sequence" or spec.pooling != "last4":
+        return ""
+    n, H = layers_pooled(config, "last4"), config.hidden_size
+    return (f" The head reads the [CLS] vector of the last {n} layers side by side: {n} × {H} = {n * H:,} "
+            f"numbers instead of {H:,}, so the lower layers' view of the sentence reaches it directly (BERT's "
+            f"paper found the last four layers' vectors, concatenated, its best frozen features: 96.1 F1 on "
+            f"CoNLL-2003 names against 96.4 fine-tuned and 94.9 from the last layer alone).")
 
 
 def form_spec(**form) -> FinetuneSpec:

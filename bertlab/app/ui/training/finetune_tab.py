@@ -200,7 +200,7 @@ def build(picker: gr.Dropdown) -> None:
             stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
         links.copy_button("finetune")
-        links.register("finetune", task=task, method=method, epochs=epochs)  # filled, never started, by a link
+        links.register("finetune", task=task, method=method, epochs=epochs, pooling=form.widgets["pooling"])  # filled, never started, by a link
         with gr.Accordion("Methods to compare", open=False, elem_id="finetune-compare-options"):
             picked = gr.CheckboxGroup([(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
                                       show_label=False, elem_id="finetune-compare-methods")

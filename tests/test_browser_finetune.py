@@ -146,23 +146,38 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_lesson_8s_last4_link(server, size):
-    """issue 32, item 11: lesson 8's link opens Fine-tune on a frozen encoder with the last four layers'
-    [CLS] picked; the line under the form counts the wider head and says what it reads, within the width."""
+def test_lesson_8s_last4_and_random_weights_links(server, size):
+    """issue 32, items 11 and 9: lesson 8's links open Fine-tune on a frozen encoder with the last four
+    layers' [CLS] picked (the line under the form counts the wider head and says what it reads), and on
+    full fine-tuning from random weights (picked, and said); both within the screen's width."""
     from bertlab.app.lessons import course_b
     from bertlab.app.ui.shared import links
-    link = next(t for t in course_b.FINETUNE.try_its if t.params.get("pooling") == "last4")
+    tag = "desktop" if size == DESKTOP else "phone"
+    last4 = next(t for t in course_b.FINETUNE.try_its if t.params.get("pooling") == "last4")
+    scratch = next(t for t in course_b.FINETUNE.try_its if t.params.get("init") == "random")
     with chromium_page(size) as (browser, page, outside, errors):
-        page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+        page.goto(server.rstrip("/") + "/" + links.url(last4.tab, **last4.params))
         note = page.locator("#finetune-params")
         note.get_by_text("last 4 layers side by side").wait_for(timeout=60_000)
         text = note.inner_text()
         assert "Frozen encoder" in text and "4 × 256 = 1,024 numbers" in text and "trains 2,050 of" in text
+        assert "random weights" not in text
         page.get_by_text("Your own data and the task").first.click()
         assert page.locator("#finetune-pooling input").input_value() == "last 4 layers' [CLS], side by side"
         note.scroll_into_view_if_needed()
         page.wait_for_timeout(500)
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
-        page.screenshot(path=str(SHOTS / f"finetune_last4_{'desktop' if size == DESKTOP else 'phone'}.png"))
+        page.screenshot(path=str(SHOTS / f"finetune_last4_{tag}.png"))
+
+        page.goto(server.rstrip("/") + "/" + links.url(scratch.tab, **scratch.params))
+        note = page.locator("#finetune-params")
+        note.get_by_text("From random weights").wait_for(timeout=60_000)
+        assert "Full fine-tuning" in note.inner_text() and "last 4 layers" not in note.inner_text()
+        page.get_by_text("More options").first.click()
+        assert page.locator("#finetune-init input").input_value() == "random weights"
+        page.locator("#finetune-init").scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+        page.screenshot(path=str(SHOTS / f"finetune_random_init_{tag}.png"))
     assert not outside, outside[:5]
     assert not errors, errors

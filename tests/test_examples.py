@@ -325,3 +325,26 @@ if __name__ == "__main__":  # time every script once, one after another: python 
         with tempfile.TemporaryDirectory() as d:
             r = run_script(name, Path(d))
             print(f"{name:<28} rc {r['rc']}  {r['cpu']:5.1f} s CPU  {r['wall']:5.1f} s wall")
+
+
+WORTH_LIMIT_S = 120  # CPU seconds: six fine-tuning runs (the script says "about 80 s" before it starts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["pretraining_worth"])
+def test_what_pretraining_is_worth(name, results):
+    """issue 32, item 9: the learning curves by labelled examples, pre-trained against random weights, on
+    one held-out set; the gap is each row's difference, and the pre-trained model ahead where labels are many."""
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert r["out"].splitlines()[0].endswith("about 80 s")
+    assert r["cpu"] < WORTH_LIMIT_S, f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert not (r["dir"] / "runs").exists()
+    runs = re.findall(r"^(pretrained|random)\s+(\d+) labelled\s+([\d.]+%)\s+\(held out: (\d+),", r["out"], re.M)
+    assert [(i, int(n)) for i, n, _, _ in runs] == [(i, n) for i in ("pretrained", "random") for n in (50, 200, 500)]
+    assert {held for *_, held in runs} == {"300"}
+    table = re.findall(r"^\s+(\d+)\s+([\d.]+%)\s+([\d.]+%)\s+([+-][\d.]+)%$", r["out"], re.M)
+    assert [int(n) for n, *_ in table] == [50, 200, 500]
+    for n, pre, rnd, gap in table:
+        assert abs(pct(pre) - pct(rnd) - float(gap) / 100) < 0.0015
+    assert pct(table[-1][1]) > pct(table[-1][2])  # 500 labelled: pre-training is worth something

@@ -454,3 +454,25 @@ def test_the_command_line_prints_each_problems_own_figures(tmp_path, tiny_dir, c
                  "score", "--problem", "regression", "--epochs", "1", "--out", str(tmp_path / "r")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("validation:"))
     assert "pearson" in line and "spearman" in line and "rmse" in line and "accuracy" not in line
+
+
+def test_train_examples_and_init_random_from_the_command_line(tmp_path, tiny_dir, capsys):
+    """issue 32, item 9: --train-examples trains on a nested seeded part of the training split and keeps
+    the held-out split; --init random says so and starts from other weights than the model's."""
+    from bertlab.train.finetune import first_of_shuffled
+    items = list(range(100))
+    small, large = first_of_shuffled(items, 10, 3), first_of_shuffled(items, 40, 3)
+    assert len(small) == 10 and set(small) < set(large) and small == sorted(small)
+    assert first_of_shuffled(items, 500, 3) == items
+    csv = write_sentiment_csv(tmp_path / "reviews.csv", n=120)
+    facts = {}
+    for name, extra in (("all", []), ("few", ["--train-examples", "20"]),
+                        ("random", ["--train-examples", "20", "--init", "random"])):
+        assert main(["finetune", "--model", str(tiny_dir), "--task", str(csv), "--text-column", "review",
+                     "--label-column", "stars", "--epochs", "1", "--out", str(tmp_path / name), *extra]) == 0
+        facts[name] = Run(tmp_path / name).facts()
+        said = "".join(capsys.readouterr())
+        assert ("random weights" in said) == (name == "random"), said[-400:]
+    assert facts["few"]["train_examples"] == facts["random"]["train_examples"] == 20 < facts["all"]["train_examples"]
+    assert facts["few"]["val_examples"] == facts["all"]["val_examples"]
+    assert json.loads((tmp_path / "random" / "spec.json").read_text())["init"] == "random"

@@ -503,3 +503,27 @@ def test_finetune_runs_each_head_end_to_end(what, keys, tmp_path, tiny_dir, wp):
     if what == "qa":
         got = qa.answer_question(net, tok, "Who directed The Salt Road?", "The Salt Road is a 2009 drama directed by Mara.")
         assert set(got) == {"answer", "start", "end", "score"} and got["answer"] in "The Salt Road is a 2009 drama directed by Mara."
+
+
+def test_init_random_keeps_the_shape_not_the_weights(tiny_dir):
+    """issue 32, item 9: init random is the same classifier with BERT's initialisation (normal, std
+    initializer_range; LayerNorm at one) from the seed instead of the source's encoder; pretrained loads it."""
+    import bertlab
+    from bertlab.family import encoder_of
+    pre, _ = bertlab.load_pretrained(str(tiny_dir))
+    theirs = encoder_of(pre).state_dict()
+    built = {}
+    for init, seed in (("pretrained", 0), ("random", 0), ("random", 0), ("random", 1)):
+        torch.manual_seed(seed)
+        net, _ = build_classifier(str(tiny_dir), "sequence", ["a", "b"], FinetuneSpec(init=init), log=lambda m: None)
+        built.setdefault(init, []).append(encoder_of(net).state_dict())
+    assert all(torch.equal(v, theirs[k]) for k, v in built["pretrained"][0].items())
+    a, b, c = built["random"]
+    assert all(torch.equal(v, b[k]) for k, v in a.items())  # the seed decides
+    q = next(k for k in a if k.endswith("query.weight"))
+    assert not torch.equal(a[q], c[q]) and not torch.equal(a[q], theirs[q])
+    std = pre.config.initializer_range
+    assert abs(a[q].std().item() - std) < 0.2 * std
+    assert all(torch.equal(v, torch.ones_like(v)) for k, v in a.items() if "LayerNorm.weight" in k)
+    with pytest.raises(ValueError, match="init"):
+        FinetuneSpec(init="scratch")

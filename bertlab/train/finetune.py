@@ -11,6 +11,7 @@ folder for Houlsby adapters.
 """
 from __future__ import annotations
 
+import random
 import time
 import warnings
 from pathlib import Path
@@ -64,11 +65,18 @@ def check_layerwise(config: BertConfig, spec: FinetuneSpec) -> None:
         raise ValueError(ALBERT_LAYERWISE)
 
 
+def first_of_shuffled(items: list, n: int, seed: int) -> list:
+    """The first n of a seeded shuffle, in their order: a smaller n's examples are in every larger n's."""
+    keep = sorted(random.Random(seed).sample(range(len(items)), len(items))[:n])
+    return [items[i] for i in keep]
+
+
 def build_classifier(source: str | None, kind: str, labels: list[str], spec: FinetuneSpec, log=print,
                      problem: str | None = None):
     """A fresh head of the right kind ("sequence", "token", "qa") and problem (heads.PROBLEMS; None: from
     the labels) with spec.pooling, on the encoder of `source` (any family member's folder, run or hub id).
-    A source that is already a classifier of this kind with these labels keeps its own head."""
+    A source that is already a classifier of this kind with these labels keeps its own head. spec.init
+    "random" keeps the encoder as built (BERT's initialisation, from the seed), only its shape from source."""
     folder = resolve_folder(None if source in (None, "", "default") else source)
     check_source(folder)
     arch, old_labels, _ = read_head_config(folder)
@@ -81,6 +89,9 @@ def build_classifier(source: str | None, kind: str, labels: list[str], spec: Fin
     uses_pooler = any(".pooler." in k for k in model.state_dict())
     if uses_pooler and any("pooler" in str(w.message) for w in caught):
         log(f"note: {folder} has no trained pooler; the classifier starts from a random one")
+    if spec.init == "random":
+        log("the encoder starts from random weights (init random): the baseline without pre-training")
+        return model, tok
     mine, theirs = family.encoder_of(model), family.encoder_of(pre)
     own = mine.state_dict()
     mine.load_state_dict({k: v for k, v in theirs.state_dict().items() if k in own})
@@ -206,6 +217,8 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     data = load_task(spec.task, tok, min(spec.max_len, n_pos), text_column=spec.text_column,
                      label_column=spec.label_column, pair_column=spec.pair_column, problem=spec.problem,
                      val_frac=spec.val_frac, seed=spec.seed, max_examples=spec.max_examples)
+    if spec.train_examples is not None:
+        data.train = first_of_shuffled(data.train, spec.train_examples, spec.seed)
     for note in data.notes:
         log(note)
     log(data.summary())

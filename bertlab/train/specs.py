@@ -175,6 +175,7 @@ class FinetuneSpec(Spec):
     LORA_DEFAULT: ClassVar[tuple[str, ...]] = ("query", "key", "value", "attention_output", "ffn", "embeddings")
     PROBLEMS: ClassVar[tuple[str, ...]] = ("auto", "single", "multi", "regression", "qa")
     POOLINGS: ClassVar[tuple[str, ...]] = ("auto", "pooler", "cls", "mean", "max", "last4")
+    INITS: ClassVar[tuple[str, ...]] = ("pretrained", "random")
     model: str = opt("default", "model folder, run folder or hub id ('default': the shipped model)")
     task: str = opt("sentiment", "sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file "
                                  "| a SQuAD-format .json (extractive QA)", label='Task')
@@ -200,6 +201,9 @@ class FinetuneSpec(Spec):
     pooling: str = opt("auto", "sentence heads: pooler | cls | mean | max | last4 (the last 4 layers' [CLS] side by side) "
                                "(auto: the family's own head)",
                        choices=POOLINGS, label='Sentence vector (pooling)')
+    init: str = opt("pretrained", "pretrained | random: the encoder's own weights, or fresh random ones of the same "
+                                  "shape (the baseline that shows what pre-training is worth)", choices=INITS,
+                    label='Start the encoder from')
     layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1), label='Layer-wise LR decay (1 = off)')
     gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage", label='Gradual unfreezing (the head first, then a layer more per stage)')
     max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", between(4, MAX_TOKENS), label='Tokens per text')
@@ -209,6 +213,9 @@ class FinetuneSpec(Spec):
     pair_column: str | None = opt(None, "CSV/JSON column holding a second text: sentence pairs (segments A and B)", label='Second text column (sentence pairs)')
     val_frac: float = opt(0.1, "share held out for validation", Check(lambda v: 0 < v < 0.5, "in (0, 0.5)", 0, 0.5), label='Validation share')
     max_examples: int | None = opt(None, "use a seeded random subset of N examples", POSITIVE, label='Use N examples')
+    train_examples: int | None = opt(None, "train on a seeded N of the training split, the held-out split unchanged "
+                                           "(a learning curve's points: each N's examples hold the smaller N's)",
+                                     POSITIVE, label='Labelled examples to train on')
     warmup: float = opt(0.1, "warm-up share of the steps", NON_NEGATIVE, label='Warm-up share')
     weight_decay: float = opt(0.01, "AdamW weight decay, on matrices only", NON_NEGATIVE, label='Weight decay')
     classifier_dropout: float | None = opt(None, "dropout before the head (default: the model's)", DROPOUT, label='Dropout before the head')

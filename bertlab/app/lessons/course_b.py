@@ -93,11 +93,17 @@ scaled too. That is four vectors a layer, $3H + I$ numbers ($H$ hidden, $I$ the 
 **Which vector the head reads** is a choice too (*Sentence vector*, under *Your own data and the
 task*): the pooler's $\tanh(W h_{[CLS]})$, $h_{[CLS]}$ itself, the mean or max of the tokens, or the
 `[CLS]` vectors of the **last four layers side by side** ($4H$ numbers), which BERT's paper found the
-best frozen features. With a frozen encoder only the head learns, so what it reads is all it has.""",
+best frozen features. With a frozen encoder only the head learns, so what it reads is all it has.
+
+What is pre-training worth? *Start the encoder from random weights* trains the same model, on the
+same data and budget, with nothing learnt before: the gap between its curve and the pre-trained one's
+is what the unlabelled text taught.""",
     try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
                    {"task": "sentiment", "method": "lora"}),
              TryIt("The same with full fine-tuning", "finetune",
                    {"task": "sentiment", "method": "full"}),
+             TryIt("Full fine-tuning from random weights: what pre-training is worth", "finetune",
+                   {"task": "sentiment", "method": "full", "init": "random"}),
              TryIt("A frozen encoder read through its last four layers' [CLS]", "finetune",
                    {"task": "sentiment", "method": "frozen", "pooling": "last4"})),
     expect="""The line under the method says how many parameters it trains: LoRA a few per cent,

@@ -45,6 +45,7 @@ PROBLEM_LABELS = {"auto": "auto (from the task)", "single": "one label per text"
 POOLING_LABELS = {"auto": "auto (the model's own)", "pooler": "pooler ([CLS] + dense + tanh)", "cls": "[CLS] vector",
                   "mean": "mean of the tokens", "max": "max over the tokens",
                   "last4": "last 4 layers' [CLS], side by side"}
+INIT_LABELS = {"pretrained": "its pre-trained weights", "random": "random weights"}
 POS_LABELS = 45  # the Penn Treebank tag set, for the size estimate before the data is read
 
 
@@ -101,9 +102,10 @@ def spec_fields(form: dict) -> dict:
     v["method"] = method_of(v.get("method"))
     if "lora_targets" in v:
         v["lora_targets"] = tuple(_key(TARGET_LABELS, t, t) for t in v["lora_targets"] or ())
-    for name, labels in (("problem", PROBLEM_LABELS), ("pooling", POOLING_LABELS)):
+    for name, labels, default in (("problem", PROBLEM_LABELS, "auto"), ("pooling", POOLING_LABELS, "auto"),
+                                  ("init", INIT_LABELS, "pretrained")):
         if name in v:
-            v[name] = _key(labels, v[name], "auto")
+            v[name] = _key(labels, v[name], default)
     v["gradual_unfreeze"] = bool(v.get("gradual_unfreeze")) and v["method"] == "full"
     return v
 
@@ -114,7 +116,7 @@ def spec_from(**form) -> FinetuneSpec:
 
 
 PARAMS_INPUTS = ("model", "task", "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "layer_decay",
-                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler")
+                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler", "init")
 
 
 def params_md(**form) -> str:
@@ -128,7 +130,10 @@ def params_md(**form) -> str:
         return f"⚠️ {e}"
     return (f"**{METHOD_LABELS[spec.method]}** trains **{trainable:,}** of {total:,} parameters "
             f"(**{trainable / total:.2%}**) at learning rate {spec.lr:g}"
-            + (" (this method's default)" if not form.get("lr") else "") + "." + pooling_md(model.config, kind, spec))
+            + (" (this method's default)" if not form.get("lr") else "") + "." + pooling_md(model.config, kind, spec)
+            + (" **From random weights:** the same model and training with nothing learnt before, the baseline "
+               "that measures what pre-training is worth (overlay it on a pre-trained run's curves)."
+               if spec.init == "random" else ""))
 
 
 def pooling_md(config, kind: str, spec: FinetuneSpec) -> str:

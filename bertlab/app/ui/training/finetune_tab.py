@@ -12,6 +12,7 @@ from ..shared import common, forms, links
 from ..shared.common import user_error
 from . import finetune_compare, finetune_try, jobs_ui
 from .finetune_form import (  # noqa: F401  (the form's names, as tests and the API know them)
+    INIT_LABELS,
     METHOD_LABELS,
     PARAMS_INPUTS,
     POOLING_LABELS,
@@ -190,7 +191,7 @@ def build(picker: gr.Dropdown) -> None:
             with gr.Row():
                 form("max_examples", help=False, label="Use N examples (0 = all)", min_width=150)
                 form("max_len", help=False, maximum=512, min_width=110)
-            form.rest(hide=SERVER)
+            form.rest(hide=SERVER, init={"choices": [(v, k) for k, v in INIT_LABELS.items()]})
         params = gr.Markdown(elem_id="finetune-params")
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start", min_width=80)
@@ -200,7 +201,8 @@ def build(picker: gr.Dropdown) -> None:
             stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
         links.copy_button("finetune")
-        links.register("finetune", task=task, method=method, epochs=epochs, pooling=form.widgets["pooling"])  # filled, never started, by a link
+        links.register("finetune", task=task, method=method, epochs=epochs, pooling=form.widgets["pooling"],
+                       init=form.widgets["init"])  # filled, never started, by a link
         with gr.Accordion("Methods to compare", open=False, elem_id="finetune-compare-options"):
             picked = gr.CheckboxGroup([(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
                                       show_label=False, elem_id="finetune-compare-methods")

@@ -118,6 +118,20 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         tab.locator("#finetune-try").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "finetune_try_it.png"))
 
+        # issue 32, item 4: what the comparison's runs kept of masked-word skill, measured from a click
+        tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
+        tab.locator("#finetune-forgetting-go").click()
+        said = tab.locator("#finetune-forgetting-said")
+        said.get_by_text("kept").first.wait_for(timeout=120_000)
+        lines = said.inner_text().splitlines()
+        assert len(lines) == 2 and "cmp/frozen-seed0" in lines[0] and "100% kept" in lines[0], lines
+        assert re.search(r"(\d+\.\d)% → (\d+\.\d)% of masked words", lines[1]), lines
+        forgot = tab.locator("#finetune-forgetting-plot")
+        assert forgot.locator(".barlayer .point").count() == 2
+        figures_fit(page, forgot, DESKTOP[0])
+        forgot.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "finetune_forgetting_desktop.png"))
+
         page.set_viewport_size({"width": PHONE[0], "height": PHONE[1]})
         page.reload()  # a finished comparison comes back: its table and chart
         page.get_by_role("tab", name="Fine-tune").click()
@@ -139,6 +153,13 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         assert len(joins) <= 2, f"{len(joins)} server calls in 6 s on a page that shows a finished run: {joins[:4]}"
         page.wait_for_function("() => !document.querySelector('[role=tabpanel] .progress-text')", timeout=30_000)
         page.screenshot(path=str(SHOTS / "finetune_phone_compare.png"), full_page=True)
+        tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
+        tab.locator("#finetune-forgetting-go").click()  # measured once: the page's answer comes from the cache
+        tab.locator("#finetune-forgetting-said").get_by_text("kept").first.wait_for(timeout=60_000)
+        forgot = tab.locator("#finetune-forgetting-plot")
+        figures_fit(page, forgot, PHONE[0])
+        forgot.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "finetune_forgetting_phone.png"))
         assert page.get_by_text("Traceback").count() == 0
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

@@ -348,3 +348,24 @@ def test_what_pretraining_is_worth(name, results):
     for n, pre, rnd, gap in table:
         assert abs(pct(pre) - pct(rnd) - float(gap) / 100) < 0.0015
     assert pct(table[-1][1]) > pct(table[-1][2])  # 500 labelled: pre-training is worth something
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["forgetting"])
+def test_what_fine_tuning_forgot(name, results):
+    """issue 32, item 4: four runs' masked-word accuracy after fine-tuning; the frozen encoder keeps it
+    all, ten times full fine-tuning's rate keeps the least, and each "kept" is after / before."""
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert r["out"].splitlines()[0].endswith("about 50 s")
+    assert r["cpu"] < WORTH_LIMIT_S, f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert not (r["dir"] / "runs").exists()
+    before = pct(re.search(r"before fine-tuning: ([\d.]+%)", r["out"])[1])
+    rows = {n: (float(lr), pct(a), pct(after), pct(kept)) for n, lr, a, after, kept in re.findall(
+        r"^(frozen|lora|full|full, lr x10)\s+([\d.e-]+)\s+([\d.]+%)\s+([\d.]+%)\s+(\d+%)$", r["out"], re.M)}
+    assert list(rows) == ["frozen", "lora", "full", "full, lr x10"]
+    assert rows["frozen"][2] == before and rows["frozen"][3] == 1
+    assert rows["full, lr x10"][0] == 10 * rows["full"][0]
+    assert rows["full, lr x10"][3] == min(k for *_, k in rows.values()) < 0.5
+    for lr, acc, after, kept in rows.values():
+        assert abs(after / before - kept) < 0.006 and 0 <= acc <= 1

@@ -20,7 +20,7 @@ from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
 from ..train import runs, specs
 from ..train.compare import spec_of
-from ..train.evaluate import evaluate_model
+from ..train.evaluate import evaluate_model, mlm_left
 from ..train.finetune import CONFUSION_FILE
 from ..train.kinds import RUN_KINDS, execute
 from ..train.loop import init_distributed, resolve_device
@@ -278,6 +278,19 @@ def cmd_evaluate(a) -> int:
     return 0
 
 
+def cmd_forgetting(a) -> int:
+    rows = mlm_left(a.runs, batches=a.batches)
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"masked-word accuracy before and after fine-tuning ({a.batches} batches of 32 held-out sequences)")
+    print(f"{'run':<28} {'method':<8} {'lr':>8} {'before':>8} {'after':>8} {'left':>7}")
+    for r in rows:
+        print(f"{r['run'][:28]:<28} {r['method']:<8} {r['lr'] or 0:>8.0e} {r['before']:>8.1%} {r['after']:>8.1%} "
+              f"{r['left']:>7.0%}" + ("  (its own modules off: every pre-trained weight kept)" if r["untouched"] else ""))
+    return 0
+
+
 def cmd_export(a) -> int:
     model, tok = load_pretrained(a.source)
     if a.dropout is not None:  # a training setting only: the weights and every eval-mode output stay the same
@@ -340,6 +353,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default="auto", help=DEVICE_HELP)
     e.add_argument("--json", action="store_true")
     e.set_defaults(run=cmd_evaluate)
+    f = sub.add_parser("forgetting", help="how much masked-word skill fine-tune runs kept (catastrophic forgetting)")
+    f.add_argument("runs", nargs="+", help="fine-tune run folders (each is compared with the model it started from)")
+    f.add_argument("--batches", type=_positive, default=8, help="held-out batches of 32 sequences (default 8)")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(run=cmd_forgetting)
     x = sub.add_parser("export", help="copy a run's (or any) model into a Hugging Face folder")
     x.add_argument("source", help="run folder, model folder or hub id")
     x.add_argument("out", help="a new or empty folder to write (atomically)")

@@ -269,6 +269,11 @@ class Evaluator:
             self._probe(getattr(model, "generator", model))  # ELECTRA: the generator fills in blanks
         return res
 
+    @torch.no_grad()
+    def mlm(self, model) -> dict[str, float]:
+        """Only the masked-word scores (mlm_loss, mlm_acc, unigram_acc; nsp_acc where the model has NSP)."""
+        return self._mlm(model)
+
     def _mlm(self, model) -> dict[str, float]:
         dev = next(model.parameters()).device
         n = loss = correct = uni = nsp_ok = nsp_n = 0.0

@@ -109,7 +109,12 @@ is what the unlabelled text taught.""",
     expect="""The line under the method says how many parameters it trains: LoRA a few per cent,
 full fine-tuning all of them. *Compare methods* trains all eight on the same data and plots score
 against parameters trained: on this small model full fine-tuning is best, and LoRA gets close for
-a fraction of the weights. (The bench notes in the repository give the measured numbers.)""",
+a fraction of the weights. (The bench notes in the repository give the measured numbers.)
+
+*What fine-tuning forgot* (under the runs) puts a finished run's encoder back under the masked-word
+head it started with: a frozen encoder keeps every masked word it guessed, full fine-tuning at its
+default rate nearly all, and ten times that rate forgets most of what pre-training taught. Which
+methods would you trust to keep a model's general knowledge?""",
     question=f"How many parameters does **LoRA** (rank {C.LORA['lora_rank']}, its default layers) train "
              "for sentiment on the model in use?",
     placeholder="a number, e.g. 123,456")

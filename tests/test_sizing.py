@@ -17,6 +17,7 @@ from bertlab.analysis.sizing import (
     flops,
     humanize,
     known_config,
+    known_gap,
     known_model_params,
     layer_params,
     layers_run,
@@ -97,8 +98,16 @@ def test_param_counts_match_transformers(name):
 
 @pytest.mark.parametrize("name", KNOWN_MODELS)
 def test_known_models_near_published(name):
+    """Within 5 % of the paper, or the gap is known and said (and still a gap: the note is not stale)."""
     n, published = known_model_params(name), KNOWN_MODELS[name]["published"]
-    assert abs(n - published) / published < 0.05, (name, n, published)
+    near = abs(n - published) / published < 0.05
+    assert near == (known_gap(name) is None), (name, n, published)
+
+
+def test_albert_xxlarges_gap_is_said_with_the_counts():
+    note = known_gap("ALBERT-xxlarge")
+    assert known_model_params("ALBERT-xxlarge") == 222_595_584  # transformers' AlbertModel, as the tests below
+    assert "235 M" in note and "222.6M" in note and "12.4M" in note and "16.8M" in note, note
 
 
 def test_known_model_helpers_exact():
@@ -215,7 +224,8 @@ FAMILY = {  # odd shapes: E != H, ALBERT's groups and inner layers, RoBERTa's of
 }
 ARCHS = [(kind, arch) for arch, (kind, _) in ARCHITECTURES.items()]
 PUBLISHED = {"ALBERT-large": (17.65e6, 18e6, "17.7M"), "ELECTRA-small": (13.45e6, 14e6, "13.5M"),
-             "DistilBERT": (66e6, 66.5e6, "66.4M"), "RoBERTa-base": (124.5e6, 125.5e6, "124.6M")}
+             "DistilBERT": (66e6, 66.5e6, "66.4M"), "RoBERTa-base": (124.5e6, 125.5e6, "124.6M"),
+             "ALBERT-xxlarge": (222.5e6, 222.7e6, "222.6M")}
 
 
 def hf_model(c: BertConfig, arch: str, **kw):
@@ -274,7 +284,7 @@ def test_published_sizes_match_transformers(name):
             assert numel(hf_model(c, arch).parameters()) == param_counts(c, architecture=arch)["total"], arch
     bert = param_counts(as_bert(c), heads=False)["encoder_total"]
     assert {"ALBERT-large": bert > 18 * n, "ELECTRA-small": round(bert / 1e5) == 175,  # the issue's 17.5 M
-            "DistilBERT": bert > n, "RoBERTa-base": bert == n}[name]
+            "DistilBERT": bert > n, "RoBERTa-base": bert == n, "ALBERT-xxlarge": bert > 10 * n}[name]
 
 
 @pytest.mark.parametrize("kind", FAMILY)

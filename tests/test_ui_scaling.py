@@ -34,6 +34,23 @@ def test_bert_base_example_reads_four_days_and_electras_figure():
     assert marker.x[0] == compute.non_embedding_params(preset("base")) and marker.text[0] == "BERT-base"
 
 
+def test_the_corpus_the_paper_and_roberta():
+    """issue 32, item 14: BERT's 3.3 B words read about 13 times at the appendix's schedule; the paper's
+    "approximately 40 epochs" is the same run at 512 tokens a step; RoBERTa read 49 times the tokens."""
+    p = compute.corpus_passes("bert-base")
+    assert p["tokens"] == 1_000_000 * 256 * (0.9 * 128 + 0.1 * 512)
+    assert p["passes"] == pytest.approx(p["tokens"] / 3.3e9) and round(p["passes"]) == 13
+    assert round(p["passes_at_512"]) == p["published"] == 40
+    assert p["roberta_tokens"] == 500_000 * 8192 * 512 and round(p["roberta_over_bert"]) == 49
+    summary, _, _, _, data = calc(*scaling_tab.example_row("bert-base"))
+    table = {r[0]: r[1] for r in data["table"]}
+    assert table["corpus (published)"] == "3.3 B words" and table["passes over the corpus"] == "12.9"
+    assert table["the paper's ≈ 40 epochs"] == "39.7" and table["RoBERTa's longest run read"] == "2.10e12"
+    assert "read about **13 times**" in summary and "**49×** the tokens" in summary
+    with pytest.raises(ValueError, match="example must be one of"):
+        compute.corpus_passes("gpt-2")
+
+
 def test_large_example_and_cost():
     row = scaling_tab.example_row("bert-large")
     assert row[0] == "large" and row[8] == 64

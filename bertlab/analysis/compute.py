@@ -56,14 +56,34 @@ DTYPES = ("fp32", "bf16")
 # found in the stored pages; ELECTRA's own flops_computation.py (google-research/electra, read) computes
 # them as TransformerHparams(768, 12).get_train_flops(256, 1e6) = 6.43e19 and (1024, 24) = 1.92e20,
 # which round to those figures; `electra_count` re-counts them.
+BERT_CORPUS = {"words": 3.3e9, "parts": "BooksCorpus (800 M words) and English Wikipedia (2,500 M)",
+               "epochs": 40, "source": "Devlin et al. 2019 (3.1, A.2)"}  # "approximately 40 epochs"
 EXAMPLES: dict[str, dict] = {
     "bert-base": {"preset": "base", "steps": 1_000_000, "batch": 256, "schedule": [(128, 0.9), (512, 0.1)],
-                  "chips": 16, "days": 4, "electra_flops": 6.4e19,
+                  "chips": 16, "days": 4, "electra_flops": 6.4e19, "corpus": BERT_CORPUS,
                   "source": "Devlin et al. 2019 (A.2); ELECTRA, Clark et al. 2020 (Table 1)"},
     "bert-large": {"preset": "large", "steps": 1_000_000, "batch": 256, "schedule": [(128, 0.9), (512, 0.1)],
-                   "chips": 64, "days": 4, "electra_flops": 1.9e20,
+                   "chips": 64, "days": 4, "electra_flops": 1.9e20, "corpus": BERT_CORPUS,
                    "source": "Devlin et al. 2019 (A.2); ELECTRA, Clark et al. 2020 (Table 8)"},
 }
+# RoBERTa's longest run: the same shapes, 160 GB of text, 8K sequences of up to 512 tokens a step
+ROBERTA_RUN = {"steps": 500_000, "batch": 8192, "seq_len": 512, "gigabytes": 160,
+               "source": "Liu et al. 2019 (3.2, 5, Table 4)"}
+
+
+def corpus_passes(name: str) -> dict:
+    """How often a published BERT read its corpus: its tokens (the appendix's schedule) over the corpus's
+    words, and the paper's own figure, which counts 512 tokens every step; RoBERTa's tokens beside them."""
+    if name not in EXAMPLES:
+        raise ValueError(f"example must be one of {', '.join(EXAMPLES)}, got {name!r}")
+    ex = EXAMPLES[name]
+    read = tokens(ex["steps"], ex["batch"], ex["schedule"])["tokens"]
+    at_512 = ex["steps"] * ex["batch"] * 512
+    r = ROBERTA_RUN
+    roberta = r["steps"] * r["batch"] * r["seq_len"]
+    words = ex["corpus"]["words"]
+    return {"tokens": read, "words": words, "passes": read / words, "passes_at_512": at_512 / words,
+            "published": ex["corpus"]["epochs"], "roberta_tokens": roberta, "roberta_over_bert": roberta / read}
 
 CAPS = {"tokens": 1e16, "steps": 1e12, "batch": 1e8, "flops": 1e30, "flops_per_second": 1e21,
         "count": 1e6, "price_per_hour": 1e6, "params": 1e15, "seq_len": 1_000_000}

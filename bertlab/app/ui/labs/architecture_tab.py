@@ -34,6 +34,11 @@ width but only **6 layers** (and drops the token-type table and the pooler). *AL
 width, so 30k × 128 instead of 30k × H."""
 
 
+def gaps_note() -> str:
+    """The published sizes our count misses by more than 5 %, and what is known of why."""
+    return "".join(f" *{name}*: {sizing.known_gap(name)}." for name in sizing.KNOWN_GAPS)
+
+
 def family_note() -> str:
     """The two lines a student asks about, with the published models' own numbers."""
     albert = sizing.known_config("ALBERT-large")
@@ -416,7 +421,7 @@ def build(picker: gr.Textbox) -> None:
             gr.Markdown("*parameters*: encoder parameters from each model's config (no pre-training heads); "
                         "*as a BERT*: a plain BERT of the same layers, widths and vocabulary; *E*: the "
                         "embedding width where it differs from the hidden width.\n\n" + family_note()
-                        + "\n\n" + KNOWN_NOTE)
+                        + "\n\n" + KNOWN_NOTE + gaps_note())
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
     architecture_moe.build(lambda family="bert", **shape: make_config(family, **shape),

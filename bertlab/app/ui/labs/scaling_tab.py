@@ -207,10 +207,22 @@ def calculate(**form):
                       "2 × forward, 512 tokens every step"),
                  _row("utilisation the 4 days imply", f"{w['implied_utilization']['tpu-v2']:.1%} (TPU v2), "
                       f"{w['implied_utilization']['tpu-v3']:.1%} (TPU v3)", f"{ex['chips']} chips × {ex['days']} days")]
+        corpus, p = ex["corpus"], compute.corpus_passes(example)
+        r = compute.ROBERTA_RUN
+        rows += [_row("corpus (published)", f"{p['words'] / 1e9:.1f} B words", f"{corpus['parts']}; {corpus['source']}"),
+                 _row("passes over the corpus", f"{p['passes']:.1f}", "the tokens above ÷ its words (a word a token)"),
+                 _row("the paper's ≈ 40 epochs", f"{p['passes_at_512']:.1f}", "counted at 512 tokens every step"),
+                 _row("RoBERTa's longest run read", sci(p["roberta_tokens"]),
+                      f"{r['steps']:,} steps × {r['batch']:,} × {r['seq_len']} tokens of {r['gigabytes']} GB; {r['source']}")]
         summary += (f"\n\nAs published: {ex['chips']} TPU chips for {ex['days']} days. Our exact count means the "
                     f"chips ran at {w['implied_utilization']['tpu-v2']:.1%} of a TPU v2's peak "
                     f"({w['implied_utilization']['tpu-v3']:.1%} of a v3's). ELECTRA prints "
-                    f"{sci(ex['electra_flops'], 1)}: it counts every step at 512 tokens and backward = forward.")
+                    f"{sci(ex['electra_flops'], 1)}: it counts every step at 512 tokens and backward = forward."
+                    f"\n\nThe corpus: {p['words'] / 1e9:.1f} B words ({corpus['parts']}), read about "
+                    f"**{p['passes']:.0f} times** at the appendix's schedule; the paper's *approximately 40 epochs* "
+                    f"is the same run counted at 512 tokens a step ({p['passes_at_512']:.1f}). RoBERTa then trained "
+                    f"this shape on {r['gigabytes']} GB with {r['batch']:,} sequences a step: "
+                    f"**{p['roberta_over_bert']:.0f}×** the tokens.")
     formulas = "\n\n".join(formula_md(title, res[k]["formula"]) for k, title in FORMULAS if k in res)
     fig = kaplan_figure(res["non_embedding_params"], label, tok["tokens"])
     res["table"] = rows

@@ -85,6 +85,11 @@ def test_distil_in_the_browser_on_a_laptop_and_a_phone(distill_server):
         _wait(tab, "#distill-guesses", r"step 10", page=page)  # the table moves while it trains
         _wait(tab, "#distill-status", r"ui-distill · finished", page=page)
         _wait(tab, "#distill-guesses", r"step 20", timeout=30, page=page)
+        # issue 32, item 14: the paper's claims beside this run's own measurements
+        _wait(tab, "#distill-run-line", r"Against DistilBERT's paper", timeout=30, page=page)
+        said = tab.locator("#distill-run-line").inner_text()
+        assert re.search(r"\d+% fewer parameters", said) and re.search(r"\d\.\d\d× as fast here", said), said
+        assert re.search(r"keeps \d+% of the teacher's masked-word accuracy", said), said
         rows = _rows(tab, "#distill-guesses")
         assert len(rows) == 3 and all(r[1].count(" / ") == 2 and r[2].count(" / ") == 2 for r in rows), rows
         assert tab.locator("#distill-plot-acc .scatterlayer .trace").count() == 3

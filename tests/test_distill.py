@@ -9,7 +9,7 @@ from bertlab.config import BertConfig
 from bertlab.model import BertForPreTraining
 from bertlab.checkpoint import load_pretrained
 from bertlab.train.distill import DistillSpec, distill, distill_losses, make_batchers, student_from_teacher
-from bertlab.train.runs import read_metrics
+from bertlab.train.runs import Run, read_metrics
 
 
 def perturb(model, seed=0):
@@ -103,6 +103,14 @@ def test_distillation_lowers_soft_target_loss(vocab_tokenizer, small_corpus, one
     assert 0 <= ev["agreement"] <= 1 and held  # scored on held-out documents
     probe = __import__("json").loads((tmp_path / "run" / "probes.jsonl").read_text().splitlines()[-1])
     assert probe["step"] == 30 and all(set(g) == {"teacher", "student"} for g in probe["guesses"].values())
+    # issue 32, item 14: the paper's three claims, measured on this run (structure and sums, not speed)
+    m = Run(tmp_path / "run").facts()["measured"]
+    assert m["teacher_params"] == sum(p.numel() for p in teacher.parameters())
+    assert m["student_params"] == sum(p.numel() for p in student.parameters())
+    assert m["fewer_params"] == pytest.approx(1 - m["student_params"] / m["teacher_params"]) and m["fewer_params"] > 0
+    assert m["faster"] == pytest.approx(m["teacher_ms"] / m["student_ms"] - 1) and m["teacher_ms"] > 0
+    assert m["kept"] == pytest.approx(ev["student_acc"] / ev["teacher_acc"])
+    assert m["batch"] == [spec.batch_size, spec.max_len] or m["batch"][0] <= spec.batch_size
 
 
 def test_a_stopped_distillation_resumes_exactly(teacher_dir, small_corpus, one_thread, tmp_path):

@@ -253,7 +253,22 @@ def run_md(name: str | None) -> str:
     who = who if not Path(who).is_absolute() else Path(who).name
     return (f"**{name}**: teacher *{who}* → a student of **{facts.get('layers', spec.layers)} layers**"
             + (f", started from teacher layers {', '.join(str(i + 1) for i in picks)}" if picks else "")
-            + f"; T = {spec.temperature:g}, weights {spec.alpha_kl:g} : {spec.alpha_mlm:g} : {spec.alpha_cos:g}.")
+            + f"; T = {spec.temperature:g}, weights {spec.alpha_kl:g} : {spec.alpha_mlm:g} : {spec.alpha_cos:g}."
+            + against_the_paper_md(facts.get("measured")))
+
+
+def against_the_paper_md(m) -> str:
+    """DistilBERT's three claims beside what this run measured (train/distill.py writes them as it ends)."""
+    if not isinstance(m, dict) or not m.get("student_ms"):
+        return ""
+    b = m.get("batch") or ["?", "?"]
+    kept = (f" and keeps **{m['kept']:.0%}** of the teacher's masked-word accuracy (the paper: 97 % of BERT's "
+            f"GLUE score)") if isinstance(m.get("kept"), (int, float)) else ""
+    return (f"\n\n**Against DistilBERT's paper** (40 % fewer parameters, 60 % faster): this student has "
+            f"**{m['fewer_params']:.0%} fewer** parameters ({m['student_params']:,} against {m['teacher_params']:,}), "
+            f"runs **{m['teacher_ms'] / m['student_ms']:.2f}× as fast** here (a forward of {b[0]} × {b[1]} tokens: "
+            f"{m['student_ms']:.1f} ms against {m['teacher_ms']:.1f} ms, median of 7; the paper's 60 % is 1.60×)"
+            + kept + ".")
 
 
 def view(name, overlay, owner):

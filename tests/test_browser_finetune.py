@@ -118,6 +118,17 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         tab.locator("#finetune-try").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "finetune_try_it.png"))
 
+        # issue 32, item 12: the comparison's runs placed by learning rate, BERT-base's band beside them
+        tab.locator("#finetune-rates").get_by_text("Learning rate against score").click()
+        tab.locator("#finetune-rates-go").click()
+        tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=30_000)
+        rates = tab.locator("#finetune-rates-plot")
+        assert rates.locator(".scatterlayer .trace").count() == 2
+        assert "BERT-base" in rates.inner_text()
+        figures_fit(page, rates, DESKTOP[0])
+        rates.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "finetune_rates_desktop.png"))
+
         # issue 32, item 4: what the comparison's runs kept of masked-word skill, measured from a click
         tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
         tab.locator("#finetune-forgetting-go").click()
@@ -153,6 +164,12 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         assert len(joins) <= 2, f"{len(joins)} server calls in 6 s on a page that shows a finished run: {joins[:4]}"
         page.wait_for_function("() => !document.querySelector('[role=tabpanel] .progress-text')", timeout=30_000)
         page.screenshot(path=str(SHOTS / "finetune_phone_compare.png"), full_page=True)
+        tab.locator("#finetune-rates").get_by_text("Learning rate against score").click()
+        tab.locator("#finetune-rates-go").click()
+        tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=30_000)
+        figures_fit(page, tab.locator("#finetune-rates-plot"), PHONE[0])
+        tab.locator("#finetune-rates-plot").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "finetune_rates_phone.png"))
         tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
         tab.locator("#finetune-forgetting-go").click()  # measured once: the page's answer comes from the cache
         tab.locator("#finetune-forgetting-said").get_by_text("kept").first.wait_for(timeout=60_000)
@@ -200,5 +217,11 @@ def test_lesson_8s_last4_and_random_weights_links(server, size):
         page.wait_for_timeout(500)
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
         page.screenshot(path=str(SHOTS / f"finetune_random_init_{tag}.png"))
+
+        bert_rate = next(t for t in course_b.FINETUNE.try_its if t.params.get("lr"))
+        page.goto(server.rstrip("/") + "/" + links.url(bert_rate.tab, **bert_rate.params))
+        note = page.locator("#finetune-params")
+        note.get_by_text("at learning rate 3e-05").wait_for(timeout=60_000)
+        assert "this method's default" not in note.inner_text() and "random weights" not in note.inner_text()
     assert not outside, outside[:5]
     assert not errors, errors

@@ -369,3 +369,21 @@ def test_what_fine_tuning_forgot(name, results):
     assert rows["full, lr x10"][3] == min(k for *_, k in rows.values()) < 0.5
     for lr, acc, after, kept in rows.values():
         assert abs(after / before - kept) < 0.006 and 0 <= acc <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["learning_rates"])
+def test_the_learning_rate_sweep(name, results):
+    """issue 32, item 12: five rates from BERT-base's 3e-5 to 3e-3, each run's accuracy and the masked-word
+    skill it kept; the highest rate keeps the least, and the best rate named is the table's best."""
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert r["out"].splitlines()[0].endswith("about 70 s")
+    assert r["cpu"] < WORTH_LIMIT_S, f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert not (r["dir"] / "runs").exists()
+    rows = [(float(lr), pct(a), pct(k)) for lr, a, k in
+            re.findall(r"^([\d.e-]+)\s+([\d.]+%)\s+(\d+%)$", r["out"], re.M)]
+    assert [lr for lr, _, _ in rows] == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
+    assert rows[-1][2] == min(k for *_, k in rows) < 0.8
+    best = max(rows, key=lambda x: x[1])
+    assert f"best rate here: {best[0]:g} ({best[1]:.1%})" in r["out"]

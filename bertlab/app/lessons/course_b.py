@@ -95,6 +95,11 @@ task*): the pooler's $\tanh(W h_{[CLS]})$, $h_{[CLS]}$ itself, the mean or max o
 `[CLS]` vectors of the **last four layers side by side** ($4H$ numbers), which BERT's paper found the
 best frozen features. With a frozen encoder only the head learns, so what it reads is all it has.
 
+**The learning rate** BERT's paper used for BERT-base, 2e-5 to 5e-5, is ten times too small for this
+20-times-smaller model (its default is 3e-4): a narrow model's weights must move further to change
+what it computes, in a short run's few steps. Train full fine-tuning at three rates and chart them
+(*Learning rate against score*, under the runs).
+
 What is pre-training worth? *Start the encoder from random weights* trains the same model, on the
 same data and budget, with nothing learnt before: the gap between its curve and the pre-trained one's
 is what the unlabelled text taught.""",
@@ -104,6 +109,8 @@ is what the unlabelled text taught.""",
                    {"task": "sentiment", "method": "full"}),
              TryIt("Full fine-tuning from random weights: what pre-training is worth", "finetune",
                    {"task": "sentiment", "method": "full", "init": "random"}),
+             TryIt("Full fine-tuning at BERT-base's learning rate (3e-5), ten times under this model's default",
+                   "finetune", {"task": "sentiment", "method": "full", "lr": 3e-5}),
              TryIt("A frozen encoder read through its last four layers' [CLS]", "finetune",
                    {"task": "sentiment", "method": "frozen", "pooling": "last4"})),
     expect="""The line under the method says how many parameters it trains: LoRA a few per cent,

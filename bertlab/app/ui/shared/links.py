@@ -51,7 +51,7 @@ PARAMS = {
     "architecture": ("family", "preset", "layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding",
                      "groups", "batch", "seq_len"),
     "pretrain": ("recipe", "arch"),  # the recipe fills the rest of the form
-    "finetune": ("task", "method", "epochs", "pooling", "init"),
+    "finetune": ("task", "method", "epochs", "pooling", "init", "lr"),
     "distill": ("layers", "steps", "temperature"),
     "race": ("minutes", "seeds"),
     "scaling": ("model_size", "steps", "batch", "seq_len", "tokens", "accel", "dtype", "util", "count", "flops",

@@ -10,7 +10,7 @@ from ....train.specs import FinetuneSpec
 from ...jobs import check_name
 from ..shared import common, forms, links
 from ..shared.common import user_error
-from . import finetune_compare, finetune_forgetting, finetune_try, jobs_ui
+from . import finetune_compare, finetune_forgetting, finetune_rates, finetune_try, jobs_ui
 from .finetune_form import (  # noqa: F401  (the form's names, as tests and the API know them)
     INIT_LABELS,
     METHOD_LABELS,
@@ -202,7 +202,7 @@ def build(picker: gr.Dropdown) -> None:
             delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
         links.copy_button("finetune")
         links.register("finetune", task=task, method=method, epochs=epochs, pooling=form.widgets["pooling"],
-                       init=form.widgets["init"])  # filled, never started, by a link
+                       init=form.widgets["init"], lr=form.widgets["lr"])  # filled, never started, by a link
         with gr.Accordion("Methods to compare", open=False, elem_id="finetune-compare-options"):
             picked = gr.CheckboxGroup([(v, k) for k, v in METHOD_LABELS.items()], value=list(METHOD_LABELS),
                                       show_label=False, elem_id="finetune-compare-methods")
@@ -227,6 +227,7 @@ def build(picker: gr.Dropdown) -> None:
             try_btn = gr.Button("Classify", elem_id="finetune-try")
             label = gr.Label(num_top_classes=5, label="Prediction", visible=True, elem_id="finetune-label")
             tags = gr.HighlightedText(label="Predicted tags", visible=False, elem_id="finetune-tags")
+    finetune_rates.build(watch, overlay)
     finetune_forgetting.build(watch, overlay)
     with gr.Accordion("Log", open=False):
         log = gr.Textbox(lines=10, max_lines=30, show_label=False, autoscroll=True)

@@ -1,0 +1,92 @@
+"""The Fine-tune tab's "Learning rate against score" section (issue 32, item 12): the watched and overlaid
+runs (a comparison: all its runs) placed by their learning rate and their held-out score, a colour per
+method, with BERT-base's published range beside this small model's defaults. Read from the runs'
+spec.json and metrics, so it costs nothing to draw."""
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from ....methods.registry import REGISTRY
+from ....train.runs import Run
+from ..shared.common import PERCENT_AXIS, user_error
+from .finetune_forgetting import runs_of
+from .finetune_form import METHOD_LABELS
+from .train_charts import empty_figure, method_style, metrics
+
+BERT_RANGE = (2e-5, 5e-5)  # Devlin et al. 2019, A.3: the fine-tuning rates BERT-base and -large were tried at
+FULL_LR = REGISTRY["full"].lr
+EXPLAIN = f"""**Learning rate against score.** BERT's paper fine-tuned BERT-base at **2e-5 to 5e-5** (the
+shaded band). This model is 20 times smaller, and full fine-tuning's default here is **{FULL_LR:g}**, ten
+times the band, tuned on this model (bench/FINETUNE.md). A narrow model's weights are small and its
+layers few: one step must move each weight further to change what it computes, and a short run has few
+steps to do it in; a wide one changes a lot with little, and a large rate throws away what pre-training
+taught (see *What fine-tuning forgot*). Train the same method at three or four rates (*More options*:
+Learning rate), overlay them, and chart them here: the score rises to a peak and falls off a cliff."""
+SCORES = (("accuracy", "accuracy"), ("exact_match", "exact match"), ("pearson", "Pearson r"),
+          ("micro_f1", "micro-F1"), ("f1", "F1"))
+
+
+def point(d) -> dict | None:
+    """{method, lr, score, metric} of a run with a held-out evaluation, else None."""
+    spec = Run(d).spec_dict() or {}
+    if spec.get("kind") != "finetune" or not isinstance(spec.get("lr"), (int, float)):
+        return None
+    evals = [r for r in metrics(d) if r.get("split") == "eval"]
+    for key, label in SCORES:
+        if evals and isinstance(evals[-1].get(key), (int, float)):
+            return {"method": spec.get("method", "full"), "lr": float(spec["lr"]), "score": evals[-1][key],
+                    "metric": label}
+    return None
+
+
+def figure(points: list[dict], names: list[str]) -> go.Figure:
+    """Score against learning rate (log axis), a marker and line per method, BERT-base's band shaded."""
+    fig = go.Figure()
+    lo, hi = BERT_RANGE
+    fig.add_vrect(x0=lo, x1=hi, fillcolor="#2ca02c", opacity=0.15, line_width=0)
+    fig.add_vline(x=FULL_LR, line_dash="dot", line_color="#7f7f7f")
+    # an annotation on a log axis is placed at log10 of its value (a shape at the value itself)
+    for x, text, anchor in ((lo, "BERT-base", "top"), (FULL_LR, "full's default here", "bottom")):
+        fig.add_annotation(x=math.log10(x), xref="x", y=1 if anchor == "top" else 0, yref="y domain",
+                           yanchor=anchor, xanchor="left", text=text, showarrow=False)
+    for method in dict.fromkeys(p["method"] for p in points):
+        mine = sorted((p["lr"], p["score"], n) for p, n in zip(points, names) if p["method"] == method)
+        colour, marker = method_style(method)
+        fig.add_trace(go.Scatter(x=[x for x, _, _ in mine], y=[y for _, y, _ in mine], customdata=[n for *_, n in mine],
+                                 mode="lines+markers", name=METHOD_LABELS.get(method, method),
+                                 line=dict(color=colour), marker=dict(color=colour, symbol=marker, size=10),
+                                 hovertemplate="%{customdata}<br>lr %{x:.1e}: %{y:.1%}<extra></extra>"))
+    xs = [p["lr"] for p in points] + list(BERT_RANGE) + [FULL_LR]
+    metric = points[0]["metric"] if len({p["metric"] for p in points}) == 1 else "held-out score"
+    fig.update_layout(height=340, margin=dict(l=50, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+                      xaxis=dict(type="log", title="learning rate", exponentformat="e",
+                                 range=[math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]),
+                      yaxis=dict(title=metric, tickformat=PERCENT_AXIS if metric != "Pearson r" else None))
+    return fig
+
+
+def chart(name, overlay):
+    """The chart, and a line saying how many runs it placed and which had no score yet."""
+    picked = runs_of(name, overlay)
+    if not picked:
+        raise user_error("Pick a run to watch first (or overlay some): each is placed by its learning rate.")
+    got = [(label, point(d)) for label, d in picked]
+    placed = [(label, p) for label, p in got if p is not None]
+    if not placed:
+        return empty_figure("No run with a held-out score yet:<br>each gets one after its first epoch."), ""
+    missing = [label for label, p in got if p is None]
+    said = f"{len(placed)} run{'s' if len(placed) > 1 else ''} placed" + (
+        f"; not yet scored: {', '.join(missing)}" if missing else "") + "."
+    return figure([p for _, p in placed], [label for label, _ in placed]), said
+
+
+def build(watch: gr.Dropdown, overlay: gr.Dropdown) -> None:
+    with gr.Accordion("Learning rate against score", open=False, elem_id="finetune-rates"):
+        gr.Markdown(EXPLAIN)
+        button = gr.Button("Chart the watched and overlaid runs", elem_id="finetune-rates-go")
+        plot = gr.Plot(empty_figure("Pick runs, then chart them."), show_label=False, elem_id="finetune-rates-plot")
+        said = gr.Markdown(elem_id="finetune-rates-said")
+    button.click(chart, [watch, overlay], [plot, said], api_name="finetune_rates")

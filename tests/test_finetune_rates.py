@@ -1,0 +1,40 @@
+"""The Fine-tune tab's learning-rate chart (issue 32, item 12): each run is placed by the rate its
+spec.json recorded and its last held-out score; a line per method on a log axis; BERT-base's published
+band and this model's default drawn beside them; runs without a score are left out and named."""
+import json
+
+import pytest
+
+from bertlab.app.ui.training import finetune_rates as R
+from bertlab.train.runs import Run
+from bertlab.train.specs import FinetuneSpec
+
+
+def run(folder, method, lr, score=None, key="accuracy"):
+    Run(folder).write_spec(FinetuneSpec(method=method, lr=lr))
+    rows = [{"split": "train", "step": 1, "loss": 0.7}]
+    if score is not None:
+        rows.append({"split": "eval", "step": 2, key: score})
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_points_and_the_chart(tmp_path):
+    runs = [run(tmp_path / "a", "full", 3e-5, 0.55), run(tmp_path / "b", "full", 3e-4, 0.61),
+            run(tmp_path / "c", "lora", 1e-3, 0.60), run(tmp_path / "d", "full", 1e-3)]
+    points = [R.point(d) for d in runs]
+    assert points[:3] == [{"method": "full", "lr": 3e-5, "score": 0.55, "metric": "accuracy"},
+                          {"method": "full", "lr": 3e-4, "score": 0.61, "metric": "accuracy"},
+                          {"method": "lora", "lr": 1e-3, "score": 0.60, "metric": "accuracy"}]
+    assert points[3] is None  # no evaluation yet
+    fig = R.figure(points[:3], ["a", "b", "c"])
+    full, lora = fig.data
+    assert list(full.x) == [3e-5, 3e-4] and list(full.y) == [0.55, 0.61] and list(lora.x) == [1e-3]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text == "accuracy"
+    notes = {a.text: 10 ** a.x for a in fig.layout.annotations}  # log-axis annotations sit at log10(x)
+    assert notes == {"BERT-base": pytest.approx(R.BERT_RANGE[0]), "full's default here": pytest.approx(R.FULL_LR)}
+    band = fig.layout.shapes[0]
+    assert (band.x0, band.x1) == R.BERT_RANGE and fig.layout.shapes[1].x0 == R.FULL_LR == FinetuneSpec.DEFAULT_LR["full"]
+    assert R.point(run(tmp_path / "e", "full", 1e-4, 0.8, key="pearson"))["metric"] == "Pearson r"
+    (tmp_path / "pre").mkdir()
+    assert R.point(tmp_path / "pre") is None  # not a fine-tune run

@@ -1,7 +1,6 @@
 """The fine-tuning learning rate (lesson 8): full fine-tuning of the shipped model at five rates, from
-BERT-base's published 3e-5 to 3e-3, on the same 250 sentiment sentences (100 held out). The score rises
-to a peak near this small model's default (3e-4) and falls off a cliff beyond it; the last column is
-the share of masked-word skill each run kept (too high a rate forgets what pre-training taught).
+BERT-base's published 3e-5 to 3e-3, on the same 250 sentiment sentences (100 held out). The last column
+is the share of masked-word skill each run kept: too high a rate forgets what pre-training taught.
 
 Run:  python examples/learning_rates.py [--out FOLDER]   (about 70 s; five short runs)
 The same from a terminal, one rate at a time:  python -m bertlab finetune --task sentiment --lr 3e-5 ...
@@ -38,5 +37,6 @@ for (lr, a), k in zip(acc.items(), kept):
     print(f"{lr:<13g}   {a:17.1%}   {k:22.0%}")
 best = max(acc, key=acc.get)
 print(f"\nbest rate here: {best:g} ({acc[best]:.1%}); BERT-base's paper: 2e-5 to 5e-5")
-# 100 held-out sentences: one standard error is about 5 points, so neighbouring rates may swap; the cliff
-# at 3e-3 does not (bench/FINETUNE.md measures the rates on all 7,677 training sentences).
+# 100 held-out sentences: one standard error is about 5 points, so neighbouring rates may swap. On 2,000
+# training sentences (bench/FINETUNE.md) the score peaks at 3e-4 (72.5 %) and falls to 57 % at 3e-3 and
+# to chance at 1e-2, where no masked-word skill is left; BERT-base's 3e-5 reaches 67.8 %.

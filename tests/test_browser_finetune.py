@@ -119,7 +119,7 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         page.screenshot(path=str(SHOTS / "finetune_try_it.png"))
 
         # issue 32, item 12: the comparison's runs placed by learning rate, BERT-base's band beside them
-        tab.locator("#finetune-rates").get_by_text("Learning rate against score").click()
+        tab.locator("#finetune-rates").get_by_text("Runs by learning rate or labelled examples").click()
         tab.locator("#finetune-rates-go").click()
         tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=30_000)
         rates = tab.locator("#finetune-rates-plot")
@@ -128,6 +128,11 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         figures_fit(page, rates, DESKTOP[0])
         rates.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "finetune_rates_desktop.png"))
+        tab.locator("#finetune-rates-by").get_by_text("labelled examples").click()  # item 9: a learning curve
+        tab.locator("#finetune-rates-said").get_by_text("2 runs placed by labelled examples").wait_for(timeout=30_000)
+        assert rates.locator(".scatterlayer .trace").count() == 2 and "BERT-base" not in rates.inner_text()
+        assert "labelled examples" in rates.inner_text()
+        page.screenshot(path=str(SHOTS / "finetune_learning_curve_desktop.png"))
 
         # issue 32, item 4: what the comparison's runs kept of masked-word skill, measured from a click
         tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
@@ -164,7 +169,7 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         assert len(joins) <= 2, f"{len(joins)} server calls in 6 s on a page that shows a finished run: {joins[:4]}"
         page.wait_for_function("() => !document.querySelector('[role=tabpanel] .progress-text')", timeout=30_000)
         page.screenshot(path=str(SHOTS / "finetune_phone_compare.png"), full_page=True)
-        tab.locator("#finetune-rates").get_by_text("Learning rate against score").click()
+        tab.locator("#finetune-rates").get_by_text("Runs by learning rate or labelled examples").click()
         tab.locator("#finetune-rates-go").click()
         tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=30_000)
         figures_fit(page, tab.locator("#finetune-rates-plot"), PHONE[0])

@@ -1,6 +1,7 @@
-"""The Fine-tune tab's learning-rate chart (issue 32, item 12): each run is placed by the rate its
-spec.json recorded and its last held-out score; a line per method on a log axis; BERT-base's published
-band and this model's default drawn beside them; runs without a score are left out and named."""
+"""The Fine-tune tab's chart of runs (issue 32, items 12 and 9): each run is placed by the rate its
+spec.json recorded (BERT-base's published band and this model's default beside them) or by the labelled
+examples it trained on (a learning curve, random weights a line of their own), against its last
+held-out score; a line per method on a log axis; runs without a score are left out."""
 import json
 
 import pytest
@@ -10,8 +11,9 @@ from bertlab.train.runs import Run
 from bertlab.train.specs import FinetuneSpec
 
 
-def run(folder, method, lr, score=None, key="accuracy"):
-    Run(folder).write_spec(FinetuneSpec(method=method, lr=lr))
+def run(folder, method, lr, score=None, key="accuracy", init="pretrained", examples=100):
+    Run(folder).write_spec(FinetuneSpec(method=method, lr=lr, init=init))
+    Run(folder).write_facts(train_examples=examples)
     rows = [{"split": "train", "step": 1, "loss": 0.7}]
     if score is not None:
         rows.append({"split": "eval", "step": 2, key: score})
@@ -23,9 +25,10 @@ def test_points_and_the_chart(tmp_path):
     runs = [run(tmp_path / "a", "full", 3e-5, 0.55), run(tmp_path / "b", "full", 3e-4, 0.61),
             run(tmp_path / "c", "lora", 1e-3, 0.60), run(tmp_path / "d", "full", 1e-3)]
     points = [R.point(d) for d in runs]
-    assert points[:3] == [{"method": "full", "lr": 3e-5, "score": 0.55, "metric": "accuracy"},
-                          {"method": "full", "lr": 3e-4, "score": 0.61, "metric": "accuracy"},
-                          {"method": "lora", "lr": 1e-3, "score": 0.60, "metric": "accuracy"}]
+    common = {"init": "pretrained", "examples": 100, "metric": "accuracy"}
+    assert points[:3] == [{"method": "full", "lr": 3e-5, "score": 0.55, **common},
+                          {"method": "full", "lr": 3e-4, "score": 0.61, **common},
+                          {"method": "lora", "lr": 1e-3, "score": 0.60, **common}]
     assert points[3] is None  # no evaluation yet
     fig = R.figure(points[:3], ["a", "b", "c"])
     full, lora = fig.data
@@ -38,3 +41,14 @@ def test_points_and_the_chart(tmp_path):
     assert R.point(run(tmp_path / "e", "full", 1e-4, 0.8, key="pearson"))["metric"] == "Pearson r"
     (tmp_path / "pre").mkdir()
     assert R.point(tmp_path / "pre") is None  # not a fine-tune run
+
+
+def test_a_learning_curve_by_labelled_examples(tmp_path):
+    runs = [run(tmp_path / f"{init}{n}", "full", 3e-4, score, init=init, examples=n)
+            for init, n, score in (("pretrained", 50, 0.55), ("pretrained", 1000, 0.70), ("random", 50, 0.49),
+                                   ("random", 1000, 0.51))]
+    fig = R.figure([R.point(d) for d in runs], [d.name for d in runs], by="labelled examples")
+    pre, rnd = fig.data
+    assert list(pre.x) == [50, 1000] and list(pre.y) == [0.55, 0.70] and pre.line.dash == "solid"
+    assert list(rnd.x) == [50, 1000] and rnd.name.endswith("random weights") and rnd.line.dash == "dash"
+    assert not fig.layout.shapes and fig.layout.xaxis.title.text == "labelled examples"

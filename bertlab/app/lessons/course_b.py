@@ -98,11 +98,12 @@ best frozen features. With a frozen encoder only the head learns, so what it rea
 **The learning rate** BERT's paper used for BERT-base, 2e-5 to 5e-5, is ten times too small for this
 20-times-smaller model (its default is 3e-4): a narrow model's weights must move further to change
 what it computes, in a short run's few steps. Train full fine-tuning at three rates and chart them
-(*Learning rate against score*, under the runs).
+(*Runs by learning rate or labelled examples*, under the runs).
 
 What is pre-training worth? *Start the encoder from random weights* trains the same model, on the
 same data and budget, with nothing learnt before: the gap between its curve and the pre-trained one's
-is what the unlabelled text taught.""",
+is what the unlabelled text taught. Train both on 50, 200 and 1,000 labelled sentences (*Labelled
+examples to train on*) and place the runs *by labelled examples*: a learning curve each.""",
     try_its=(TryIt("Open LoRA on sentiment (nothing starts until you press Start)", "finetune",
                    {"task": "sentiment", "method": "lora"}),
              TryIt("The same with full fine-tuning", "finetune",

@@ -1,7 +1,8 @@
-"""The Fine-tune tab's "Learning rate against score" section (issue 32, item 12): the watched and overlaid
-runs (a comparison: all its runs) placed by their learning rate and their held-out score, a colour per
-method, with BERT-base's published range beside this small model's defaults. Read from the runs'
-spec.json and metrics, so it costs nothing to draw."""
+"""The Fine-tune tab's "Runs by learning rate or labelled examples" section (issue 32, items 12 and 9): the
+watched and overlaid runs (a comparison: all its runs) placed by their learning rate, with BERT-base's
+published range beside this small model's default, or by the labelled examples they trained on (a
+learning curve, pre-trained and random weights apart); a line per method. Read from the runs' spec.json,
+facts and metrics, so it costs nothing to draw."""
 from __future__ import annotations
 
 import math
@@ -24,27 +25,33 @@ times the band, tuned on this model (bench/FINETUNE.md). A narrow model's weight
 layers few: one step must move each weight further to change what it computes, and a short run has few
 steps to do it in; a wide one changes a lot with little, and a large rate throws away what pre-training
 taught (see *What fine-tuning forgot*). Train the same method at three or four rates (*More options*:
-Learning rate), overlay them, and chart them here: the score rises to a peak and falls off a cliff."""
+Learning rate), overlay them, and chart them here: the score rises to a peak and falls off a cliff.
+
+**By labelled examples** the same chart is a learning curve: train on 50, 200, 1,000 and all the
+sentences (*More options*: Labelled examples to train on), from the model's weights and from random
+weights, and see how many labels pre-training saves."""
+AXES = ("learning rate", "labelled examples")
 SCORES = (("accuracy", "accuracy"), ("exact_match", "exact match"), ("pearson", "Pearson r"),
           ("micro_f1", "micro-F1"), ("f1", "F1"))
 
 
 def point(d) -> dict | None:
-    """{method, lr, score, metric} of a run with a held-out evaluation, else None."""
+    """{method, init, lr, examples, score, metric} of a run with a held-out evaluation, else None."""
     spec = Run(d).spec_dict() or {}
     if spec.get("kind") != "finetune" or not isinstance(spec.get("lr"), (int, float)):
         return None
+    n = Run(d).facts().get("train_examples")
     evals = [r for r in metrics(d) if r.get("split") == "eval"]
     for key, label in SCORES:
         if evals and isinstance(evals[-1].get(key), (int, float)):
-            return {"method": spec.get("method", "full"), "lr": float(spec["lr"]), "score": evals[-1][key],
-                    "metric": label}
+            return {"method": spec.get("method", "full"), "init": spec.get("init", "pretrained"),
+                    "lr": float(spec["lr"]), "examples": n if isinstance(n, int) and n > 0 else None,
+                    "score": evals[-1][key], "metric": label}
     return None
 
 
-def figure(points: list[dict], names: list[str]) -> go.Figure:
-    """Score against learning rate (log axis), a marker and line per method, BERT-base's band shaded."""
-    fig = go.Figure()
+def _guides(fig: go.Figure) -> None:
+    """BERT-base's band and full's default on the learning-rate axis."""
     lo, hi = BERT_RANGE
     fig.add_vrect(x0=lo, x1=hi, fillcolor="#2ca02c", opacity=0.15, line_width=0)
     fig.add_vline(x=FULL_LR, line_dash="dot", line_color="#7f7f7f")
@@ -52,41 +59,61 @@ def figure(points: list[dict], names: list[str]) -> go.Figure:
     for x, text, anchor in ((lo, "BERT-base", "top"), (FULL_LR, "full's default here", "bottom")):
         fig.add_annotation(x=math.log10(x), xref="x", y=1 if anchor == "top" else 0, yref="y domain",
                            yanchor=anchor, xanchor="left", text=text, showarrow=False)
-    for method in dict.fromkeys(p["method"] for p in points):
-        mine = sorted((p["lr"], p["score"], n) for p, n in zip(points, names) if p["method"] == method)
+
+
+def figure(points: list[dict], names: list[str], by: str = AXES[0]) -> go.Figure:
+    """Score against the learning rate or the labelled examples (log axis), a line per method (and, by
+    examples, per start: random weights dashed); by learning rate, BERT-base's band shaded."""
+    fig = go.Figure()
+    key = "lr" if by == AXES[0] else "examples"
+    if key == "lr":
+        _guides(fig)
+    series = dict.fromkeys((p["method"], p["init"] if key == "examples" else None) for p in points)
+    for method, init in series:
+        mine = sorted((p[key], p["score"], n) for p, n in zip(points, names)
+                      if p["method"] == method and (init is None or p["init"] == init))
         colour, marker = method_style(method)
+        name = METHOD_LABELS.get(method, method) + (", random weights" if init == "random" else "")
         fig.add_trace(go.Scatter(x=[x for x, _, _ in mine], y=[y for _, y, _ in mine], customdata=[n for *_, n in mine],
-                                 mode="lines+markers", name=METHOD_LABELS.get(method, method),
-                                 line=dict(color=colour), marker=dict(color=colour, symbol=marker, size=10),
-                                 hovertemplate="%{customdata}<br>lr %{x:.1e}: %{y:.1%}<extra></extra>"))
-    xs = [p["lr"] for p in points] + list(BERT_RANGE) + [FULL_LR]
+                                 mode="lines+markers", name=name,
+                                 line=dict(color=colour, dash="dash" if init == "random" else "solid"),
+                                 marker=dict(color=colour, symbol=marker, size=10),
+                                 hovertemplate="%{customdata}<br>" + ("lr %{x:.1e}" if key == "lr" else "%{x:,} examples")
+                                 + ": %{y:.1%}<extra></extra>"))
+    xs = [p[key] for p in points] + (list(BERT_RANGE) + [FULL_LR] if key == "lr" else [])
     metric = points[0]["metric"] if len({p["metric"] for p in points}) == 1 else "held-out score"
     fig.update_layout(height=340, margin=dict(l=50, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
-                      xaxis=dict(type="log", title="learning rate", exponentformat="e",
+                      xaxis=dict(type="log", title=by, exponentformat="e" if key == "lr" else "none",
                                  range=[math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]),
                       yaxis=dict(title=metric, tickformat=PERCENT_AXIS if metric != "Pearson r" else None))
     return fig
 
 
-def chart(name, overlay):
-    """The chart, and a line saying how many runs it placed and which had no score yet."""
+def chart(name, overlay, by=AXES[0]):
+    """The chart, and a line saying how many runs it placed and which it could not."""
+    by = by if by in AXES else AXES[0]
     picked = runs_of(name, overlay)
     if not picked:
-        raise user_error("Pick a run to watch first (or overlay some): each is placed by its learning rate.")
+        raise user_error("Pick a run to watch first (or overlay some): each is placed by its learning rate "
+                         "or the labelled examples it trained on.")
+    key = "lr" if by == AXES[0] else "examples"
     got = [(label, point(d)) for label, d in picked]
-    placed = [(label, p) for label, p in got if p is not None]
+    placed = [(label, p) for label, p in got if p is not None and p[key] is not None]
     if not placed:
         return empty_figure("No run with a held-out score yet:<br>each gets one after its first epoch."), ""
-    missing = [label for label, p in got if p is None]
-    said = f"{len(placed)} run{'s' if len(placed) > 1 else ''} placed" + (
+    missing = [label for label, p in got if p is None or p[key] is None]
+    said = f"{len(placed)} run{'s' if len(placed) > 1 else ''} placed by {by}" + (
         f"; not yet scored: {', '.join(missing)}" if missing else "") + "."
-    return figure([p for _, p in placed], [label for label, _ in placed]), said
+    return figure([p for _, p in placed], [label for label, _ in placed], by), said
 
 
 def build(watch: gr.Dropdown, overlay: gr.Dropdown) -> None:
-    with gr.Accordion("Learning rate against score", open=False, elem_id="finetune-rates"):
+    with gr.Accordion("Runs by learning rate or labelled examples", open=False, elem_id="finetune-rates"):
         gr.Markdown(EXPLAIN)
-        button = gr.Button("Chart the watched and overlaid runs", elem_id="finetune-rates-go")
+        with gr.Row():
+            by = gr.Radio(list(AXES), value=AXES[0], label="Place the runs by", elem_id="finetune-rates-by",
+                          min_width=200)
+            button = gr.Button("Chart the watched and overlaid runs", elem_id="finetune-rates-go", min_width=200)
         plot = gr.Plot(empty_figure("Pick runs, then chart them."), show_label=False, elem_id="finetune-rates-plot")
         said = gr.Markdown(elem_id="finetune-rates-said")
-    button.click(chart, [watch, overlay], [plot, said], api_name="finetune_rates")
+    gr.on([button.click, by.input], chart, [watch, overlay, by], [plot, said], api_name="finetune_rates")

@@ -35,25 +35,17 @@ def _stamp(d) -> tuple:
 
 
 def runs_of(name, overlay) -> list:
-    """The folders to measure: the watched run (a comparison's finished runs), then the overlaid ones."""
-    out = []
+    """The folders to measure: the watched run (a comparison's finished runs), then the overlaid ones
+    (jobs_ui.shown_runs' order, each once); a name that is not a run name is said, not skipped."""
     overlay = overlay if isinstance(overlay, (list, tuple)) else []  # an API caller may send anything
-    for n in [name, *overlay]:
-        if not n or not isinstance(n, str):
-            continue
-        if not jobs_ui.valid(n):
-            raise user_error(f"bad run name {n!r}")
+    bad = [n for n in [name, *overlay] if n and isinstance(n, str) and not jobs_ui.valid(n)]
+    if bad:
+        raise user_error(f"bad run name {bad[0]!r}")
+    out = []
+    for n in jobs_ui.shown_runs(name, overlay):
         d = jobs_ui.run_dir(n)
-        if spec_of(d) is not None:
-            out += [(f"{n}/{sub}", d / sub) for _, sub in finished_runs(n)]
-        else:
-            out.append((n, d))
-    seen, unique = set(), []
-    for label, d in out:
-        if d not in seen:
-            seen.add(d)
-            unique.append((label, d))
-    return unique
+        out += [(f"{n}/{sub}", d / sub) for _, sub in finished_runs(n)] if spec_of(d) is not None else [(n, d)]
+    return out
 
 
 def label_of(row: dict, n: int) -> str:

@@ -327,7 +327,16 @@ if __name__ == "__main__":  # time every script once, one after another: python 
             print(f"{name:<28} rc {r['rc']}  {r['cpu']:5.1f} s CPU  {r['wall']:5.1f} s wall")
 
 
-WORTH_LIMIT_S = 120  # CPU seconds: six fine-tuning runs (the script says "about 80 s" before it starts)
+def announced_s(out):
+    """The wall seconds a script says it takes before it starts ("... about N s")."""
+    return int(re.search(r"about (\d+) s$", out.splitlines()[0])[1])
+
+
+def within_announced(r):
+    """A script keeps to the time it announces, give or take the CPU: on 2 cores CPU seconds run about
+    twice the wall's, so 3x the announced seconds allows a CPU half again slower than the one it was timed on
+    (CI's EPYC ran pretraining_worth 1.9x as long as this Xeon's wall)."""
+    return r["cpu"] < 3 * announced_s(r["out"])
 
 
 @pytest.mark.slow
@@ -337,17 +346,17 @@ def test_what_pretraining_is_worth(name, results):
     one held-out set; the gap is each row's difference, and the pre-trained model ahead where labels are many."""
     r = results(name)
     assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
-    assert r["out"].splitlines()[0].endswith("about 80 s")
-    assert r["cpu"] < WORTH_LIMIT_S, f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert r["out"].splitlines()[0].endswith("about 60 s")
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
     assert not (r["dir"] / "runs").exists()
     runs = re.findall(r"^(pretrained|random)\s+(\d+) labelled\s+([\d.]+%)\s+\(held out: (\d+),", r["out"], re.M)
-    assert [(i, int(n)) for i, n, _, _ in runs] == [(i, n) for i in ("pretrained", "random") for n in (50, 200, 500)]
+    assert [(i, int(n)) for i, n, _, _ in runs] == [(i, n) for i in ("pretrained", "random") for n in (50, 200, 400)]
     assert {held for *_, held in runs} == {"300"}
     table = re.findall(r"^\s+(\d+)\s+([\d.]+%)\s+([\d.]+%)\s+([+-][\d.]+)%$", r["out"], re.M)
-    assert [int(n) for n, *_ in table] == [50, 200, 500]
+    assert [int(n) for n, *_ in table] == [50, 200, 400]
     for n, pre, rnd, gap in table:
         assert abs(pct(pre) - pct(rnd) - float(gap) / 100) < 0.0015
-    assert pct(table[-1][1]) > pct(table[-1][2])  # 500 labelled: pre-training is worth something
+    assert pct(table[-1][1]) > pct(table[-1][2])  # 400 labelled: pre-training is worth something
 
 
 @pytest.mark.slow
@@ -358,7 +367,7 @@ def test_what_fine_tuning_forgot(name, results):
     r = results(name)
     assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
     assert r["out"].splitlines()[0].endswith("about 50 s")
-    assert r["cpu"] < WORTH_LIMIT_S, f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
     assert not (r["dir"] / "runs").exists()
     before = pct(re.search(r"before fine-tuning: ([\d.]+%)", r["out"])[1])
     rows = {n: (float(lr), pct(a), pct(after), pct(kept)) for n, lr, a, after, kept in re.findall(
@@ -379,7 +388,7 @@ def test_the_learning_rate_sweep(name, results):
     r = results(name)
     assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
     assert r["out"].splitlines()[0].endswith("about 70 s")
-    assert r["cpu"] < WORTH_LIMIT_S, f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
     assert not (r["dir"] / "runs").exists()
     rows = [(float(lr), pct(a), pct(k)) for lr, a, k in
             re.findall(r"^([\d.e-]+)\s+([\d.]+%)\s+(\d+%)$", r["out"], re.M)]

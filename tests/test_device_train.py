@@ -9,7 +9,7 @@ from devicecheck import OneDevice, assert_device_clean
 import bertlab
 from bertlab.data.corpus import Example
 from bertlab.data.masking import Batcher
-from bertlab.train import distill, electra, pretrain
+from bertlab.train import distill, electra, objectives, pretrain
 from bertlab.train.loop import resolve_device
 from bertlab.train.specs import KINDS, TrainArgs
 
@@ -61,7 +61,7 @@ def test_each_jobs_loss_runs_on_device_batches(shipped):
     batch = {k: v.to("meta") for k, v in b.make_batch(ex[:4], torch.Generator().manual_seed(0)).items()}
     bert = on_meta(bertlab.BertForPreTraining(model.config)).train()
     loss, m = assert_device_clean(lambda: [x.cpu() if torch.is_tensor(x) else {k: v.cpu() for k, v in x.items()}
-                                           for x in pretrain.compute_loss(bert, batch)])
+                                           for x in objectives.masked_words(bert, batch)])
     assert set(m) == {"mlm_loss", "mlm_acc"}
 
 

@@ -396,3 +396,23 @@ def test_the_learning_rate_sweep(name, results):
     assert rows[-1][2] == min(k for *_, k in rows) < 0.8
     best = max(rows, key=lambda x: x[1])
     assert f"best rate here: {best[0]:g} ({best[1]:.1%})" in r["out"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["custom_objective"])
+def test_a_custom_objective_races_bert(name, results):
+    """issue 32, item 15: a loss registered by the script itself trains beside BERT's and all-tokens, judged
+    on the same held-out masked words; the best named is the table's best and the cost ratio is all-tokens'."""
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert not (r["dir"] / "runs").exists()
+    rows = {n: (pct(a), float(s)) for n, a, s in
+            re.findall(r"^(mlm|all-tokens|smoothed)\s.*held-out masked words\s+([\d.]+%) \(loss [\d.]+; (\d+) s\)$",
+                       r["out"], re.M)}
+    assert list(rows) == ["mlm", "all-tokens", "smoothed"]
+    best = max(rows, key=lambda n: rows[n][0])
+    assert f"best on the held-out masked words after 150 steps: {best} ({rows[best][0]:.1%})" in r["out"]
+    unigram = pct(re.search(r"the most frequent word alone scores ([\d.]+%)", r["out"])[1])
+    assert 0 < unigram < 0.2 and all(0 <= a <= 1 for a, _ in rows.values())
+    assert rows["all-tokens"][1] > rows["mlm"][1]  # a vocabulary projection at every position costs time

@@ -240,3 +240,13 @@ def test_a_tabs_opening_run_gives_way_to_what_the_student_asked():
     assert all(isinstance(v, type(gr.skip())) for v in out["opening"]), out["opening"]
     in_session(opening, "default", "again")  # an opening run nothing overtook draws as usual
     assert out["again"] == ("result of default", "default")
+
+
+def test_a_checkbox_group_takes_comma_separated_choices():
+    """The Race tab's recipes from a link (issue 32, item 15: a lesson races a registered loss)."""
+    box = gr.CheckboxGroup([("BERT: MLM only", "mlm"), ("all tokens", "loss-all-tokens"), ("ELECTRA", "electra")])
+    assert links.check_value(box, "mlm, loss-all-tokens,mlm", "recipes") == (["mlm", "loss-all-tokens"], "")
+    assert links.check_value(box, "ELECTRA", "recipes") == (["electra"], "")  # a label reads as its value
+    value, problem = links.check_value(box, "mlm,<b>x</b>", "recipes")
+    assert value is None and "must be choices from: mlm, loss-all-tokens, electra" in problem
+    assert links.check_value(box, " , ", "recipes")[0] is None

@@ -33,7 +33,7 @@ from ..data.corpus import (
 )
 from ..data.masking import Batcher, continuation_table
 from ..tokenizer import BPETokenizer, SubwordTokenizer, WordPieceTokenizer
-from . import electra, runs
+from . import electra, objectives, runs
 from .loop import Trainer, rank_world
 from .specs import PretrainSpec
 
@@ -228,19 +228,6 @@ def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
 
 # ---- loss and evaluation -------------------------------------------------------------------------
 
-def compute_loss(model, batch):
-    """Sparse MLM (logits only where a label is) + NSP/SOP when the batch has pair labels."""
-    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                labels=batch["labels"], next_sentence_label=batch.get("next_sentence_label"), sparse_mlm=True)
-    with torch.no_grad():  # tensors, read once per log row (a float() here would make a GPU wait every step)
-        targets = batch["labels"][batch["labels"] != -100]
-        m = {"mlm_loss": out.mlm_loss.detach(), "mlm_acc": (out.mlm_logits.argmax(-1) == targets).float().mean()}
-        if out.nsp_loss is not None:
-            y = batch["next_sentence_label"]
-            m.update(nsp_loss=out.nsp_loss.detach(), nsp_acc=(out.nsp_logits.argmax(-1) == y).float().mean())
-    return out.loss, m
-
-
 class Evaluator:
     """Held-out loss and accuracy on fixed masks (comparable across steps), the unigram baseline on
     the same masks, per-layer attention diagnostics, and the probe sentences' top guesses."""
@@ -363,7 +350,7 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     batcher = make_batcher(spec, tok, train, rank, world)
     evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None)
     pair = isinstance(model, electra.ElectraPair)
-    trainer = Trainer(model, batcher, spec, run.path, electra.compute_loss if pair else compute_loss, evaluate,
+    trainer = Trainer(model, batcher, spec, run.path, electra.compute_loss if pair else objectives.get(spec.loss).fn, evaluate,
                       on_save=lambda m, folder: (electra.save_pair if pair else write_model_files)(folder, m, tok),
                       on_load=electra.load_pair if pair else None, log_fn=log, stop_event=stop_event,
                       find_unused_parameters=spec.objective == "mlm", callbacks=callbacks)

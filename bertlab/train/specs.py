@@ -12,6 +12,7 @@ from ..config import PRESETS, preset, preset_names
 from ..data.corpus import OBJECTIVES
 from ..methods.registry import NAMES as METHOD_NAMES
 from ..methods.registry import REGISTRY as METHOD_RECORDS
+from . import objectives
 from .spec_base import (  # noqa: F401  (re-exported: the job kinds' shared vocabulary)
     DROPOUT, MAX_STEPS, MAX_TOKENS, NON_NEGATIVE, POSITIVE, POSITIVE_NUM, SHARE, Check, Spec, TrainArgs, between, opt)
 
@@ -73,6 +74,12 @@ class PretrainSpec(TrainArgs):
     objective: str | None = opt(None, "the pair task besides MLM: nsp | sop | mlm (none) (default: the "
                                       "architecture's own: nsp for bert, mlm for roberta, sop for albert)",
                                 choices=OBJECTIVES, label='Objective')
+    loss: str = opt("mlm", "the masked-word loss, a function registered in bertlab/train/objectives.py: mlm = "
+                           "BERT's (the picked tokens) | all-tokens = every token teaches, the rest by copying "
+                           "(ELECTRA's All-Tokens MLM ablation)",
+                    Check(lambda v: v in objectives.REGISTRY, "the name of a loss registered in bertlab/train/objectives.py "
+                                                               f"(shipped: {', '.join(objectives.REGISTRY)})"),
+                    label="Loss")
     mask_rate: float = opt(0.15, "share of tokens to predict", SHARE, label='Mask rate')
     mask_rule: str = opt("bert", "what a token picked for prediction becomes: bert = 80 % [MASK], 10 % a random "
                                  "word, 10 % kept; electra = 85 % [MASK], 15 % kept, no random words (the official "
@@ -106,6 +113,9 @@ class PretrainSpec(TrainArgs):
             self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
             raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
+        if self.arch == "electra" and self.loss != "mlm":
+            raise ValueError("electra trains its own pair of losses (the generator's masked words, the "
+                             f"discriminator's replaced tokens); loss {self.loss!r} is for bert, roberta and albert")
         if self.arch in ("roberta", "electra") and self.objective != "mlm":
             raise ValueError(f"objective must be mlm for {self.arch} (it has no pair task), got {self.objective!r}")
         if self.arch != "albert" and self.layer_groups != 1:
@@ -309,6 +319,17 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
     "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),
 }
+
+
+def _race_objective(o: objectives.Objective) -> None:
+    """Every registered loss but BERT's own is a recipe: BERT's masking and shape, MLM only, that loss."""
+    if o.name != "mlm":
+        RECIPES[f"loss-{o.name}"] = (f"BERT MLM only, loss: {o.label}", dict(arch="bert", objective="mlm", loss=o.name))
+
+
+for _o in objectives.REGISTRY.values():
+    _race_objective(_o)
+objectives.ON_REGISTER.append(_race_objective)
 
 
 @dataclass

@@ -53,7 +53,7 @@ PARAMS = {
     "pretrain": ("recipe", "arch"),  # the recipe fills the rest of the form
     "finetune": ("task", "method", "epochs", "pooling", "init", "lr"),
     "distill": ("layers", "steps", "temperature"),
-    "race": ("minutes", "seeds"),
+    "race": ("minutes", "seeds", "recipes"),  # recipes: comma-separated names
     "scaling": ("model_size", "steps", "batch", "seq_len", "tokens", "accel", "dtype", "util", "count", "flops",
                 "price", "budget"),
     "probing": ("task", "feature", "probe", "sample", "layer"),  # filled; probes run on "Run probes" (slow)
@@ -150,6 +150,14 @@ def check_value(comp, raw: str, name: str):
         whole = (isinstance(comp, gr.Number) and comp.precision == 0) or \
                 (isinstance(comp, gr.Slider) and float(step or 0).is_integer() and float(lo or 0).is_integer())
         return (int(round(v)) if whole else round(v, 6)), note
+    if isinstance(comp, gr.CheckboxGroup):  # comma-separated choices, each one offered
+        known = {k.lower(): value for label, value in _choices(comp) for k in (str(value), label)}
+        parts = [p.strip() for p in raw.split(",") if p.strip()][:len(known)]
+        bad = [p for p in parts if p.lower() not in known]
+        if bad or not parts:
+            offered = ", ".join(str(v) for _, v in _choices(comp)[:12])
+            return None, f"{name} {raw[:40]!r} must be choices from: {offered}."
+        return list(dict.fromkeys(known[p.lower()] for p in parts)), ""
     if isinstance(comp, (gr.Dropdown, gr.Radio)):
         want = raw.strip().lower()
         for label, value in _choices(comp):

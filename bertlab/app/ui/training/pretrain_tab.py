@@ -20,6 +20,7 @@ from ....data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
 from ....train.electra import generator_config
 from ....train.pretrain import cache_dir as pretrain_cache_dir
 from ....train.runs import Run
+from ....train import objectives
 from ....train.specs import PretrainSpec
 from ... import classroom
 from ...jobs import check_name
@@ -385,6 +386,9 @@ def build(picker: gr.Dropdown) -> None:
             with gr.Row():
                 form("objective", gr.Radio, help=False, choices=[(k, v) for k, v in OBJECTIVES.items()],
                      min_width=280)
+                form("loss", gr.Dropdown, help=False, choices=[(o.label, o.name) for o in objectives.REGISTRY.values()],
+                     min_width=280, info="a function registered in bertlab/train/objectives.py; every loss is "
+                                         "judged on the same held-out masked words")
                 with gr.Column(min_width=280):  # a checkbox alone keeps no min_width: squeezed on a phone
                     form("bf16", help=False, value=True)
             with gr.Accordion("More settings", open=False, elem_id="pretrain-more"):

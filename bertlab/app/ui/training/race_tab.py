@@ -45,6 +45,10 @@ is fine-tuned on the same task (sentiment of a sentence), and the table compares
   hidden words each time an example comes round (*dynamic*, the default here): race *mlm* against *static*.
 - **ALBERT.** Every layer uses one shared set of weights: far fewer parameters, about the same
   computing per step. Race *albert* against *albert-unshared* to see what sharing costs.
+- **Your own loss.** A recipe named *loss-…* is BERT trained with another loss function, one
+  registered in `bertlab/train/objectives.py` (write one there and it appears here). *loss-all-tokens*
+  asks every word to be predicted, not only the hidden 15 %: the others only need copying. All are
+  judged on the same hidden words.
 
 A few minutes is a tiny budget: a gap of a point or two can be luck. More fine-tune seeds show the spread."""
 
@@ -278,7 +282,7 @@ def build(picker: gr.Dropdown) -> None:
             resume_btn = gr.Button("Resume", elem_id="race-resume", min_width=80)
             delete_btn = gr.Button("Delete", elem_id="race-delete", min_width=80)
         links.copy_button("race")
-        links.register("race", minutes=minutes, seeds=seeds)  # filled, never started, by a link
+        links.register("race", minutes=minutes, seeds=seeds, recipes=recipes)  # filled, never started, by a link
     status = gr.HTML(elem_id="race-status")
     with gr.Row(elem_id="race-plots"):  # side by side on a laptop, stacked on a phone
         first = race_figures({})[0]

@@ -299,3 +299,25 @@ def load_qa(path: Path, tokenizer, max_len: int, val_frac: float, seed: int, max
     train, val, val_items, windows, more = qa.split_and_encode(path, items, tokenizer, max_len, val_frac, seed)
     return TaskData(str(path), "qa", ["start", "end"], train, val, [it.question for it in val_items],
                     notes + more, "qa", (val_items, windows))
+
+
+# ---- a task's own text, for task-adaptive pre-training ----------------------------------------------
+TASK_CORPUS = "task:"  # a pre-training corpus "task:sentiment" or "task:<file>": that task's texts, held-out kept out
+
+
+def adaptation_texts(task: str, *, text_column: str = "text", label_column: str = "label", val_frac: float = 0.1,
+                     seed: int = 0) -> tuple[list[str], list[str]]:
+    """(texts a task-adaptive pre-training may read, texts it must not): every text of a sentence task but
+    the ones fine-tuning on all of it with this `val_frac` and `seed` holds out, split by load_task's own
+    rule. Labels are not read into the corpus: TAPT (Gururangan et al. 2020) is masked-word training on
+    the task's unlabelled text. A fine-tuning with other split settings holds out other texts;
+    finetune() counts any the adaptation read."""
+    if task == "pos":
+        raise ValueError("pos reads the sentiment task's sentences: adapt to task sentiment")
+    path = Path(task).expanduser()
+    if task != "sentiment" and (not path.is_file() or task_kind(task) != "sequence"):
+        raise ValueError(f"{task[:80]}: task-adaptive pre-training reads a sentence task: sentiment or a "
+                         f".csv/.tsv/.json/.jsonl file of texts and labels")
+    texts = list(load_sentiment()[0]) if task == "sentiment" else read_table(path, text_column, label_column)[0]
+    train, held = split_heldout(texts, val_frac, seed)
+    return train, held

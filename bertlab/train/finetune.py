@@ -21,7 +21,7 @@ import torch
 from .. import family
 from ..checkpoint import load_pretrained, read_weights, resolve_folder
 from ..config import BertConfig, read_json_config
-from ..data.tasks import IGNORE_INDEX, TaskBatcher, load_task, task_kind
+from ..data.tasks import IGNORE_INDEX, TASK_CORPUS, TaskBatcher, load_task, task_kind
 from ..heads import (
     ALBERT_LAYERWISE,
     classifier_class,
@@ -35,7 +35,8 @@ from ..tokenizer import SubwordTokenizer
 from . import runs
 from .finetune_metrics import CONFUSION_FILE, Evaluator, classification_metrics  # noqa: F401 (re-exported)
 from .loop import Trainer
-from .specs import FinetuneSpec
+from .pretrain import task_documents
+from .specs import FinetuneSpec, PretrainSpec
 
 METHODS = FinetuneSpec.METHODS
 
@@ -189,6 +190,17 @@ def compute_loss(model, batch):
 
 # ---- the whole run -----------------------------------------------------------------------------------
 
+def held_out_seen(folder: Path, val_texts: list) -> int:
+    """How many held-out texts the model's own pre-training run read, when that run adapted it to a task
+    (corpus "task:..."): 0 for any other model. Catches a fine-tuning split other than the adaptation's."""
+    for d in (folder, folder.parent):
+        spec = runs.Run(d).spec() if (d / runs.SPEC).is_file() else None
+        if isinstance(spec, PretrainSpec) and spec.corpus.startswith(TASK_CORPUS):
+            read = set(task_documents(spec))
+            return sum(isinstance(t, str) and t in read for t in val_texts)
+    return 0
+
+
 def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False, log=print, stop_event=None,
              callbacks=(), **fields) -> dict:
     """Fine-tune `spec.model` ("default" = the shipped one, a folder, a run or a hub id) on `spec.task`
@@ -219,6 +231,10 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
                      val_frac=spec.val_frac, seed=spec.seed, max_examples=spec.max_examples)
     if spec.train_examples is not None:
         data.train = first_of_shuffled(data.train, spec.train_examples, spec.seed)
+    if seen := held_out_seen(folder, data.val_texts):
+        data.notes.append(f"{seen} of the {len(data.val_texts)} held-out texts are among the texts this model was "
+                          f"adapted on (its pre-training read the task): the score is optimistic. Fine-tune "
+                          f"with the adaptation's split (validation share 0.1, seed 0, all examples)")
     for note in data.notes:
         log(note)
     log(data.summary())

@@ -32,10 +32,11 @@ from ..data.corpus import (
     tokenize_documents,
 )
 from ..data.masking import Batcher, continuation_table
+from ..data.tasks import TASK_CORPUS, adaptation_texts
 from ..tokenizer import BPETokenizer, SubwordTokenizer, WordPieceTokenizer
 from . import electra, objectives, runs
 from .loop import Trainer, rank_world
-from .specs import PretrainSpec
+from .specs import FinetuneSpec, PretrainSpec
 
 PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
           "this is one of the worst [MASK] i have ever seen .", "the [MASK] was slow but the ending was great ."]
@@ -122,7 +123,8 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
         return tok, unpack_examples(blob["train"]), unpack_examples(blob["heldout"]), blob["unigram"].tolist()
     log(f"loading corpus {spec.corpus!r} ...")
     phase(f"preparing the data{once}: reading {'the IMDB reviews' if spec.corpus == 'imdb' else 'the corpus'} ...")
-    docs = load_documents(spec.corpus, spec.text_column, spec.max_docs)
+    docs = task_documents(spec) if spec.corpus.startswith(TASK_CORPUS) else \
+        load_documents(spec.corpus, spec.text_column, spec.max_docs)
     train_docs, held_docs = split_heldout(docs, spec.heldout, spec.seed)
     if not held_docs or len(train_docs) < 2:
         raise ValueError(f"{spec.corpus}: {len(docs)} documents are too few to hold some out for "
@@ -170,6 +172,19 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
     os.replace(tmp, data)
     log(f"{len(train)} training and {len(held)} held-out examples of up to {spec.max_len} tokens")
     return tok, train, held, counts.tolist()
+
+
+def task_documents(spec: PretrainSpec) -> list[str]:
+    """Corpus "task:<task>": that task's own texts but those its fine-tuning holds out (FinetuneSpec's
+    default share and seed, all of the task), one document each: task-adaptive pre-training."""
+    task = spec.corpus.removeprefix(TASK_CORPUS)
+    ft = FinetuneSpec.__dataclass_fields__
+    try:  # the split needs the rows fine-tuning keeps: those with a label, in fine-tuning's default column
+        docs, _ = adaptation_texts(task, text_column=spec.text_column, label_column=ft["label_column"].default,
+                                   val_frac=ft["val_frac"].default, seed=ft["seed"].default)
+    except ValueError as e:
+        raise ValueError(f"corpus {spec.corpus[:80]}: {e}") from None
+    return docs[:spec.max_docs]
 
 
 def warm_cache(spec: PretrainSpec, log=print) -> Path | None:

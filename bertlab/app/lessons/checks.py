@@ -30,6 +30,7 @@ EMB_SENTENCES = ["the score swells beautifully in the final scene .", "the score
                  "my score for this movie is 8 out of 10 .", "a score of three stars is too generous ."]
 SHUFFLE_TEXT = "the man bit the dog ."  # positions off: the same vectors as "the dog bit the man"
 PRETRAIN_RECIPE = next(r for r in pretrain_tab.RECIPES if r.startswith("Tiny"))
+TAPT_RECIPE = next(r for r in pretrain_tab.RECIPES if "(TAPT)" in r)
 LORA = dict(method="LoRA", lora_rank=8, lora_alpha=16)
 PROBE = dict(task="pos", feature="first", kind="linear", sample=50)  # small: quick, and the layers already rank clearly
 VARIANT = ("albert", "base")
@@ -138,7 +139,7 @@ def _count(answer: str, truth: int, what: str, extra: str = "") -> Verdict:
 
 def pretrain(answer: str, choice) -> Verdict:
     """How many parameters has the model the recipe would train?"""
-    spec = PretrainSpec(**pretrain_tab.recipe_values(PRETRAIN_RECIPE))  # the form's vocabulary: the spec's 8,192
+    spec = pretrain_tab.form_spec(**pretrain_tab.recipe_values(PRETRAIN_RECIPE))  # the form's vocabulary: 8,192
     c = pretrain_tab.model_config(spec)
     layers, hidden = c.num_hidden_layers, c.hidden_size
     p = sizing.param_counts(c)

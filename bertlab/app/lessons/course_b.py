@@ -59,10 +59,20 @@ $$N \approx V H + 12\,L H^2$$
 
 In a small model the word table dominates. Training shows a plateau first: the model guesses the most
 common words whatever the context (the *unigram* line), until attention learns to look at the
-neighbours and the masked-token accuracy leaves that line.""",
+neighbours and the masked-token accuracy leaves that line.
+
+Pre-training need not start from scratch: a trained model can go on reading text like its task's
+(*task-adaptive pre-training*, TAPT: the sentiment sentences, its held-out ones left out), then be
+fine-tuned from that run. And the loss is yours to choose: BERT learns only from the hidden 15 %;
+*all-tokens* makes every word a target (the rest only need copying). A loss is one registered function
+in `bertlab/train/objectives.py`; `examples/custom_objective.py` writes one and trains it beside BERT's.""",
     try_its=(TryIt("Open the “tiny and fast” recipe (nothing starts until you press Start)", "pretrain",
                    {"recipe": C.PRETRAIN_RECIPE}),
-             TryIt("Size the same model in the Architecture tab", "architecture", sized("bert", "tiny"))),
+             TryIt("Size the same model in the Architecture tab", "architecture", sized("bert", "tiny")),
+             TryIt("Adapt the shipped model to the sentiment task (TAPT), then fine-tune from the run", "pretrain",
+                   {"recipe": C.TAPT_RECIPE}),
+             TryIt("Race BERT's loss against all-tokens for the same minutes", "race",
+                   {"recipes": "mlm,loss-all-tokens"})),
     expect="""The form shows the model's parameters and training memory before anything runs. If you
 start it, the curves begin on the unigram line and, after a few hundred steps, the accuracy leaves it
 at the same moment as the attention to neighbouring tokens rises. The *Watch it learn* rows show the

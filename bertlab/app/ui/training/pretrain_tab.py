@@ -17,6 +17,7 @@ from .... import family
 from ....analysis import sizing
 from ....config import PRESETS, BertConfig, preset, preset_names
 from ....data.corpus import HUB_PREFIX, is_hub_dataset, load_documents
+from ....data.tasks import TASK_CORPUS
 from ....train.electra import generator_config
 from ....train.pretrain import cache_dir as pretrain_cache_dir
 from ....train.runs import Run
@@ -44,6 +45,15 @@ from memorising, so dropout would only slow it down. The **loss** panel compares
 masked words' loss on the training batches and on held-out text (the loss the model minimises also
 adds the next-sentence task's, or ELECTRA's weighted replaced-token loss).
 
+**Adapting a model you already have** (*domain-* and *task-adaptive pre-training*, Gururangan et al.
+2020): start from the shipped model and keep training it on text like the text you care about — a
+domain's (*DAPT*: upload it) or the fine-tuning task's own sentences (*TAPT*: the *Adapt ... (TAPT)*
+recipe). The TAPT corpus leaves out the sentences the Fine-tune tab holds out (its default 10 % and seed),
+so the score after stays honest; then fine-tune with *Start from* this run and compare with the shipped
+model on the same task. A fine-tuning with another split says how many of its held-out sentences the
+adaptation read. **Loss** picks the masked-word loss: each is one registered function
+(`bertlab/train/objectives.py`, where yours can go), judged on the same held-out masked words.
+
 A first run spends a little while building its vocabulary and examples (the status says which step;
 they are cached, so the next run with the same data starts at once), then measures itself often at
 the start (steps 10, 25, 50, ...), where the curves move most, and regularly after that."""
@@ -61,13 +71,20 @@ RECIPES = {
     "Textbook BERT: 128-token examples (slow to leave the plateau on a CPU)": dict(
         preset="mini", max_len=128, batch_size=32, steps=1500, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.1),
     # bench/RECIPE.md: tiny runs ~4x more tokens/s than mini and leads it for the first ~10 minutes.
+    # Continued pre-training (TAPT): the shipped model reads the sentiment task's unlabelled sentences, then
+    # fine-tunes from this run; a smaller rate than from scratch, dropout as the model was fine-tuned with.
+    "Adapt the shipped model to the sentiment task (TAPT), ~4 min": dict(
+        start_from=models.DEFAULT, corpus=TASK_CORPUS + "sentiment", max_len=32, batch_size=64, steps=300, lr=3e-4,
+        mask_rate=0.15, objective="mlm", dropout=0.1),
     "Tiny and fast: a 2-layer model, ~5 min (~25 % of masks right)": dict(
         preset="tiny", max_len=32, batch_size=128, steps=2000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0,
         max_docs=12_000),
 }
 FROM_RUN = "The settings of the run shown below"  # what the recipe box says once the form shows a run's
 # The corpus box's choices: the shipped reviews (the spec's own "imdb"), an upload, a hub dataset
-CORPORA = {"IMDB movie reviews (shipped)": "imdb", "Upload a file": "upload", "Hugging Face dataset": "hub"}
+CORPORA = {"IMDB movie reviews (shipped)": "imdb",
+           "The sentiment task's own sentences, its held-out ones left out (TAPT)": TASK_CORPUS + "sentiment",
+           "Upload a file": "upload", "Hugging Face dataset": "hub"}
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
               "MLM only (RoBERTa; ELECTRA's generator)": "mlm"}
 # The members pre-training trains here, as their records say (distillation is another job).
@@ -97,7 +114,7 @@ def recipe_values(recipe: str, arch: str = "bert") -> dict:
     goes back to its default. Nothing for FROM_RUN: the form already holds the run's settings."""
     if recipe not in RECIPES:
         return {}
-    fields = {f.name: f.default for f in dataclasses.fields(PretrainSpec)}
+    fields = {**{f.name: f.default for f in dataclasses.fields(PretrainSpec)}, "start_from": SCRATCH}
     r = {**{k: fields[k] for other in RECIPES.values() for k in other}, **RECIPES[recipe]}
     arch = ARCHS.get(arch, arch)
     if arch != "bert":
@@ -239,6 +256,8 @@ def form_spec(**form) -> PretrainSpec:
             raise ValueError(f"{hub_name[:80]!r} is not a Hugging Face dataset name (owner/name): "
                              f"to train on your own text, upload it")
         return spec.replace(corpus=HUB_PREFIX + hub_name)  # the hub's, never a path of this server
+    if source in CORPORA.values() and source.startswith(TASK_CORPUS):  # one of ours, never a path
+        return spec.replace(corpus=source)
     if source not in (None, "imdb"):
         raise ValueError(f"corpus must be one of {', '.join(CORPORA.values())}, got {str(source)[:80]!r}")
     return spec
@@ -264,8 +283,8 @@ def form_values(name) -> dict:
                  intermediate=c.intermediate_size)
         if spec.preset not in PRESETS:
             v.pop("preset")
-    if spec.corpus == "imdb":
-        v["corpus"] = "imdb"
+    if spec.corpus == "imdb" or spec.corpus in CORPORA.values() and spec.corpus.startswith(TASK_CORPUS):
+        v["corpus"] = spec.corpus
     elif spec.corpus.startswith(HUB_PREFIX) and is_hub_dataset(spec.corpus.removeprefix(HUB_PREFIX)):
         v.update(corpus="hub", hub_name=spec.corpus.removeprefix(HUB_PREFIX))
     v.setdefault("max_docs", None)
@@ -347,6 +366,7 @@ def build(picker: gr.Dropdown) -> None:
                                      max_length=classroom.MAX_NAME, min_width=280, elem_id="pretrain-student")
                 start_from = form.add("start_from", gr.Dropdown(
                     [SCRATCH] + models.choices(), value=SCRATCH, label="Start from", min_width=280,
+                    elem_id="pretrain-start-from",
                     info="continue a model (e.g. at 128 tokens after a 32-token run)"))
             with gr.Accordion("Model", open=False, elem_id="pretrain-model"):
                 arch = form("arch", choices=[(k, v) for k, v in ARCHS.items()],

@@ -6,6 +6,7 @@ facts and metrics, so it costs nothing to draw."""
 from __future__ import annotations
 
 import math
+from pathlib import PurePosixPath
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -29,14 +30,16 @@ Learning rate), overlay them, and chart them here: the score rises to a peak and
 
 **By labelled examples** the same chart is a learning curve: train on 50, 200, 1,000 and all the
 sentences (*More options*: Labelled examples to train on), from the model's weights and from random
-weights, and see how many labels pre-training saves."""
+weights, and see how many labels pre-training saves. A run that starts from another model (say a
+pre-training run that adapted the shipped model to the task, *TAPT*) is a dotted line of its own: the
+gap between it and the shipped model's line is what the adaptation bought."""
 AXES = ("learning rate", "labelled examples")
 SCORES = (("accuracy", "accuracy"), ("exact_match", "exact match"), ("pearson", "Pearson r"),
           ("micro_f1", "micro-F1"), ("f1", "F1"))
 
 
 def point(d) -> dict | None:
-    """{method, init, lr, examples, score, metric} of a run with a held-out evaluation, else None."""
+    """{method, init, start, lr, examples, score, metric} of a run with a held-out evaluation, else None."""
     spec = Run(d).spec_dict() or {}
     if spec.get("kind") != "finetune" or not isinstance(spec.get("lr"), (int, float)):
         return None
@@ -45,9 +48,19 @@ def point(d) -> dict | None:
     for key, label in SCORES:
         if evals and isinstance(evals[-1].get(key), (int, float)):
             return {"method": spec.get("method", "full"), "init": spec.get("init", "pretrained"),
+                    "start": start_name(spec.get("model")),
                     "lr": float(spec["lr"]), "examples": n if isinstance(n, int) and n > 0 else None,
                     "score": evals[-1][key], "metric": label}
     return None
+
+
+def start_name(model) -> str:
+    """The model a run started from, as a chart may say it: "shipped", a run's or hub id's last name
+    (a run folder's path on this server is never shown)."""
+    if model in (None, "", "default"):
+        return "shipped"
+    p = PurePosixPath(str(model).replace("\\", "/").rstrip("/"))
+    return (p.parent.name if p.name == "model" else p.name)[:40] or "shipped"
 
 
 def _guides(fig: go.Figure) -> None:
@@ -68,15 +81,18 @@ def figure(points: list[dict], names: list[str], by: str = AXES[0]) -> go.Figure
     key = "lr" if by == AXES[0] else "examples"
     if key == "lr":
         _guides(fig)
-    series = dict.fromkeys((p["method"], p["init"] if key == "examples" else None) for p in points)
-    for method, init in series:
+    series = dict.fromkeys((p["method"], p["init"] if key == "examples" else None, p["start"]) for p in points)
+    starts = {p["start"] for p in points}
+    for method, init, start in series:
         mine = sorted((p[key], p["score"], n) for p, n in zip(points, names)
-                      if p["method"] == method and (init is None or p["init"] == init))
+                      if p["method"] == method and (init is None or p["init"] == init) and p["start"] == start)
         colour, marker = method_style(method)
-        name = METHOD_LABELS.get(method, method) + (", random weights" if init == "random" else "")
+        name = METHOD_LABELS.get(method, method) + (", random weights" if init == "random" else "") + (
+            f", from {start}" if len(starts) > 1 else "")
         fig.add_trace(go.Scatter(x=[x for x, _, _ in mine], y=[y for _, y, _ in mine], customdata=[n for *_, n in mine],
                                  mode="lines+markers", name=name,
-                                 line=dict(color=colour, dash="dash" if init == "random" else "solid"),
+                                 line=dict(color=colour, dash="dash" if init == "random" else
+                                           "dot" if start != "shipped" else "solid"),
                                  marker=dict(color=colour, symbol=marker, size=10),
                                  hovertemplate="%{customdata}<br>" + ("lr %{x:.1e}" if key == "lr" else "%{x:,} examples")
                                  + ": %{y:.1%}<extra></extra>"))

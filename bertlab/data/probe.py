@@ -1,6 +1,8 @@
 """Probe tasks: labelled words, tokens or sentences, read once and sampled with a fixed seed.
 
   "pos"        every word of Rotten Tomatoes sentences, silver Penn Treebank tags (TextBlob)
+  "polarity"   the evaluative words of Rotten Tomatoes sentences, negative/positive *in their sentence*
+               (silver, see `silver_polarity`); every other word is unlabelled (IGNORE) and left out
   "sentiment"  Rotten Tomatoes sentences, negative/positive
   "position"   every WordPiece token's index in its sentence (1..MAX_POSITION)
   a file       .conll/.txt/... ("token tag" per line), .jsonl/.json with "tokens" + "tags" lists,
@@ -20,12 +22,21 @@ from . import labels as tables
 from . import tasks as fd
 from .corpus import check_text_file
 
-TASKS = ("pos", "sentiment", "position")
-DEFAULT_SAMPLE = {"pos": 1000, "sentiment": 4000, "position": 500}  # sentences: ~35 s a model on 2 CPU cores (probe_tab.TIME_NOTE)
+TASKS = ("pos", "polarity", "sentiment", "position")
+# sentences: ~35 s a model on 2 CPU cores (probe_tab.TIME_NOTE); polarity: all of them (~1 polar word a sentence)
+DEFAULT_SAMPLE = {"pos": 1000, "polarity": 8530, "sentiment": 4000, "position": 500}
 DEFAULT_FILE_SAMPLE = 2000
 MIN_SENTENCES = tables.MIN_ROWS
 MAX_POSITION = 16  # position task: tokens 1..16 (after [CLS]); later ones are left out
 TAG_KEYS = ("tags", "pos_tags", "ner_tags", "labels")
+IGNORE = -1  # a word task's label for a word that has none: no item, not counted as dropped
+# polarity: a negator flips the words after it, up to NEGATION_SCOPE words and never across a clause break
+NEGATORS = frozenset(("not", "n't", "no", "never", "cannot", "nor", "without"))  # textblob's 4 + 3
+CLAUSE_BREAKS = frozenset((",", ".", ";", ":", "!", "?", "--", "but"))
+NEGATION_SCOPE = 3
+# textblob's lexicon scores these quantifiers and fillers (more +0.5, own +0.6 ...): not an opinion in a review
+NOT_OPINIONS = frozenset(("more", "most", "many", "much", "own", "few", "less", "least", "mostly", "sure", "kind",
+                          "first", "other", "full", "light", "past", "exactly"))
 
 
 @dataclass
@@ -39,9 +50,10 @@ class ProbeData:
     labels: list[str]
     key: tuple  # identifies the data for the feature cache
     notes: list[str] = field(default_factory=list)
+    subset: tuple[str, list] | None = None  # word tasks: (what it is, a flag per word like y), scored apart
 
     def summary(self) -> str:
-        n = sum(map(len, self.y)) if self.kind == "word" else len(self.sentences)
+        n = sum(y != IGNORE for ys in self.y for y in ys) if self.kind == "word" else len(self.sentences)
         unit = {"word": "words", "sentence": "texts"}.get(self.kind, "tokens")
         return f"{self.name}: {len(self.sentences)} sentences" + (f", {n} {unit}" if self.kind != "token" else "")
 
@@ -90,6 +102,37 @@ def _word_task(name, sents, tags, sample, seed, key) -> ProbeData:
     return ProbeData(name, "word", sents, [[to_id[t] for t in ts] for ts in tags], names, key)
 
 
+def silver_polarity(texts) -> tuple[list[list[str]], list[list[int]], list[list[bool]]]:
+    """(words, labels, flipped) per sentence. Silver labels, no human read them: a word gets one when
+    TextBlob's own opinion lexicon (en-sentiment.xml, De Smedt & Daelemans' Pattern, shipped with textblob,
+    read offline) rates it |polarity| >= 0.25 at plain intensity (not an intensifier like "very"),
+    outside NOT_OPINIONS: 0 negative, 1 positive by its lexicon sign, *flipped* when a NEGATORS word stands
+    at most NEGATION_SCOPE words before it in the same clause ("not funny" -> negative). Every other word
+    is IGNORE. The embeddings see only the word, so only context can get a flipped one right."""
+    try:
+        from textblob.en import sentiment as lexicon
+    except ImportError:
+        raise ValueError("the polarity task needs the `textblob` package (pip install textblob)") from None
+    sents, ys, flips = [], [], []
+    for t in texts:
+        words = fd.ptb_words(t)
+        y, flip = [IGNORE] * len(words), [False] * len(words)
+        for i, w in enumerate(words):
+            p, _, intensity = (lexicon.get(w) or {}).get(None, (0, 0, 0))
+            if abs(p) < 0.25 or intensity != 1 or w in NOT_OPINIONS or w in NEGATORS:
+                continue
+            for j in range(i - 1, max(-1, i - 1 - NEGATION_SCOPE), -1):
+                if words[j] in CLAUSE_BREAKS:
+                    break
+                if words[j] in NEGATORS:
+                    flip[i] = True
+                    break
+            y[i] = int((p > 0) != flip[i])
+        if any(v != IGNORE for v in y):
+            sents.append(words), ys.append(y), flips.append(flip)
+    return sents, ys, flips
+
+
 @functools.lru_cache(maxsize=8)
 def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, label_column: str) -> ProbeData:
     key = (task, stamp, sample, seed, text_column, label_column)
@@ -103,6 +146,12 @@ def _load(task: str, stamp, sample: int | None, seed: int, text_column: str, lab
         if task == "sentiment":
             return ProbeData("sentiment", "sentence", texts, [labels[i] for i in keep],
                              ["negative", "positive"], key)
+        if task == "polarity":
+            sents, ys, flips = silver_polarity(texts)
+            n, k = sum(v != IGNORE for y in ys for v in y), sum(map(sum, flips))
+            return ProbeData("polarity", "word", sents, ys, ["negative", "positive"], key,
+                             [f"{k} of {n} evaluative words ({100 * k / max(1, n):.1f} %) are flipped by a negator"],
+                             ("flipped by a negator", flips))
         with warnings.catch_warnings():  # textblob opens its lexicon without closing it
             warnings.simplefilter("ignore", ResourceWarning)
             sents, tags = fd.silver_pos(texts)

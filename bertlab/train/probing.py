@@ -37,6 +37,7 @@ class Features:
     types: torch.Tensor  # (N,) word/token type id, for the control task
     keys: list[str]  # one per sentence (identical sentences share a side of the split)
     dropped: int  # words (texts) the tokenizer left no piece for, or words past the model's length
+    flag: torch.Tensor | None = None  # (N,) bool: in the data's `subset` (None: the data has none)
 
     @property
     def num_layers(self) -> int:
@@ -85,7 +86,7 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
     cls, sep, pad = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id
     device = device_of(encoder)
     order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))  # similar lengths: little padding
-    chunks, ys, groups, types, dropped = [], [], [], [], 0
+    chunks, ys, groups, types, flags, dropped = [], [], [], [], [], 0
     vocab: dict[str, int] = {}
     for b0 in range(0, len(order), batch_size):
         idx = order[b0:b0 + batch_size]
@@ -98,8 +99,10 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
         rows, cols, vals, start = [], [], [], len(ys)
         for b, i in enumerate(idx):
             e, n = encs[i], len(seqs[b]) - 2  # the pieces the model saw
-            items = [(slot, ps) for slot, ps in _items(data.kind, n, e.word_ids[:n], feature) if ps]
-            dropped += (len(data.sentences[i]) if data.kind == "word" else data.kind == "sentence") - len(items)
+            items = [(slot, ps) for slot, ps in _items(data.kind, n, e.word_ids[:n], feature)
+                     if ps and (data.kind != "word" or data.y[i][slot] != probe_data.IGNORE)]
+            labelled = sum(y != probe_data.IGNORE for y in data.y[i]) if data.kind == "word" else data.kind == "sentence"
+            dropped += labelled - len(items)
             for slot, ps in items:
                 rows += [len(ys) - start] * len(ps)
                 cols += [b * T + p for p in ps]
@@ -107,6 +110,7 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
                 if data.kind == "word":
                     ys.append(data.y[i][slot])
                     types.append(vocab.setdefault(data.sentences[i][slot].lower(), len(vocab)))
+                    flags.append(bool(data.subset and data.subset[1][i][slot]))
                 elif data.kind == "token":
                     ys.append(slot)  # position slot+1 has label id slot
                     types.append(e.ids[slot])
@@ -127,7 +131,7 @@ def compute_features(model, tok, data: ProbeData, feature: str = "first", batch_
     group = torch.tensor(groups)
     order = torch.sort(group, stable=True).indices  # back to the data's order (batches went by length)
     return Features(torch.cat(chunks, 1)[:, order], torch.tensor(ys)[order], group[order],
-                    torch.tensor(types)[order], keys, dropped)
+                    torch.tensor(types)[order], keys, dropped, torch.tensor(flags)[order] if data.subset else None)
 
 
 def features(model, tok, data: ProbeData, feature: str = "first", model_key: str | None = None,
@@ -242,6 +246,7 @@ def probe(model, tok, task: str | ProbeData = "pos", *, feature: str | None = No
     majority = (y_va == counts.argmax()).float().mean().item()
     layers, preds = [], []
     L = f.num_layers
+    subset = f.flag[va] if f.flag is not None else None
     for layer in range(L + 1):
         X = f.X[layer].float()
         say(0.3 + 0.7 * layer / (L + 1), f"probing layer {layer} of {L}")
@@ -252,6 +257,8 @@ def probe(model, tok, task: str | ProbeData = "pos", *, feature: str | None = No
         layers.append({"layer": layer, "name": "embeddings" if layer == 0 else f"layer {layer}",
                        "acc": round(acc, 4), "control_acc": round(cacc, 4), "selectivity": round(acc - cacc, 4),
                        "train_acc": round(train_acc, 4), "control_train_acc": round(ctrain, 4)})
+        if subset is not None and subset.any():
+            layers[-1]["subset_acc"] = round((pred == y_va)[subset].float().mean().item(), 4)
         preds.append(pred)
     say(1.0, "done")
     notes = list(data.notes)
@@ -267,6 +274,8 @@ def probe(model, tok, task: str | ProbeData = "pos", *, feature: str | None = No
            "counts": {"sentences": len(set(f.group.tolist())), "train": len(tr), "validation": len(va),
                       "unit": data.kind + "s", "labels": C, "types": int(len(f.types.unique())), "hidden": f.X.size(2)},
            "seconds": round(time.time() - t0, 2), "notes": notes,
+           "subset": None if subset is None else {"name": data.subset[0], "validation": int(subset.sum()),
+                                                  "share": round(subset.float().mean().item(), 4)},
            "_y_val": y_va, "_pred": preds, "_train_share": (counts / counts.sum()).tolist()}
     res["per_tag"] = per_tag(res)
     return res
@@ -283,3 +292,74 @@ def random_init(model, seed: int = 0):
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return BertForPreTraining(model.config).eval()
+
+
+# ---- the layer story -------------------------------------------------------------------------------
+# Tenney et al. 2019 ("BERT Rediscovers the Classical NLP Pipeline"): syntax peaks low, semantics higher,
+# the task the model was fine-tuned on at the top. One model, three probes, every layer.
+STORY = {"pos": "part of speech (syntax)", "polarity": "word polarity in its sentence (semantics)",
+         "sentiment": "sentence sentiment (the fine-tuned task)"}
+STORY_SAMPLE = {"pos": 500, "polarity": None, "sentiment": 2000}  # sentences (None: the task's default, all)
+# sentiment from the mean of the pieces: at layer 0 a bag of word vectors (the words alone), where [CLS] is
+# the same vector for every sentence; so each task's layer 0 is what the words give without context
+STORY_FEATURE = {"pos": "first", "polarity": "first", "sentiment": "mean"}
+
+
+def center_of_gravity(accs: list[float]) -> float | None:
+    """Tenney et al.'s expected layer, sum_l l * D_l / sum_l D_l (l = 1..L). Their probe at layer l reads
+    layers 0..l, so its score never falls; ours reads layer l alone, so D_l = the gain of the best score
+    up to layer l over the best up to layer l-1 (>= 0). None when no layer beats the embeddings."""
+    best = [max(accs[:i + 1]) for i in range(len(accs))]
+    gains = [b - a for a, b in zip(best, best[1:])]
+    return None if sum(gains) <= 0 else round(sum(l * g for l, g in enumerate(gains, 1)) / sum(gains), 2)
+
+
+def story(results: list[dict]) -> dict:
+    """The probe results of one model side by side: per task the per-layer accuracies, control and
+    selectivity, `gain` = acc_l - acc_0 (what context adds to the word alone: the embeddings are layer 0),
+    its center of gravity, and the accuracy on its subset if it has one."""
+    tasks = []
+    for r in results:
+        col = lambda k: [x.get(k) for x in r["layers"]]  # noqa: E731
+        accs = col("acc")
+        sub = r.get("subset")
+        tasks.append({"task": r["task"], "label": STORY.get(r["task"], r["task"]), "acc": accs,
+                      "control_acc": col("control_acc"), "selectivity": col("selectivity"),
+                      "gain": [round(a - accs[0], 4) for a in accs],
+                      "center": center_of_gravity(accs), "best_layer": r["best_layer"],
+                      "most_selective_layer": r["most_selective_layer"], "majority": r["majority"],
+                      "subset": sub and {**sub, "acc": col("subset_acc")}, "counts": r["counts"],
+                      "seconds": r["seconds"]})
+    return {"model": results[0]["model"], "num_layers": results[0]["num_layers"], "probe": results[0]["probe"],
+            "tasks": tasks, "seconds": round(sum(r["seconds"] for r in results), 2)}
+
+
+def layer_story(model, tok, *, probe_kind: str = "linear", seed: int = 0, model_key: str | None = None,
+                name: str = "model", samples: dict | None = None, progress=None) -> dict:
+    """Probe part of speech, in-context polarity and sentiment at every layer of one model (story());
+    `samples`: sentences per task, over STORY_SAMPLE."""
+    say, samples = progress or (lambda frac, desc: None), {**STORY_SAMPLE, **(samples or {})}
+    runs = []
+    for i, task in enumerate(STORY):
+        runs.append(probe(model, tok, task, feature=STORY_FEATURE[task], probe=probe_kind, sample=samples[task],
+                          seed=seed, model_key=model_key, name=name,
+                          progress=lambda p, d, i=i, t=task: say((i + p) / len(STORY), f"{t}: {d}")))
+    return story(runs)
+
+
+def describe(s: dict) -> str:
+    """What the story shows on this model, in one sentence a task, from the numbers."""
+    out = []
+    for t in s["tasks"]:
+        a, b = t["acc"], t["best_layer"]
+        c = "no layer beats the embeddings" if t["center"] is None else f"center of gravity {t['center']:.2f}"
+        line = f"{t['task']} peaks at layer {b} ({100 * a[b]:.1f} %, embeddings {100 * a[0]:.1f} %, {c})"
+        sub = t["subset"]
+        if sub and sub["acc"][0] is not None:
+            line += (f"; on the {sub['validation']} held-out words {sub['name']} ({100 * sub['share']:.1f} %) it scores "
+                     f"{100 * sub['acc'][0]:.0f} % at the embeddings, {100 * sub['acc'][-1]:.0f} % at the top layer")
+        out.append(line)
+    order = sorted((t for t in s["tasks"] if t["center"] is not None), key=lambda t: t["center"])
+    if len(order) > 1:
+        out.append("lowest to highest center: " + " < ".join(t["task"] for t in order))
+    return out and "; ".join(out[:-1]) + (". " if len(out) > 1 else "") + out[-1] + "."

@@ -289,8 +289,8 @@ class ProbeSpec(Spec):
     """Per-layer probes of a model's frozen vectors, each with its control task."""
     KIND: ClassVar[str] = "probe"
     model: str | None = opt(None, "model folder, run folder or hub id (default: the shipped model)")
-    task: str = opt("pos", "pos | sentiment | position, or a file: .conll/.txt (token tag per line), .jsonl with "
-                           "tokens+tags lists, .csv/.tsv/.jsonl with text,label")
+    task: str = opt("pos", "pos | polarity | sentiment | position, or a file: .conll/.txt (token tag per line), .jsonl "
+                           "with tokens+tags lists, .csv/.tsv/.jsonl with text,label")
     feature: str | None = opt(None, "a word's vector: first piece or mean of its pieces (default first); a "
                                     "sentence's: cls or mean (default cls)", choices=("cls", "first", "mean"),
                               aliases=("--pooling",))
@@ -301,6 +301,8 @@ class ProbeSpec(Spec):
     device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
     layer: int | None = opt(None, "per-label table at this layer (default: the best)", NON_NEGATIVE)
     per_tag: bool = opt(False, "print the per-label accuracy table")
+    story: bool = opt(False, "the layer story: pos, polarity and sentiment at every layer on one table, each task's "
+                             "center of gravity (Tenney et al. 2019); task, sample, feature and layer are not used")
     text_column: str = opt("text", "CSV/JSON column holding the text")
     label_column: str = opt("label", "CSV/JSON column holding the label")
 

@@ -416,3 +416,23 @@ def test_a_custom_objective_races_bert(name, results):
     unigram = pct(re.search(r"the most frequent word alone scores ([\d.]+%)", r["out"])[1])
     assert 0 < unigram < 0.2 and all(0 <= a <= 1 for a, _ in rows.values())
     assert rows["all-tokens"][1] > rows["mlm"][1]  # a vocabulary projection at every position costs time
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["layer_story"])
+def test_the_layer_story(name, results):
+    """issue 32, item 13: pos, polarity and sentiment probed at every layer of the shipped model; each printed
+    center of gravity is the formula's on the printed accuracies (to their rounding)."""
+    from bertlab.train.probing import center_of_gravity
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert r["out"].splitlines()[0].endswith("about 50 s")
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert re.search(r"^layer\s+pos\s+polarity\s+sentiment$", r["out"], re.M)
+    rows = [[pct(x) for x in m.split()] for m in re.findall(r"^(?:emb|\d)\s+((?:[\d.]+%\s*){3})$", r["out"], re.M)]
+    assert len(rows) == 5 and all(0 < a <= 1 for row in rows for a in row)  # the shipped model: 4 layers
+    centers = dict(re.findall(r"(pos|polarity|sentiment) (-|[\d.]+)", r["out"].split("center of gravity: ")[1]))
+    for i, task in enumerate(("pos", "polarity", "sentiment")):
+        c = center_of_gravity([row[i] for row in rows])
+        assert centers[task] == "-" if c is None else abs(float(centers[task]) - c) < 0.25, (task, centers, c)
+    assert "flipped by a negator" in r["out"] and "peaks at layer" in r["out"]

@@ -84,3 +84,29 @@ def test_story_on_a_tiny_model(tiny):
     assert json.loads(json.dumps(s)) == s  # JSON-ready: no tensors
     text = probing.describe(s)
     assert text.count("peaks at layer") == 3 and "flipped by a negator" in text
+
+
+def test_story_chart_table_and_a_bad_model():
+    import gradio as gr
+
+    from bertlab.app.ui.labs import probe_tab as pt
+    layers = lambda accs, sub=None: [{"acc": a, "control_acc": 0.5, "selectivity": a - 0.5,  # noqa: E731
+                                      **({"subset_acc": sub[i]} if sub else {})} for i, a in enumerate(accs)]
+    runs = [{"task": "pos", "layers": layers([0.8, 0.9, 0.85]), "best_layer": 1},
+            {"task": "polarity", "layers": layers([0.9, 0.8, 0.8], [0.1, 0.2, 0.4]), "best_layer": 0,
+             "subset": {"name": "flipped by a negator", "validation": 10, "share": 0.04}},
+            {"task": "sentiment", "layers": layers([0.6, 0.6, 0.7]), "best_layer": 2}]
+    for r in runs:
+        r.update(model="m", num_layers=2, probe="linear", most_selective_layer=0, majority=0.5, counts={}, seconds=1.0)
+    s = probing.story(runs)
+    fig = pt.story_figure(s)
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["pos", None] and "polarity: only the 10 negated words" in names
+    centers = {t.hovertemplate.split(":")[0]: t.x[0] for t in fig.data if t.marker.symbol == "diamond"}
+    assert centers == {"pos": 1.0, "sentiment": 2.0}  # polarity never beats its embeddings: no diamond
+    sub = next(t for t in fig.data if t.name and "negated" in t.name)
+    assert list(sub.y) == pytest.approx([0, 10, 30])  # points over its own layer 0
+    table = pt.story_table(s)
+    assert list(table.columns) == ["layer", "pos", "polarity", "sentiment"] and table["pos"][1] == "90.0 (50)"
+    with pytest.raises(gr.Error):
+        pt.run_story("/no/such/model", progress=lambda *a, **k: None)

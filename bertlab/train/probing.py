@@ -359,7 +359,8 @@ def describe(s: dict) -> str:
             line += (f"; on the {sub['validation']} held-out words {sub['name']} ({100 * sub['share']:.1f} %) it scores "
                      f"{100 * sub['acc'][0]:.0f} % at the embeddings, {100 * sub['acc'][-1]:.0f} % at the top layer")
         out.append(line)
+    text = "; ".join(out) + "."
     order = sorted((t for t in s["tasks"] if t["center"] is not None), key=lambda t: t["center"])
     if len(order) > 1:
-        out.append("lowest to highest center: " + " < ".join(t["task"] for t in order))
-    return out and "; ".join(out[:-1]) + (". " if len(out) > 1 else "") + out[-1] + "."
+        text += " Centers from low to high: " + " < ".join(f"{t['task']} ({t['center']:.2f})" for t in order) + "."
+    return text

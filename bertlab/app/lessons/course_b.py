@@ -146,14 +146,20 @@ tag, Hewitt & Liang 2019) that only memorising can solve:
 
 $$\text{selectivity} = \text{accuracy}_{\text{task}} - \text{accuracy}_{\text{control}}$$
 
-High selectivity means the layer holds the property itself, not just which word it is.""",
+High selectivity means the layer holds the property itself, not just which word it is. *The layer story*
+(Tenney et al. 2019) asks where each kind of knowledge sits: part of speech, a word's polarity in its
+sentence and the sentence's sentiment, probed at every layer of one model.""",
     try_its=(TryIt(f"Probe part of speech on {C.PROBE['sample']} sentences (press Run probes)", "probing",
                    {"task": C.PROBE["task"], "feature": C.PROBE["feature"], "probe": C.PROBE["kind"],
-                    "sample": C.PROBE["sample"]}),),
+                    "sample": C.PROBE["sample"]}),
+             TryIt("The layer story: syntax, semantics and sentiment across layers (press Tell the layer story)",
+                   "probing", {"view": "story"})),
     expect="""Layer 0 (the embeddings: word + position, no context) already scores well, because most
 words have one usual tag — but its control is high too. Higher layers mix in context, so the control
 (pure memorising) drops while the task stays high: selectivity peaks in a middle or upper layer. A
-random model of the same shape (compared by default) is a humbling baseline.""",
+random model of the same shape (compared by default) is a humbling baseline. In the layer story, each
+task's center of gravity says where its gains sit; on a model fine-tuned for sentiment (lesson 8), the
+sentiment curve should climb in the top layers.""",
     question=f"Which layer is the **most selective** for part of speech ({C.PROBE['sample']} sentences, "
              "linear probe, first piece of each word)?",
     placeholder="a layer number (0 = embeddings)")

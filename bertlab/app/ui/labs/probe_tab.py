@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 from ....cache import LRU
 from ....checkpoint import weights_stamp
 from ....data import probe as probe_data
+from ....train import probing
 from ....train.probing import per_tag, public
 from ... import workers
 from ...limits import limits
@@ -32,7 +33,8 @@ shuffles the labels among sentences, so it shows what the probe reaches on noise
 not what matters; and a randomly initialised model of the same shape (compare with it!) already
 gives a surprisingly strong baseline."""
 
-TASKS = [("part of speech (per word)", "pos"), ("sentiment (per sentence)", "sentiment"),
+TASKS = [("part of speech (per word)", "pos"), ("polarity in its sentence (per word)", "polarity"),
+         ("sentiment (per sentence)", "sentiment"),
          ("position (per token)", "position"), ("my file (upload below)", "file")]
 FEATURES = [("first piece · [CLS]", "first"), ("mean of the pieces", "mean")]
 PROBES = [("linear (logistic regression)", "linear"), ("MLP (1 hidden layer)", "mlp")]
@@ -46,6 +48,28 @@ TIME_NOTE = "the default takes about 35 s a model on a 2-core CPU"
 COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
 EXAMPLES = [["pos", "first", "linear", 1000], ["pos", "mean", "mlp", 1000], ["sentiment", "first", "linear", 4000],
             ["position", "first", "linear", 500]]
+
+STORY_EXPLAIN = f"""**The layer story.** Tenney et al. (2019) found BERT's layers in the order of a classical
+NLP pipeline: *syntax* decodable low, *semantics* higher, the task it was fine-tuned on at the top.
+Three linear probes test it on the picked model, each at every layer:
+
+- **pos**: each word's part of speech ({probing.STORY_SAMPLE['pos']} sentences; silver tags from TextBlob);
+- **polarity**: is a word positive or negative *in its sentence*? A word TextBlob's opinion lexicon rates
+  gets its lexicon sign, flipped when *not, n't, no, never* … stands up to 3 words before it ("not funny":
+  negative); other words are left out. Silver labels, from every Rotten Tomatoes sentence;
+- **sentiment**: is the whole sentence positive ({probing.STORY_SAMPLE['sentiment']:,} sentences, the mean of
+  its pieces)? Lesson 8 fine-tunes exactly this: pick a fine-tuned run above and its curve should rise at the top.
+
+**How to read the chart:** each line is what context adds: the task's accuracy at a layer minus its
+accuracy at layer 0 (the embeddings: the words alone), in points. The ◆ is the task's *center of
+gravity*, the expected layer of its gains: Σ l·Δₗ / Σ Δₗ, with Δₗ how much the best score so far
+rose at layer l. Pipeline order means pos's ◆ left of polarity's, sentiment's at the right.
+
+**Caution:** a probe measures what is *decodable*, not what the model uses; and a model fine-tuned on
+Rotten Tomatoes has seen some of these sentences with their labels. About 45 s a model on a 2-core CPU,
+then cached."""
+STORY_COLORS = {"pos": "#2563eb", "polarity": "#ea580c", "sentiment": "#16a34a"}
+
 
 def _bytes(result: dict) -> int:
     return 10_000 + sum(v.numel() * v.element_size() if torch.is_tensor(v) else 8 * len(v)
@@ -133,6 +157,69 @@ def summary(results: list[dict], layer: int) -> str:
                      f"({100 * s['selectivity']:+.1f} points) · {r['seconds']:.1f} s")
     lines += [f"- note: {n}" for n in dict.fromkeys(n for r in results for n in r["notes"])]
     return "\n".join(lines)
+
+
+def story_figure(s: dict) -> go.Figure:
+    """Each task's gain over the embeddings by layer, its center of gravity marked; the flipped words dotted."""
+    fig = go.Figure()
+    for t in s["tasks"]:
+        c, xs, gain = STORY_COLORS.get(t["task"], "#6b7280"), list(range(len(t["acc"]))), [100 * g for g in t["gain"]]
+        fig.add_trace(go.Scatter(x=xs, y=gain, customdata=[100 * a for a in t["acc"]], name=t["task"], legendgroup=t["task"],
+                                 mode="lines+markers", line=dict(color=c, width=3),
+                                 hovertemplate=f"{t['task']}<br>layer %{{x}}: %{{customdata:.1f}} % (%{{y:+.1f}} points)"
+                                               "<extra></extra>"))
+        sub = t["subset"]
+        if sub and sub["acc"][0] is not None:
+            acc = [100 * a for a in sub["acc"]]
+            fig.add_trace(go.Scatter(x=xs, y=[a - acc[0] for a in acc], customdata=acc, legendgroup=t["task"],
+                                     name=f"{t['task']}: only the {sub['validation']} negated words", mode="lines+markers",
+                                     line=dict(color=c, width=2, dash="dot"), marker_symbol="circle-open",
+                                     hovertemplate="negated words<br>layer %{x}: %{customdata:.1f} % (%{y:+.1f} points)"
+                                                   "<extra></extra>"))
+        if t["center"] is not None:
+            lo = int(t["center"])
+            y = gain[lo] + (t["center"] - lo) * (gain[min(lo + 1, len(gain) - 1)] - gain[lo])
+            fig.add_trace(go.Scatter(x=[t["center"]], y=[y], mode="markers+text", text=[f"{t['center']:.1f}"],
+                                     textposition="top center", textfont=dict(color=c), legendgroup=t["task"],
+                                     marker=dict(symbol="diamond", size=14, color=c, line=dict(color="white", width=1)),
+                                     showlegend=False, hovertemplate=f"{t['task']}: center of gravity "
+                                                                     f"{t['center']:.2f}<extra></extra>"))
+    fig.add_hline(y=0, line_color="#9ca3af", line_dash="dot")
+    L = s["num_layers"]
+    fig.update_xaxes(tickvals=list(range(L + 1)), ticktext=["emb"] + [str(i) for i in range(1, L + 1)], title="layer")
+    fig.update_yaxes(title="points over layer 0", zeroline=False)
+    fig.update_layout(height=460, margin=dict(l=10, r=10, t=50, b=10), hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+                      title=dict(text="What context adds, layer by layer", font_size=15))
+    return fig
+
+
+def story_table(s: dict) -> pd.DataFrame:
+    """Raw accuracy per layer and task (%), the control's in brackets."""
+    rows = []
+    for i in range(s["num_layers"] + 1):
+        row = {"layer": "emb" if i == 0 else str(i)}
+        for t in s["tasks"]:
+            row[t["task"]] = f"{100 * t['acc'][i]:.1f} ({100 * t['control_acc'][i]:.0f})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_story(choice=None, progress=gr.Progress()):
+    """(figure, table, what it shows, JSON) of the layer story on the model picked at the top; each
+    probe runs in the worker and is kept in the probe cache like any other."""
+    name, folder = choice or models.DEFAULT, _folder(choice)
+    results = []
+    for i, task in enumerate(probing.STORY):
+        progress(i / len(probing.STORY), desc=f"{task}: probing every layer (in a worker process)")
+        feature = probing.STORY_FEATURE[task]
+        with mistakes(ValueError):
+            results.append(probe_model(name, folder, False, task, None if feature == "first" else feature, "linear",
+                                       probing.STORY_SAMPLE[task]))
+    s = probing.story(results)
+    text = (f"**On {name}** ({s['num_layers']} layers): {probing.describe(s)} Computed now, "
+            f"{s['seconds']:.0f} s of probing.")
+    return story_figure(s), story_table(s), text, s
 
 
 FORM = ("task", "file", "feature", "kind", "sample", "compare", "layer", "choice")  # the API's parameters, in order
@@ -229,8 +316,22 @@ def build(picker: gr.Textbox) -> None:
         with gr.Accordion("Numbers (JSON)", open=False):
             raw = gr.JSON(label="JSON results")
         common.examples(side, EXAMPLES, [task, feature, kind, sample])
+    with gr.Accordion("The layer story: syntax low, semantics higher, the task on top?", open=False,
+                      elem_id="probe-story") as story:
+        gr.Markdown(STORY_EXPLAIN)
+        story_btn = gr.Button("Tell the layer story", variant="primary")
+        story_text = gr.Markdown()
+        story_plot = gr.Plot(label="The layer story", elem_id="probe-story-plot")
+        story_tab = gr.Dataframe(label="Accuracy % by layer (control task in brackets)", interactive=False,
+                                 elem_id="probe-story-table")
+        with gr.Accordion("Numbers (JSON)", open=False):
+            story_raw = gr.JSON(label="JSON")
+    view = gr.Textbox("", visible=False)  # a link's ?view=story opens the layer story
     results = gr.State()
-    links.register("probing", task=task, feature=feature, probe=kind, sample=sample, layer=layer)
+    links.register("probing", task=task, feature=feature, probe=kind, sample=sample, layer=layer, view=view)
+    view.change(lambda v: gr.Accordion(open=True) if v == "story" else gr.skip(), view, story, api_name=False)
+    story_btn.click(run_story, picker, [story_plot, story_tab, story_text, story_raw], api_name="layer_story",
+                    concurrency_limit=2)
     common.scroll_to_results(go_btn)
     go_btn.click(run_probes, None, [plot, table, note, raw, results], api_name="probe", concurrency_limit=2,
                  inputs_kwargs=dict(zip(FORM, (task, upload, feature, kind, sample, compare, layer, picker))))

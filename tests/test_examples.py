@@ -27,10 +27,10 @@ EXAMPLES = ROOT / "examples"
 NOTEBOOK = EXAMPLES / "course.ipynb"
 LESSONS = ["lesson01_tokens", "lesson02_masking", "lesson03_fill_mask", "lesson04_next_sentence",
            "lesson05_attention", "lesson06_embeddings", "lesson07_pretrain", "lesson08_finetune",
-           "lesson09_probing", "lesson10_variants_scaling"]  # the Lessons tab links to these names
+           "lesson09_probing", "lesson10_variants_scaling", "lesson11_sarcasm"]  # the Lessons tab links to these names
 LIMIT_S = 60  # CPU seconds a script may take (the issue: under a minute on 2 cores)
 HANG_S = 300  # wall seconds after which a script is killed
-OUT_ARG = {"lesson07_pretrain", "lesson08_finetune"}  # the training lessons write where --out says
+OUT_ARG = {"lesson07_pretrain", "lesson08_finetune", "lesson11_sarcasm"}  # the training lessons write where --out says
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
        "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
        "PYTHONIOENCODING": "utf-8", "PYTHONPATH": ""}
@@ -274,10 +274,34 @@ def check_lesson10(r, model, tok):
     assert f"N = {rule['n'] / 1e6:.0f}M parameters on D = {rule['d']:.3g} tokens" in r["out"]
 
 
+def check_lesson11(r, model, tok):
+    """The split is the Fine-tune form's, the line to beat is its commonest label's share, and each mistake
+    printed is a held-out sentence with its own label, as many as the full run's accuracy leaves."""
+    import csv
+
+    from bertlab.app.ui.training import finetune_form
+    d = finetune_form.example_split("example-sarcasm", tok=tok)
+    held = ", ".join(f"{n} {label}" for label, n in sorted(d["held_counts"].items()))
+    assert f"{d['texts'] - d['held']} training and {d['held']} held-out sentences; held out: {held}" in r["out"]
+    rows = dict(re.findall(r"^(always the commonest|bag of words|frozen, mean|lora|full)\s+([\d.]+%)", r["out"], re.M))
+    assert list(rows) == ["always the commonest", "bag of words", "frozen, mean", "lora", "full"]
+    assert rows["always the commonest"] == f"{d['majority']:.1%}" and all(0 <= pct(a) <= 1 for a in rows.values())
+    for run in ("frozen-mean", "lora", "full"):
+        assert (r["dir"] / "out" / run / "model" / "config.json").is_file()
+    n_wrong = int(re.search(r"full fine-tuning got (\d+) of (\d+) held-out sentences wrong", r["out"])[1])
+    assert abs(n_wrong - (1 - pct(rows["full"])) * d["held"]) < 0.6
+    with open(EXAMPLES / "sarcasm.csv", newline="") as f:
+        label = {x["text"]: x["label"] for x in csv.DictReader(f)}
+    shown = re.findall(r"^  \[(sarcastic|sincere), read as (sarcastic|sincere) \d+%\] (.+)$", r["out"], re.M)
+    assert len(shown) == min(4, n_wrong)
+    for truth, said, text in shown:
+        assert text in d["held_texts"] and label[text] == truth != said
+
+
 CHECKS = {name: globals()[f"check_{name.split('_')[0]}"] for name in LESSONS}
 
 
-def test_the_lesson_scripts_are_the_ten_the_lessons_name():
+def test_the_lesson_scripts_are_the_ones_the_lessons_name():
     assert sorted(p.stem for p in EXAMPLES.glob("lesson[0-9][0-9]_*.py")) == LESSONS
 
 

@@ -19,10 +19,10 @@ def ok(check: str, answer: str) -> bool | None:
     return C.CHECKS[check](answer, models.DEFAULT).correct
 
 
-def test_the_course_is_ten_lessons_in_order_each_with_a_checker():
-    assert [x.number for x in LESSONS] == list(range(1, 11))
+def test_the_course_is_eleven_lessons_in_order_each_with_a_checker():
+    assert [x.number for x in LESSONS] == list(range(1, 12))
     assert [x.check for x in LESSONS] == ["tokens", "masking", "fill", "nsp", "attention", "embeddings",
-                                          "pretrain", "finetune", "probing", "variants"]
+                                          "pretrain", "finetune", "probing", "variants", "sarcasm"]
     for x in LESSONS:
         assert x.check in C.CHECKS and x.try_its and "$$" in x.explain and x.question and x.expect
     scripts = [x.script() for x in LESSONS]
@@ -179,19 +179,19 @@ def test_every_try_it_link_opens_an_existing_tab_with_its_inputs():
 def test_progress_is_kept_and_a_right_answer_stays_right(live):
     progress = None
     feedback, progress, line, _ = lessons_tab.check("7", 1, models.DEFAULT, progress)
-    assert feedback.startswith("✗") and "0 of 10" in line and "tried, not yet right: 1" in line
+    assert feedback.startswith("✗") and "0 of 11" in line and "tried, not yet right: 1" in line
     n = C.tokens("", models.DEFAULT).answer
     feedback, progress, line, _ = lessons_tab.check(n, 1, models.DEFAULT, progress)
-    assert feedback.startswith("✓") and "1 of 10" in line and "rewatchable" in feedback
+    assert feedback.startswith("✓") and "1 of 11" in line and "rewatchable" in feedback
     _, progress, line, _ = lessons_tab.check("7", 1, models.DEFAULT, progress)  # a later slip
-    assert "1 of 10" in line and progress["answered"]["1"]["correct"]
+    assert "1 of 11" in line and progress["answered"]["1"]["correct"]
     shown = lessons_tab.show(1, progress)
-    assert shown[0].startswith("## Lesson 1 of 10") and 'target="_blank"' in shown[1] and "?tab=tokenize" in shown[1]
+    assert shown[0].startswith("## Lesson 1 of 11") and 'target="_blank"' in shown[1] and "?tab=tokenize" in shown[1]
     assert shown[9]["choices"][0][0].endswith("✓") and shown[10]["interactive"] is False  # no "Previous" on lesson 1
-    assert lessons_tab.step(10, +1) == 10 and lessons_tab.step(3, -1) == 2 and lessons_tab.step("x", 1) == 2
+    assert lessons_tab.step(11, +1) == 11 and lessons_tab.step(10, +1) == 11 and lessons_tab.step(3, -1) == 2 and lessons_tab.step("x", 1) == 2
     with pytest.raises(Exception, match="Type an answer"):
         lessons_tab.check("  ", 1, models.DEFAULT, progress)
-    assert lessons_tab.show(99, None)[0].startswith("## Lesson 1 of 10")  # a bad number: the first lesson
+    assert lessons_tab.show(99, None)[0].startswith("## Lesson 1 of 11")  # a bad number: the first lesson
 
 
 def test_lesson_8s_ia3_figures_are_what_add_ia3_trains_on_bert_base():

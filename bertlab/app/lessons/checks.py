@@ -14,7 +14,7 @@ from ..ui.labs import architecture_tab, probe_tab
 from ..ui.shared import models
 from ..ui.shared.common import load_model
 from ..ui.training import finetune_form, pretrain_tab
-from .answers import Verdict, clean, integers, same_number, words
+from .answers import Verdict, clean, integers, numbers, same_number, words
 
 # The inputs every lesson's "Try it" fills and its question is about (the lessons' text quotes them).
 TOKENS_WORD = "rewatchable"
@@ -34,6 +34,7 @@ TAPT_RECIPE = next(r for r in pretrain_tab.RECIPES if "(TAPT)" in r)
 LORA = dict(method="LoRA", lora_rank=8, lora_alpha=16)
 PROBE = dict(task="pos", feature="first", kind="linear", sample=50)  # small: quick, and the layers already rank clearly
 VARIANT = ("albert", "base")
+SARCASM_TASK = "example-sarcasm"  # examples/sarcasm.csv, split as the Fine-tune tab splits it
 TIE = 0.005  # two heads or pairs this close are the same answer
 
 
@@ -187,5 +188,28 @@ def variants(answer: str, choice) -> Verdict:
     return v
 
 
+def sarcasm(answer: str, choice) -> Verdict:
+    """What does always answering the commonest label score on the sarcasm task's held-out sentences?
+    A percentage, a share (0.533) or a count ("32 of 60") all say it."""
+    _, tok = load_model(choice)
+    d = finetune_form.example_split(SARCASM_TASK, tok=tok)
+    n_top, truth = d["held_counts"][d["majority_label"]], 100 * d["majority"]
+    found, nums = numbers(answer), integers(answer)
+    ok = nums[:2] == [n_top, d["held"]] and not clean(answer).startswith(("0.", "."))
+    if found and not ok:
+        x, half = found[0]
+        if x <= 1 and "%" not in str(answer):  # a share: 0.53
+            x, half = 100 * x, 100 * half
+        ok = abs(x - truth) <= half + 1e-9 and half <= 0.5
+    held = " · ".join(f"{n} {label}" for label, n in d["held_counts"].items())
+    se = 100 * (0.25 / d["held"]) ** 0.5
+    return Verdict(ok, f"The run holds out {d['held']} of the {d['texts']} sentences (validation share "
+                       f"{d['val_frac']:g}, seed {d['seed']}): {held}. Always answering *{d['majority_label']}* "
+                       f"gets {n_top} of {d['held']} right: **{truth:.1f} %**. One standard error on {d['held']} "
+                       f"sentences is about {se:.1f} points, so a model must clear this line by more than that "
+                       f"before its score says anything.", f"{truth:.1f} %")
+
+
 CHECKS = {"tokens": tokens, "masking": masking, "fill": fill, "nsp": next_sentence, "attention": attention,
-          "embeddings": embeddings, "pretrain": pretrain, "finetune": finetune, "probing": probing, "variants": variants}
+          "embeddings": embeddings, "pretrain": pretrain, "finetune": finetune, "probing": probing, "variants": variants,
+          "sarcasm": sarcasm}

@@ -2,6 +2,8 @@
 needs, and the form read into a FinetuneSpec (checked against this server's caps)."""
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from pathlib import Path
 
 import gradio as gr
@@ -23,14 +25,17 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[4] / "examples"
 EXAMPLES = {"example-pairs": ("same_sentiment.csv", dict(pair_column="text_b", max_len=96)),
             "example-regression": ("polarity.csv", dict(problem="regression")),
             "example-multi": ("aspects.jsonl", dict(problem="multi")),
-            "example-qa": ("movie_qa.json", dict(problem="qa", max_len=128))}
+            "example-qa": ("movie_qa.json", dict(problem="qa", max_len=128)),
+            # 300 sentences: a fifth held out (60), so one held-out sentence moves the score by under 2 points
+            "example-sarcasm": ("sarcasm.csv", dict(val_frac=0.2))}
 TASKS = {"Sentiment: Rotten Tomatoes (shipped)": "sentiment",
          "Part of speech: silver tags (shipped)": "pos",
          **{label: key for label, key in (
              ("Example: pairs, same sentiment?", "example-pairs"),
              ("Example: regression, polarity", "example-regression"),
              ("Example: multi-label, aspects", "example-multi"),
-             ("Example: question answering", "example-qa"))
+             ("Example: question answering", "example-qa"),
+             ("Example: sarcasm (written for bertlab)", "example-sarcasm"))
             if (EXAMPLES_DIR / EXAMPLES[key][0]).is_file()},
          "Upload: a CSV/JSONL of texts and labels": "upload-csv",
          "Upload: a CoNLL file (word and tag per line)": "upload-conll",
@@ -116,16 +121,18 @@ def spec_from(**form) -> FinetuneSpec:
 
 
 PARAMS_INPUTS = ("model", "task", "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "layer_decay",
-                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler", "init")
+                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler", "init",
+                 "val_frac", "seed")
 
 
 def params_md(**form) -> str:
     try:
-        model, _ = models.get(form.get("model"))
+        model, tok = models.get(form.get("model"))
         spec = spec_from(**form)
         kind = kind_of(form.get("task"), spec.problem)
         n_labels = POS_LABELS if kind == "token" else 2
         trainable, total = trainable_estimate(model.config, kind, n_labels, spec)
+        data = data_md(form.get("task"), spec, tok)
     except (ValueError, TypeError, NotImplementedError) as e:
         return f"⚠️ {e}"
     return (f"**{METHOD_LABELS[spec.method]}** trains **{trainable:,}** of {total:,} parameters "
@@ -133,7 +140,53 @@ def params_md(**form) -> str:
             + (" (this method's default)" if not form.get("lr") else "") + "." + pooling_md(model.config, kind, spec)
             + (" **From random weights:** the same model and training with nothing learnt before, the baseline "
                "that measures what pre-training is worth (overlay it on a pre-trained run's curves)."
-               if spec.init == "random" else ""))
+               if spec.init == "random" else "") + data)
+
+
+def data_md(task, spec: FinetuneSpec, tok) -> str:
+    """What a shipped example's labels and held-out split hold, said before a run: the line to beat."""
+    t = task_key(task)
+    if t not in EXAMPLES or kind_of(t) != "sequence" or EXAMPLES[t][1].get("problem"):
+        return ""
+    d = example_split(t, spec.val_frac, spec.seed, tok)
+    counts = lambda c: " · ".join(f"{n} {name}" for name, n in c.items())  # noqa: E731
+    se = 100 * (0.25 / d["held"]) ** 0.5
+    return (f"\n\n**The data** (`examples/{EXAMPLES[t][0]}`): {d['texts']} examples, {counts(d['counts'])}. A run holds "
+            f"out **{d['held']}** of them (validation share {d['val_frac']:g}, seed {d['seed']}): "
+            f"{counts(d['held_counts'])}, so always answering *{d['majority_label']}* scores "
+            f"**{100 * d['majority']:.1f} %** on them, the line to beat. On {d['held']} texts one standard error of "
+            f"an accuracy near 50 % is {se:.1f} points.")
+
+
+def example_task(t: str, spec: FinetuneSpec) -> FinetuneSpec:
+    """The spec on example task `t`: its file, and its own settings where the form left them at their defaults."""
+    name, own = EXAMPLES[t]
+    keep = dict(pair_column=spec.pair_column or own.get("pair_column"),
+                problem=own.get("problem", spec.problem) if spec.problem == "auto" else spec.problem,
+                max_len=max(spec.max_len, own.get("max_len", 0)),
+                val_frac=own.get("val_frac", spec.val_frac) if spec.val_frac == FinetuneSpec.val_frac else spec.val_frac)
+    return spec.replace(task=str(EXAMPLES_DIR / name), **keep)
+
+
+def example_split(t: str, val_frac: float = FinetuneSpec.val_frac, seed: int = FinetuneSpec.seed, tok=None) -> dict:
+    """An example task's labels and the texts a run holds out, split by load_task itself (so the form, the
+    lesson's question and the run agree); `val_frac` at the form's default means the example's own."""
+    spec = example_task(t, FinetuneSpec(val_frac=val_frac, seed=seed))
+    if tok is None:
+        tok = models.get(models.DEFAULT)[1]
+    path = Path(spec.task)
+    return dict(_split(str(path), path.stat().st_mtime_ns, spec.val_frac, spec.seed, spec.pair_column, tok))
+
+
+@functools.lru_cache(maxsize=16)
+def _split(path: str, stamp: int, val_frac: float, seed: int, pair_column, tok) -> tuple:
+    data = load_task(path, tok, 8, pair_column=pair_column, val_frac=val_frac, seed=seed)
+    everything = Counter(data.labels[e.label] for e in [*data.train, *data.val])
+    held = Counter(data.labels[e.label] for e in data.val)
+    label, n = max(held.items(), key=lambda kv: (kv[1], kv[0]))
+    return tuple(dict(texts=len(data.train) + len(data.val), held=len(data.val), val_frac=val_frac, seed=seed,
+                      counts={k: everything[k] for k in data.labels}, held_counts={k: held[k] for k in data.labels},
+                      majority_label=label, majority=n / len(data.val), held_texts=tuple(data.val_texts)).items())
 
 
 def pooling_md(config, kind: str, spec: FinetuneSpec) -> str:
@@ -177,11 +230,7 @@ def form_spec(**form) -> FinetuneSpec:
             raise
         return spec
     if t in EXAMPLES:  # the example's own settings, where the form left them at their defaults
-        name, own = EXAMPLES[t]
-        keep = dict(pair_column=spec.pair_column or own.get("pair_column"),
-                    problem=own.get("problem", spec.problem) if spec.problem == "auto" else spec.problem,
-                    max_len=max(spec.max_len, own.get("max_len", 0)))
-        return spec.replace(task=str(EXAMPLES_DIR / name), **keep)
+        return example_task(t, spec)
     return spec.replace(task=t)
 
 

@@ -24,7 +24,8 @@ def test_the_layer_story_from_its_link_at_both_widths(server):
         legend = plot.locator(".legend").text_content()
         assert all(t in legend for t in ("pos", "polarity", "sentiment", "negated words")), legend
         assert plot.locator(".scatterlayer .trace").count() >= 5  # three tasks, the negated words, >= 1 center
-        assert story.locator("#probe-story-table").get_by_text("emb", exact=True).count() == 1
+        cells = story.locator("#probe-story-table [role=gridcell]").all_inner_texts()
+        assert [c.strip() for c in cells][:1] == ["emb"] and len(cells) == 5 * 4, cells  # 5 layers x (layer + 3 tasks)
         text = story.inner_text()
         assert "On default (shipped) (4 layers)" in text and "flipped by a negator" in text
         assert "Traceback" not in text and "Error" not in text
@@ -33,6 +34,9 @@ def test_the_layer_story_from_its_link_at_both_widths(server):
         page.set_viewport_size({"width": PHONE[0], "height": PHONE[1]})
         page.wait_for_timeout(1000)
         figures_fit(page, story, PHONE[0])
+        fit = story.locator("#probe-story-table table").first.evaluate(  # every column in its box: none cut on the right
+            "t => t.getBoundingClientRect().right <= t.closest('#probe-story-table').getBoundingClientRect().right + 1")
+        assert fit
         story.screenshot(path=str(SHOTS / "probe_story_phone.png"))
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

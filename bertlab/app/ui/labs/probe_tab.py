@@ -322,8 +322,8 @@ def build(picker: gr.Textbox) -> None:
         story_btn = gr.Button("Tell the layer story", variant="primary")
         story_text = gr.Markdown()
         story_plot = gr.Plot(label="The layer story", elem_id="probe-story-plot")
-        story_tab = gr.Dataframe(label="Accuracy % by layer (control task in brackets)", interactive=False,
-                                 elem_id="probe-story-table")
+        story_tab = gr.Dataframe(label="Accuracy % by layer (control task in brackets)", interactive=False, wrap=True,
+                                 column_widths=["19%", "27%", "27%", "27%"], elem_id="probe-story-table")
         with gr.Accordion("Numbers (JSON)", open=False):
             story_raw = gr.JSON(label="JSON")
     view = gr.Textbox("", visible=False)  # a link's ?view=story opens the layer story

@@ -21,7 +21,7 @@ LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": 
 BY_NUMBER = {x.number: x for x in LESSONS}
 MAX_SCRIPT_CHARS = 20_000  # an example script is short; a bigger file is not shown whole
 STORAGE_KEY = "bertlab-lessons"
-INTRO = ("**The course.** Ten short lessons, in order: each explains one idea, opens the tab where you "
+INTRO = (f"**The course.** {len(LESSONS)} short lessons, in order: each explains one idea, opens the tab where you "
          "can see it (**Try it** opens a new browser tab, so this one stays here), and asks a question "
          "that the **model picked at the top** answers — so the answer is checked against what the model "
          "really does, not a fixed key.")
@@ -33,7 +33,7 @@ CSS = """
 
 
 def _number(n) -> int:
-    """A lesson number from the selector or a link: 1 to 10, anything else the first lesson."""
+    """A lesson number from the selector or a link: a lesson's, anything else the first lesson."""
     try:
         n = int(n)
     except (TypeError, ValueError):

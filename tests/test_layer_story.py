@@ -110,3 +110,15 @@ def test_story_chart_table_and_a_bad_model():
     assert list(table.columns) == ["layer", "pos", "polarity", "sentiment"] and table["pos"][1] == "90.0 (50)"
     with pytest.raises(gr.Error):
         pt.run_story("/no/such/model", progress=lambda *a, **k: None)
+
+
+def test_cli_story_table(tiny, monkeypatch, capsys):
+    from bertlab.app.probe_cli import report_story
+    from bertlab.train.specs import ProbeSpec
+    for task, n in {"pos": 30, "polarity": 300, "sentiment": 60}.items():
+        monkeypatch.setitem(probing.STORY_SAMPLE, task, n)
+    assert ProbeSpec.from_dict({"kind": "probe", "story": True}).story
+    assert report_story(*tiny, ProbeSpec(story=True), as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "embeddings" in out and "layer 2" in out and "center of gravity (expected layer" in out
+    assert "only the" in out and "flipped by a negator" in out

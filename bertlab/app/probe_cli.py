@@ -68,7 +68,7 @@ def report_story(model, tok, a: ProbeSpec, as_json: bool) -> int:
         print(json.dumps(s, indent=2))
         return 0
     ts = s["tasks"]
-    print(f"the layer story on {s['model']} ({s['probe']} probes; accuracy on held-out sentences, control in brackets)")
+    print(f"the layer story on {s['model']} ({s['probe']} probes; accuracy on held-out words or sentences, control task in brackets)")
     for t in ts:
         c = t["counts"]
         print(f"  {t['task']:<10} {t['label']}: {c['sentences']} sentences, {c['validation']} held-out {c['unit']}, "

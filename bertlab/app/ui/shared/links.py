@@ -56,7 +56,8 @@ PARAMS = {
     "race": ("minutes", "seeds", "recipes"),  # recipes: comma-separated names
     "scaling": ("model_size", "steps", "batch", "seq_len", "tokens", "accel", "dtype", "util", "count", "flops",
                 "price", "budget"),
-    "probing": ("task", "feature", "probe", "sample", "layer", "view"),  # filled; probes run on "Run probes" (slow); view=story opens the layer story
+    # filled; probes run on "Run probes" (slow); view=story opens the layer story (run by its own button)
+    "probing": ("task", "feature", "probe", "sample", "layer", "view"),
     "lessons": ("lesson",),
 }
 ARCH_FIELDS = ("layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding", "groups")  # its boxes, in order

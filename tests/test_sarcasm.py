@@ -76,7 +76,7 @@ def test_the_split_the_form_describes_is_the_runs_and_keeps_held_out_texts_out(r
     data = load_task(str(DATA), tok, 32, val_frac=0.2, seed=0)  # what finetune() reads
     assert list(d["held_texts"]) == data.val_texts and d["held"] == len(data.val) == 60
     trained = {r["text"] for r in rows} - set(data.val_texts)
-    assert len(trained) == len(data.train) == 240 and not trained & set(data.val_texts)
+    assert len(trained) == len(data.train) == course_c.TRAIN == 240 and not trained & set(data.val_texts)
     # another way: the held-out texts by corpus.split_heldout on the file's rows
     _, held = split_heldout(rows, 0.2, 0, [r["text"] for r in rows])
     counts = Counter(r["label"] for r in held)

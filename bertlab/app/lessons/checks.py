@@ -206,10 +206,10 @@ def sarcasm(answer: str, choice) -> Verdict:
     return Verdict(ok, f"The run holds out {d['held']} of the {d['texts']} sentences (validation share "
                        f"{d['val_frac']:g}, seed {d['seed']}): {held}. Always answering *{d['majority_label']}* "
                        f"gets {n_top} of {d['held']} right: **{truth:.1f} %**. One standard error on {d['held']} "
-                       f"sentences is about {se:.1f} points, so a model must clear this line by more than that "
-                       f"before its score says anything.", f"{truth:.1f} %")
+                       f"sentences is about {se:.1f} points: a model's lead over this line means little until it "
+                       f"is two standard errors or so.", f"{truth:.1f} %")
 
 
 CHECKS = {"tokens": tokens, "masking": masking, "fill": fill, "nsp": next_sentence, "attention": attention,
-          "embeddings": embeddings, "pretrain": pretrain, "finetune": finetune, "probing": probing, "variants": variants,
-          "sarcasm": sarcasm}
+          "embeddings": embeddings, "pretrain": pretrain, "finetune": finetune, "probing": probing,
+          "variants": variants, "sarcasm": sarcasm}

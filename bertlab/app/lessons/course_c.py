@@ -4,8 +4,10 @@ are checks.py's; the data's figures come from the file and the Fine-tune form's 
 from __future__ import annotations
 
 import csv
+import math
 from collections import Counter
 
+from ...train.specs import FinetuneSpec
 from ..ui.training.finetune_form import EXAMPLES, EXAMPLES_DIR
 from . import checks as C
 from .lesson import Lesson, TryIt
@@ -25,7 +27,10 @@ def _labels() -> Counter:
 
 LABELS = _labels()
 N = sum(LABELS.values())
-EPOCHS = 5  # 240 sentences in batches of 32 are 8 steps an epoch: the default 2 epochs are 16 steps
+TRAIN = N - round(HELD_SHARE * N)  # split_heldout's rule, for distinct texts (the file has no repeats)
+BATCH, DEFAULT_EPOCHS = FinetuneSpec.batch_size, FinetuneSpec.epochs
+STEPS = math.ceil(TRAIN / BATCH)
+EPOCHS = 5  # the default 2 epochs are few steps on so few sentences
 TRY = dict(task=C.SARCASM_TASK, epochs=EPOCHS)
 
 SARCASM = Lesson(
@@ -52,7 +57,7 @@ $$\\mathrm{{SE}} = \\sqrt{{\\frac{{p\\,(1 - p)}}{{n}}}}$$
 
 so on a few dozen held-out sentences two methods a few points apart are not told apart by one run each.
 
-**Which method.** Few labelled examples is where the methods differ most. *Full* fine-tuning moves
+**Which method.** With few labelled examples the method matters. *Full* fine-tuning moves
 every weight on a couple of hundred sentences and can memorise them; a *frozen* encoder trains only a
 head and can use only what pre-training already put in the vectors; LoRA sits between. Train each
 and compare them on the same split, over several seeds (*Compare methods*, *Seeds* 3).
@@ -61,9 +66,10 @@ and compare them on the same split, over several seeds (*Compare methods*, *Seed
 next sentences, not tone; the **mean of the tokens** keeps something of every word, and sarcasm lives
 in two parts of a sentence that disagree (*Sentence vector* under *Your own data and the task*).
 
-**Epochs and learning rate.** {round(N * (1 - HELD_SHARE))} training sentences in batches of 32 are a handful of steps an epoch:
-two epochs barely move the head. More epochs or a higher rate fit the training sentences sooner and
-can start memorising them: watch the **held-out** curve, not the training loss.
+**Epochs and learning rate.** {TRAIN} training sentences in batches of {BATCH} are {STEPS} steps an epoch, so
+the form's default {DEFAULT_EPOCHS} epochs are only {DEFAULT_EPOCHS * STEPS} steps; the links below ask for {EPOCHS}.
+More epochs or a higher rate fit the training sentences sooner and can start memorising them: watch
+the **held-out** curve, not the training loss.
 
 **What a mistake looks like.** When a run ends, type sentences into its **Try it** box: a sarcastic
 one with no negative word in it, a sincere complaint, a sentence from the file with one word changed.

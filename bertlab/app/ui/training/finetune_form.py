@@ -121,8 +121,8 @@ def spec_from(**form) -> FinetuneSpec:
 
 
 PARAMS_INPUTS = ("model", "task", "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "layer_decay",
-                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler", "init",
-                 "val_frac", "seed")
+                 "gradual_unfreeze", "lr", "virtual_tokens", "adapter_size", "problem", "pooling", "train_pooler",
+                 "init", "val_frac", "seed")
 
 
 def params_md(**form) -> str:
@@ -151,8 +151,8 @@ def data_md(task, spec: FinetuneSpec, tok) -> str:
     d = example_split(t, spec.val_frac, spec.seed, tok)
     counts = lambda c: " · ".join(f"{n} {name}" for name, n in c.items())  # noqa: E731
     se = 100 * (0.25 / d["held"]) ** 0.5
-    return (f"\n\n**The data** (`examples/{EXAMPLES[t][0]}`): {d['texts']} examples, {counts(d['counts'])}. A run holds "
-            f"out **{d['held']}** of them (validation share {d['val_frac']:g}, seed {d['seed']}): "
+    return (f"\n\n**The data** (`examples/{EXAMPLES[t][0]}`): {d['texts']} examples, {counts(d['counts'])}. "
+            f"A run holds out **{d['held']}** of them (validation share {d['val_frac']:g}, seed {d['seed']}): "
             f"{counts(d['held_counts'])}, so always answering *{d['majority_label']}* scores "
             f"**{100 * d['majority']:.1f} %** on them, the line to beat. On {d['held']} texts one standard error of "
             f"an accuracy near 50 % is {se:.1f} points.")
@@ -164,7 +164,8 @@ def example_task(t: str, spec: FinetuneSpec) -> FinetuneSpec:
     keep = dict(pair_column=spec.pair_column or own.get("pair_column"),
                 problem=own.get("problem", spec.problem) if spec.problem == "auto" else spec.problem,
                 max_len=max(spec.max_len, own.get("max_len", 0)),
-                val_frac=own.get("val_frac", spec.val_frac) if spec.val_frac == FinetuneSpec.val_frac else spec.val_frac)
+                val_frac=own.get("val_frac", spec.val_frac) if spec.val_frac == FinetuneSpec.val_frac
+                else spec.val_frac)
     return spec.replace(task=str(EXAMPLES_DIR / name), **keep)
 
 

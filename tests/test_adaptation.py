@@ -4,26 +4,13 @@ whose split differs from the adaptation's says how many held-out texts the adapt
 import pytest
 import torch
 
-from bertlab.checkpoint import save_pretrained
-from bertlab.config import BertConfig
 from bertlab.data.tasks import TASK_CORPUS, adaptation_texts, load_task
-from bertlab.model import BertForPreTraining
 from bertlab.train.finetune import finetune, held_out_seen
 from bertlab.train.pretrain import pretrain, task_documents
 from bertlab.train.specs import FinetuneSpec, PretrainSpec
-from test_finetune import write_sentiment_csv
+from test_finetune import tiny_dir, write_sentiment_csv  # noqa: F401 (tiny_dir: a fixture)
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory, vocab_tokenizer):
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny") / "model"
-    c = BertConfig(vocab_size=vocab_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                   intermediate_size=64, max_position_embeddings=64)
-    save_pretrained(BertForPreTraining(c), vocab_tokenizer, folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +36,8 @@ def test_sentiments_corpus_leaves_out_exactly_its_853_held_out_sentences(vocab_t
     assert set(held) == set(load_task("sentiment", vocab_tokenizer, 16).val_texts)
 
 
-def test_adapt_then_fine_tune_and_a_changed_split_is_said(tmp_path, tiny, task, vocab_tokenizer):
-    spec = PretrainSpec(init_from=str(tiny), corpus=TASK_CORPUS + str(task), objective="mlm",
+def test_adapt_then_fine_tune_and_a_changed_split_is_said(tmp_path, tiny_dir, task, vocab_tokenizer):
+    spec = PretrainSpec(init_from=str(tiny_dir), corpus=TASK_CORPUS + str(task), objective="mlm",
                         max_len=32, batch_size=8, steps=6, lr=1e-3, eval_batches=1, eval_every=6, save_every=6,
                         eval_early=0, heldout=0.05)
     docs, held = task_documents(spec), adaptation_texts(str(task))[1]
@@ -68,7 +55,7 @@ def test_adapt_then_fine_tune_and_a_changed_split_is_said(tmp_path, tiny, task, 
     logs = []
     finetune(tmp_path / "ft3", FinetuneSpec(**kw, seed=3), log=logs.append)
     assert any(f"{seen} of the {len(other.val_texts)} held-out texts are among" in m for m in logs)
-    assert held_out_seen(tiny, other.val_texts) == 0  # a model no adaptation made
+    assert held_out_seen(tiny_dir, other.val_texts) == 0  # a model no adaptation made
 
 
 def test_the_pretrain_form_offers_the_task_corpus_but_no_path():

@@ -9,7 +9,6 @@ from ...analysis import sizing
 from ...analysis.predict import fill_mask, nsp_scores
 from ...data import masking_lab
 from ...train.finetune import trainable_estimate
-from ...train.specs import PretrainSpec
 from ..ui.labs import architecture_tab, probe_tab
 from ..ui.shared import models
 from ..ui.shared.common import load_model

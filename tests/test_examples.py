@@ -305,6 +305,18 @@ def test_the_lesson_scripts_are_the_ones_the_lessons_name():
     assert sorted(p.stem for p in EXAMPLES.glob("lesson[0-9][0-9]_*.py")) == LESSONS
 
 
+def test_every_script_the_docs_name_is_shipped():
+    """A lesson or a README that sends a student to examples/NAME.py sends them to a file that exists."""
+    import dataclasses
+
+    from bertlab.app.lessons import LESSONS as COURSE
+    texts = [str(dataclasses.asdict(lesson)) for lesson in COURSE]
+    texts += [(ROOT / f).read_text(encoding="utf-8") for f in ("README.md", "examples/README.md", "bench/FINETUNE.md")]
+    named = {m for t in texts for m in re.findall(r"examples/(\w+)\.py", t)}
+    assert {"domain_adaptation", "custom_objective", "lesson11_sarcasm"} <= named
+    assert not [n for n in named if not (EXAMPLES / f"{n}.py").exists()]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LESSONS)
 def test_lesson_script_runs(name, results, shipped):
@@ -325,7 +337,7 @@ def test_notebook_is_stored_valid_and_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for n, topic in enumerate(["Tokens", "Masking", "Fill-mask", "Next sentence", "Attention heads", "Embeddings",
-                               "Pre-train", "Fine-tune", "Probing", "Variants and scaling"], 1):
+                               "Pre-train", "Fine-tune", "Probing", "Variants and scaling", "A sarcasm detector"], 1):
         assert f"## {n}. {topic}" in text  # the course's order and numbering
 
 
@@ -339,7 +351,10 @@ def test_notebook_runs(results, shipped):
     assert re.search(r"called 'next': \d+% of the pairs in order, \d+% swapped", "\n".join(outs))
     from bertlab.analysis import compute
     rule = compute.worked_example("bert-base")["chinchilla_rule"]
-    assert f"Chinchilla would train {rule['n'] / 1e6:.0f}M parameters" in outs[-1]
+    assert f"Chinchilla would train {rule['n'] / 1e6:.0f}M parameters" in outs[-2]
+    line, frozen = re.search(r"always the commonest label scores ([\d.]+%)\nfrozen encoder, mean of the tokens: "
+                             r"([\d.]+%) on the same 60 sentences", outs[-1]).groups()
+    assert 0.5 <= pct(line) < 0.6 and 0 < pct(frozen) <= 1
     assert not any(o.get("output_type") == "error" for c in r["nb"].cells for o in c.get("outputs", []))
     print(f"notebook: {r['wall']:.1f} s wall")
 
@@ -460,3 +475,32 @@ def test_the_layer_story(name, results):
         c = center_of_gravity([row[i] for row in rows])
         assert centers[task] == "-" if c is None else abs(float(centers[task]) - c) < 0.25, (task, centers, c)
     assert "flipped by a negator" in r["out"] and "peaks at layer" in r["out"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["domain_adaptation"])
+def test_domain_adaptation(name, results):
+    """issue 32, items 10 and 15: task-adaptive pre-training, then the shipped and the adapted model fine-tuned
+    alike on the same held-out sentences; each gain printed is the difference of the accuracies printed, and
+    each standard error is the binomial one of the counts printed."""
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert r["out"].splitlines()[0].endswith("about 90 s")
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    assert not (r["dir"] / "runs").exists()
+    shipped, adapted, masked = re.search(
+        r"masked words on held-out sentiment text: shipped ([\d.]+%), adapted ([\d.]+%) \((\d+) masked words\)",
+        r["out"]).groups()
+    runs = re.findall(r"^(shipped|adapted)\s+fine-tuned on (\d+) labelled:\s+([\d.]+%) \(held out: (\d+),", r["out"], re.M)
+    assert [n for n, *_ in runs] == ["shipped", "adapted"] and {n for _, n, _, _ in runs} == {"500"}
+    assert runs[0][3] == runs[1][3]  # judged on the same sentences
+    acc = {n: pct(a) for n, _, a, _ in runs}
+    gains = re.search(r"adaptation's gain: masked words ([+-][\d.]+)% \(one standard error ([\d.]+)%\), "
+                      r"sentiment ([+-][\d.]+)% \(one standard error ([\d.]+)%\)", r["out"]).groups()
+    assert abs(float(gains[0]) / 100 - (pct(adapted) - pct(shipped))) < 0.0015
+    assert abs(float(gains[2]) / 100 - (acc["adapted"] - acc["shipped"])) < 0.0015
+    p, n = pct(shipped), int(masked)
+    assert abs(float(gains[1]) / 100 - (2 * p * (1 - p) / n) ** 0.5) < 0.0006
+    p, n = acc["shipped"], int(runs[0][3])
+    assert abs(float(gains[3]) / 100 - (2 * p * (1 - p) / n) ** 0.5) < 0.0006
+    assert 0.5 < acc["shipped"] < 1 and 0.5 < acc["adapted"] < 1 and 0.2 < pct(shipped) < 0.7

@@ -66,7 +66,8 @@ class PretrainSpec(TrainArgs):
                               "transformers loads it as MegatronBert)", label="Pre-LN: LayerNorm before each block (stable at higher learning rates; not BERT's layout, saved as MegatronBert)")
     init_from: str | None = opt(None, "continue pre-training this model (keeps its vocabulary and shape)")
     # data
-    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset")
+    corpus: str = opt("imdb", "imdb | a .txt/.csv/.jsonl file or folder | a hub dataset | task:NAME (a fine-tuning "
+                              "task's own texts but those it holds out: task-adaptive pre-training)")
     text_column: str = opt("text", "column holding the text in .csv/.jsonl", label='Text column (.csv/.jsonl)')
     max_docs: int | None = opt(None, "use only the first N documents", POSITIVE, label='Use the first N documents')
     # The CPU recipe: 32-token examples leave the unigram plateau far sooner than 128.

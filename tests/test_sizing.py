@@ -446,3 +446,56 @@ def test_the_mixture_section_sizes_the_forms_model():
     import gradio as gr
     with pytest.raises(gr.Error, match="cannot exceed"):
         architecture_moe.size(c, 2, 3, 1)
+
+
+# ---- DeBERTa (issue 32, item 5): counted on its released configs, checked against transformers' classes ----
+def deberta_classes(transformers, v3: bool, **shape):
+    """transformers' DeBERTa as microsoft/deberta-base (v1) or microsoft/deberta-v3-base (v3) configure it."""
+    common = dict(relative_attention=True, max_relative_positions=-1, position_biased_input=False, type_vocab_size=0,
+                  max_position_embeddings=512, **shape)
+    if v3:
+        return transformers.DebertaV2Model(transformers.DebertaV2Config(
+            pos_att_type=["p2c", "c2p"], position_buckets=shape.pop("k", 256), share_att_key=True,
+            norm_rel_ebd="layer_norm", **common))
+    return transformers.DebertaModel(transformers.DebertaConfig(pos_att_type=["c2p", "p2c"], **common))
+
+
+@pytest.mark.parametrize("name", ["DeBERTa-base", "DeBERTa-v3-base"])
+def test_deberta_counts_match_transformers(name):
+    from bertlab.analysis.sizing import DEBERTA, deberta
+    transformers = pytest.importorskip("transformers")
+    d = deberta(name)
+    with torch.device("meta"):
+        hf = deberta_classes(transformers, name.endswith("v3-base"), vocab_size=DEBERTA[name]["vocab_size"],
+                             hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    assert numel(hf.parameters()) == d["total"] == d["embeddings"] + d["layers"]
+    assert numel(hf.embeddings.parameters()) == d["embeddings"]
+    assert numel(p for n, p in hf.named_parameters() if "pos_proj" in n or "pos_q_proj" in n) == d["projections"]
+    if d["published"]:  # the v3 paper's 86 M in the layers and 98 M in the word table, to their rounding
+        assert all(abs(x - p) / p < 0.01 for x, p in zip((d["layers"], d["embeddings"]), d["published"]))
+
+
+@pytest.mark.parametrize("v3, k, tokens", [(False, 512, 24), (False, 16, 24), (True, 32, 24)])
+def test_disentangled_flops_are_what_torch_counts(v3, k, tokens):
+    """DeBERTa's forward less an eager BERT of its shape, both through torch's FLOP counter, is the formula's."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from bertlab.analysis.sizing import disentangled_flops
+    transformers = pytest.importorskip("transformers")
+    shape = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    torch.manual_seed(0)
+    deb = deberta_classes(transformers, v3, **({"k": k} if v3 else {}), **shape).eval()
+    if not v3 and k != 512:
+        deb = transformers.DebertaModel(transformers.DebertaConfig(
+            relative_attention=True, max_relative_positions=k, pos_att_type=["c2p", "p2c"], position_biased_input=False,
+            type_vocab_size=0, **shape)).eval()
+    bert = transformers.BertModel(transformers.BertConfig(**shape, attn_implementation="eager"),
+                                  add_pooling_layer=False).eval()
+    ids = torch.randint(5, 300, (1, tokens))
+
+    def counted(model):
+        with FlopCounterMode(display=False) as fc:  # (v1's masked softmax wants autograd on)
+            model(input_ids=ids)
+        return fc.get_total_flops()
+    span = k if v3 else min(tokens, k)
+    assert counted(deb) - counted(bert) == disentangled_flops(2, 32, tokens, span) > 0

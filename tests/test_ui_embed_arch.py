@@ -396,6 +396,8 @@ def test_family_selector_and_notes():
     assert at.pick_family("electra")[0]["value"] == "small"
     note = at.family_note()
     assert "ALBERT saves parameters, not compute" in note and "17.7M" in note and "generator adds" in note
+    deb = at.deberta_note()  # transformers' DebertaModel / DebertaV2Model hold these (test_sizing)
+    assert "138.6M parameters" in deb and "85.4M in its layers and 98.4M" in deb and "+50 % on a BERT" in deb
     with gr.Blocks() as demo:
         at.build(gr.Dropdown([D], value=D))
     fn = next(f for f in demo.fns.values() if f.api_name == "architecture")

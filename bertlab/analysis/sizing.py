@@ -291,6 +291,47 @@ def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool
     return {k: v * (3 if training else 1) for k, v in d.items()}
 
 
+# ---- DeBERTa's disentangled attention ---------------------------------------------------------------
+# Two released configs, BERT-base's shape otherwise (12 layers of 768, feed-forward 3,072): the vocabulary,
+# k (a layer tells relative distances up to k apart: 2k position vectors, one table all layers share) and
+# whether positions get projections of their own (v1) or reuse the content's query and key (v3,
+# share_att_key, which also normalises the table). Neither has a token-type table or absolute positions.
+DEBERTA: dict[str, dict] = {
+    "DeBERTa-base": dict(vocab_size=50_265, k=512, own_projections=True, source="microsoft/deberta-base"),
+    "DeBERTa-v3-base": dict(vocab_size=128_100, k=256, own_projections=False, source="microsoft/deberta-v3-base",
+                            published=(86_000_000, 98_000_000)),  # He et al. 2023: the layers; the word table
+}
+
+
+def disentangled_flops(layers: int, hidden: int, tokens: int, span: int) -> int:
+    """Forward FLOPs DeBERTa adds to BERT's attention: each layer projects the 2·span relative-position
+    vectors to keys and to queries (2 x 2·2span·H²), then scores content against position and position
+    against content (2 x 2·T·2span·H). v1's span is min(T, k), v3's its k buckets."""
+    return layers * (8 * span * hidden * hidden + 8 * tokens * span * hidden)
+
+
+def deberta(name: str, tokens: int = 512) -> dict:
+    """A DeBERTa's parameters (its bare encoder, as transformers' DebertaModel / DebertaV2Model holds them)
+    and forward FLOPs at `tokens`, beside a BERT of the same shape and vocabulary."""
+    if name not in DEBERTA:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(DEBERTA)}")
+    d = DEBERTA[name]
+    L, H, I, k, own = 12, 768, 3072, d["k"], d["own_projections"]
+    layer = 4 * H * H + 2 * H * I + I + 9 * H  # BERT's: attention, feed-forward, their biases and two LayerNorms
+    projections = L * (2 * H * H + H) if own else 0  # v1: pos_proj, and pos_q_proj with its bias
+    layer -= H if own else 0  # v1's content projection has no key bias
+    table = 2 * k * H + (0 if own else 2 * H)
+    embeddings = d["vocab_size"] * H + 2 * H  # words and their LayerNorm
+    bert = preset("base", vocab_size=d["vocab_size"], max_position_embeddings=max(512, tokens))
+    extra = disentangled_flops(L, H, tokens, min(tokens, k) if own else k)
+    f = flops(bert, tokens, heads=False)
+    return {"name": name, "source": d["source"], "k": k, "own_projections": own, "embeddings": embeddings,
+            "layers": L * layer + projections + table, "table": table, "projections": projections,
+            "total": embeddings + L * layer + projections + table, "published": d.get("published"),
+            "bert_total": param_counts(bert, heads=False)["encoder_total"],
+            "flops": f["total"] - f["pooler"] + extra, "bert_flops": f["total"], "extra_flops": extra}
+
+
 # ---- mixture of experts ---------------------------------------------------------------------------
 def expert_params(H: int, I: int, experts: int, bias: bool = True) -> int:
     """One mixture-of-experts feed-forward layer: `experts` copies of the H -> I -> H feed-forward and a

@@ -177,6 +177,10 @@ projected up: the word table costs
 
 $$V E + E H \quad\text{instead of}\quad V H$$
 
+**DeBERTa** keeps a word's content and its position apart: each layer scores content against the
+*relative* distance between two words as well as content against content, which costs parameters for
+the distances and compute at every layer (the note under the Architecture tab's table counts both).
+
 Scaling laws then say what size to train: compute is about $C \approx 6ND$ FLOPs for $N$ parameters
 and $D$ tokens, and Chinchilla's optimum is about $D \approx 20N$. A **mixture of experts** breaks the
 link between the two: $E$ copies of a layer's feed-forward and a router that sends each token to $k$ of

@@ -62,6 +62,26 @@ def family_note() -> str:
             + ". Only the discriminator is kept.")
 
 
+def deberta_note(tokens: int = 512) -> str:
+    """DeBERTa beside the family: what disentangled attention adds, counted on its released configs."""
+    v1, v3 = sizing.deberta("DeBERTa-base", tokens), sizing.deberta("DeBERTa-v3-base", tokens)
+    h = sizing.humanize
+    return (f"**DeBERTa keeps positions apart.** BERT adds a position vector to each word once, before the first "
+            f"layer. DeBERTa (not built here) keeps the two apart: every layer's attention adds a "
+            f"content-to-position and a position-to-content score against vectors for the *relative* distance "
+            f"between two words (up to k = {v1['k']} either way; one table of {2 * v1['k']:,} vectors that all "
+            f"layers share). DeBERTa-base ({v1['source']}: BERT-base's shape, RoBERTa's vocabulary) stores "
+            f"{h(v1['total'])} parameters: the table {h(v1['table'])} and each layer's two projections of it "
+            f"{h(v1['projections'] / 12)} ({h(v1['projections'])} in all); at {tokens} tokens the extra scores "
+            f"and projections cost {h(v1['extra_flops'], 'FLOPs')}, "
+            f"{100 * v1['extra_flops'] / v1['bert_flops']:+.0f} % on a BERT of its shape. DeBERTa-v3-base reuses "
+            f"the words' own query and key projections for the positions and sorts distances into "
+            f"{v3['k']} buckets: {h(v3['layers'])} in its layers and {h(v3['embeddings'])} in its "
+            f"{sizing.DEBERTA['DeBERTa-v3-base']['vocab_size']:,}-word table (the paper: "
+            f"{v3['published'][0] / 1e6:.0f} M and {v3['published'][1] / 1e6:.0f} M), "
+            f"{100 * v3['extra_flops'] / v3['bert_flops']:+.0f} % FLOPs at {tokens} tokens.")
+
+
 # (label, BertConfig field, largest accepted value): caps keep typos like 1e30 from reaching the charts
 FIELDS = [("Layers", "num_hidden_layers", 1024), ("Hidden size", "hidden_size", 65536),
           ("Attention heads", "num_attention_heads", 1024), ("Feed-forward size", "intermediate_size", 262144),
@@ -421,7 +441,7 @@ def build(picker: gr.Textbox) -> None:
             gr.Markdown("*parameters*: encoder parameters from each model's config (no pre-training heads); "
                         "*as a BERT*: a plain BERT of the same layers, widths and vocabulary; *E*: the "
                         "embedding width where it differs from the hidden width.\n\n" + family_note()
-                        + "\n\n" + KNOWN_NOTE + gaps_note())
+                        + "\n\n" + KNOWN_NOTE + gaps_note() + "\n\n" + deberta_note())
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
     architecture_moe.build(lambda family="bert", **shape: make_config(family, **shape),

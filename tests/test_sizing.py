@@ -449,15 +449,17 @@ def test_the_mixture_section_sizes_the_forms_model():
 
 
 # ---- DeBERTa (issue 32, item 5): counted on its released configs, checked against transformers' classes ----
-def deberta_classes(transformers, v3: bool, **shape):
-    """transformers' DeBERTa as microsoft/deberta-base (v1) or microsoft/deberta-v3-base (v3) configure it."""
-    common = dict(relative_attention=True, max_relative_positions=-1, position_biased_input=False, type_vocab_size=0,
-                  max_position_embeddings=512, **shape)
+def deberta_classes(transformers, v3: bool, k: int | None = None, **shape):
+    """transformers' DeBERTa as microsoft/deberta-base (v1) or microsoft/deberta-v3-base (v3) configure it;
+    `k`: v1's relative distances (default: its 512 positions), v3's buckets (default 256)."""
+    common = dict(relative_attention=True, position_biased_input=False, type_vocab_size=0, max_position_embeddings=512,
+                  **shape)
     if v3:
         return transformers.DebertaV2Model(transformers.DebertaV2Config(
-            pos_att_type=["p2c", "c2p"], position_buckets=shape.pop("k", 256), share_att_key=True,
+            pos_att_type=["p2c", "c2p"], max_relative_positions=-1, position_buckets=k or 256, share_att_key=True,
             norm_rel_ebd="layer_norm", **common))
-    return transformers.DebertaModel(transformers.DebertaConfig(pos_att_type=["c2p", "p2c"], **common))
+    return transformers.DebertaModel(transformers.DebertaConfig(pos_att_type=["c2p", "p2c"],
+                                                                max_relative_positions=k or -1, **common))
 
 
 @pytest.mark.parametrize("name", ["DeBERTa-base", "DeBERTa-v3-base"])
@@ -484,11 +486,7 @@ def test_disentangled_flops_are_what_torch_counts(v3, k, tokens):
     transformers = pytest.importorskip("transformers")
     shape = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
     torch.manual_seed(0)
-    deb = deberta_classes(transformers, v3, **({"k": k} if v3 else {}), **shape).eval()
-    if not v3 and k != 512:
-        deb = transformers.DebertaModel(transformers.DebertaConfig(
-            relative_attention=True, max_relative_positions=k, pos_att_type=["c2p", "p2c"], position_biased_input=False,
-            type_vocab_size=0, **shape)).eval()
+    deb = deberta_classes(transformers, v3, k=k, **shape).eval()
     bert = transformers.BertModel(transformers.BertConfig(**shape, attn_implementation="eager"),
                                   add_pooling_layer=False).eval()
     ids = torch.randint(5, 300, (1, tokens))

@@ -312,24 +312,23 @@ def disentangled_flops(layers: int, hidden: int, tokens: int, span: int) -> int:
 
 def deberta(name: str, tokens: int = 512) -> dict:
     """A DeBERTa's parameters (its bare encoder, as transformers' DebertaModel / DebertaV2Model holds them)
-    and forward FLOPs at `tokens`, beside a BERT of the same shape and vocabulary."""
+    and the forward FLOPs its attention adds at `tokens`, beside a BERT of the same shape and vocabulary."""
     if name not in DEBERTA:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(DEBERTA)}")
     d = DEBERTA[name]
-    L, H, I, k, own = 12, 768, 3072, d["k"], d["own_projections"]
-    layer = 4 * H * H + 2 * H * I + I + 9 * H  # BERT's: attention, feed-forward, their biases and two LayerNorms
-    projections = L * (2 * H * H + H) if own else 0  # v1: pos_proj, and pos_q_proj with its bias
-    layer -= H if own else 0  # v1's content projection has no key bias
-    table = 2 * k * H + (0 if own else 2 * H)
-    embeddings = d["vocab_size"] * H + 2 * H  # words and their LayerNorm
+    k, own = d["k"], d["own_projections"]
     bert = preset("base", vocab_size=d["vocab_size"], max_position_embeddings=max(512, tokens))
+    L, H = bert.num_hidden_layers, bert.hidden_size
+    layer = layer_params(bert)["total"] - (H if own else 0)  # v1's content projection has no key bias
+    per_layer = _linear(H, H, bias=False) + _linear(H, H) if own else 0  # v1: pos_proj and pos_q_proj
+    table = 2 * k * H + (0 if own else _layer_norm(H))  # v3 normalises it
+    embeddings = d["vocab_size"] * H + _layer_norm(H)  # words and their LayerNorm
     extra = disentangled_flops(L, H, tokens, min(tokens, k) if own else k)
-    f = flops(bert, tokens, heads=False)
-    return {"name": name, "source": d["source"], "k": k, "own_projections": own, "embeddings": embeddings,
-            "layers": L * layer + projections + table, "table": table, "projections": projections,
-            "total": embeddings + L * layer + projections + table, "published": d.get("published"),
-            "bert_total": param_counts(bert, heads=False)["encoder_total"],
-            "flops": f["total"] - f["pooler"] + extra, "bert_flops": f["total"], "extra_flops": extra}
+    layers = L * (layer + per_layer) + table
+    return {"name": name, "source": d["source"], "k": k, "num_layers": L, "embeddings": embeddings,
+            "layers": layers, "table": table, "projections": L * per_layer, "total": embeddings + layers,
+            "published": d.get("published"), "bert_flops": flops(bert, tokens, heads=False)["total"],
+            "extra_flops": extra}
 
 
 # ---- mixture of experts ---------------------------------------------------------------------------

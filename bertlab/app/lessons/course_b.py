@@ -64,9 +64,9 @@ neighbours and the masked-token accuracy leaves that line.
 Pre-training need not start from scratch: a trained model can go on reading text like its task's
 (*task-adaptive pre-training*, TAPT: the sentiment sentences, its held-out ones left out), then be
 fine-tuned from that run; `examples/domain_adaptation.py` does both and prints the gain with its standard
-error. Expect little here: the shipped model already read film reviews, the task's own domain. And the loss is yours to choose: BERT learns only from the hidden 15 %;
-*all-tokens* makes every word a target (the rest only need copying). A loss is one registered function
-in `bertlab/train/objectives.py`; `examples/custom_objective.py` writes one and trains it beside BERT's.""",
+error. Expect little here: the shipped model already read film reviews, the task's own domain. And the
+loss is yours to choose: BERT learns only from the hidden 15 %; *all-tokens* makes every word a target
+(the rest only need copying). A loss is one registered function in `bertlab/train/objectives.py`; `examples/custom_objective.py` writes one and trains it beside BERT's.""",
     try_its=(TryIt("Open the “tiny and fast” recipe (nothing starts until you press Start)", "pretrain",
                    {"recipe": C.PRETRAIN_RECIPE}),
              TryIt("Size the same model in the Architecture tab", "architecture", sized("bert", "tiny")),

@@ -72,7 +72,7 @@ def deberta_note(tokens: int = 512) -> str:
             f"between two words (up to k = {v1['k']} either way; one table of {2 * v1['k']:,} vectors that all "
             f"layers share). DeBERTa-base ({v1['source']}: BERT-base's shape, RoBERTa's vocabulary) stores "
             f"{h(v1['total'])} parameters: the table {h(v1['table'])} and each layer's two projections of it "
-            f"{h(v1['projections'] / 12)} ({h(v1['projections'])} in all); at {tokens} tokens the extra scores "
+            f"{h(v1['projections'] / v1['num_layers'])} ({h(v1['projections'])} in all); at {tokens} tokens the extra scores "
             f"and projections cost {h(v1['extra_flops'], 'FLOPs')}, "
             f"{100 * v1['extra_flops'] / v1['bert_flops']:+.0f} % on a BERT of its shape. DeBERTa-v3-base reuses "
             f"the words' own query and key projections for the positions and sorts distances into "

@@ -4,6 +4,7 @@ Every view is a stateless function of (model, text), so many students can share 
 model choice is per browser session, and loaded models are cached for everyone.
 """
 import os
+import time
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 # Gradio's queue rebuilds a pandas summary of its last 10,000 events after every event by default:
@@ -108,6 +109,29 @@ def check_settings() -> str:
         raise SystemExit(f"bertlab: {e}") from None
 
 
+def patient_start_check(limit_s: float = 900.0):
+    """Gradio's launch() asks for its own page once, with a 3 s time-out, and exits ("localhost is not
+    accessible") when the answer is slower: on a busy machine (a class server beside a training job, a
+    Space restarting) it often is. The server is already listening then, so wait for the page as long as
+    it takes to render, say once when it is up, and let launch() go on."""
+    import urllib.request
+    from gradio import networking
+
+    def url_ok(url: str) -> bool:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit_s:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as r:
+                    if r.status == 200:
+                        print(f"bertlab: the page is up at {url} ({time.monotonic() - t0:.1f} s after listening)",
+                              flush=True)
+                        return True
+            except OSError:  # refused, reset or slow: the server is still starting
+                time.sleep(0.5)
+        return False
+    networking.url_ok = url_ok
+
+
 def main() -> None:
     device = check_settings()
     # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told: a local client could name any address
@@ -121,6 +145,7 @@ def main() -> None:
     demo = traffic.guard_queue(build_app().queue(default_concurrency_limit=4, max_size=64),
                                lim.queue_per_session, lim.queue_per_address)
     uploads = Middleware(traffic.UploadGuard, mb_per_hour=lim.upload_mb_per_hour, total_mb=lim.uploads_mb)
+    patient_start_check()
     demo.launch(app_kwargs={"middleware": [uploads]},
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

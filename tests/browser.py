@@ -2,6 +2,7 @@
 served on a free port. The `server` and `client` fixtures (conftest.py) are built on these."""
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,27 +23,84 @@ DESKTOP = (1280, 900)  # a class laptop
 PHONE = (390, 844)  # a phone held upright: a Space is opened on phones in class
 
 
+_PLAYWRIGHT = None
+_BROWSER = None
+TIMEOUT_MS = 120_000  # a busy machine renders slowly: wait for what a test waits on, never fail on a short clock
+
+
+def shared_browser():
+    """One headless Chromium per test process (an xdist worker), launched when a test first needs it;
+    each test gets a fresh context of its own (chromium_page), so nothing carries over between tests."""
+    global _PLAYWRIGHT, _BROWSER
+    if _BROWSER is None or not _BROWSER.is_connected():
+        from playwright.sync_api import sync_playwright
+        if not Path(CHROMIUM).exists():
+            pytest.skip("Debian chromium is not installed (.ci/run installs it)")
+        _PLAYWRIGHT = _PLAYWRIGHT or sync_playwright().start()
+        _BROWSER = _PLAYWRIGHT.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+    return _BROWSER
+
+
+def close_shared_browser() -> None:
+    global _PLAYWRIGHT, _BROWSER
+    with contextlib.suppress(Exception):
+        if _BROWSER is not None:
+            _BROWSER.close()
+        if _PLAYWRIGHT is not None:
+            _PLAYWRIGHT.stop()
+    _PLAYWRIGHT = _BROWSER = None
+
+
+def shots_wanted() -> bool:
+    return os.environ.get("BERTLAB_SHOTS") == "1"
+
+
+def shot(target, name: str, **kw) -> None:
+    """A screenshot of a page or an element into tests/screenshots/NAME, only with BERTLAB_SHOTS=1 (to look
+    at the pages by eye); a failing browser test saves its pages whatever the setting (chromium_page)."""
+    if shots_wanted():
+        SHOTS.mkdir(exist_ok=True)
+        target.screenshot(path=str(SHOTS / name), **kw)
+
+
+def _failed_shots(contexts) -> None:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "test").split(" ")[0]
+    stem = re.sub(r"[^\w.-]+", "_", test.split("::", 1)[-1])[:80]
+    SHOTS.mkdir(exist_ok=True)
+    for i, page in enumerate(p for c in contexts for p in c.pages):
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(SHOTS / f"FAILED_{stem}_{i}.png"), full_page=True, timeout=20_000)
+
+
 @contextlib.contextmanager
 def chromium_page(size: tuple[int, int] = (1400, 1000)):
-    """(browser, page, outside, errors): headless Debian Chromium with a `size` (width, height) window;
-    `outside` collects any request that leaves 127.0.0.1 and `errors` any JavaScript error, for the
-    test to assert empty at the end. A phone-sized page is a touch device, as phones are."""
+    """(browser, page, outside, errors): a fresh page of the shared headless Chromium in a `size` (width,
+    height) window; `outside` collects any request that leaves 127.0.0.1 and `errors` any JavaScript error,
+    for the test to assert empty at the end. A phone-sized page is a touch device, as phones are. Pages
+    and contexts the test opens on `browser` are closed when the block ends; when it raises, every such
+    page is saved under tests/screenshots/FAILED_*."""
     from urllib.parse import urlparse
 
-    from playwright.sync_api import sync_playwright
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
-    SHOTS.mkdir(exist_ok=True)
+    browser = shared_browser()
+    before = set(browser.contexts)
     outside, errors = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        phone = size[0] < 600
-        page = browser.new_page(viewport={"width": size[0], "height": size[1]}, is_mobile=phone, has_touch=phone)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
-                and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+    phone = size[0] < 600
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, is_mobile=phone, has_touch=phone)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
+            and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+    try:
         yield browser, page, outside, errors
-        browser.close()
+    except BaseException:
+        _failed_shots([c for c in browser.contexts if c not in before])
+        raise
+    finally:
+        for c in browser.contexts:
+            if c not in before:
+                with contextlib.suppress(Exception):
+                    c.close()
 
 
 def free_port() -> int:
@@ -51,38 +109,58 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def serving(argv: list[str], folder: Path, env: dict | None = None):
-    """(url, log path): the app served by `python argv` on a free port, its runs under `folder`,
-    with `env` added to the environment; stopped on exit. The log holds its stdout and stderr."""
+def _start(argv: list[str], folder: Path, env: dict, attempt: int):
+    """(process, url, log file) once the page answers 200: a slow start is waited for as long as the
+    process lives (10 min at most); (None, None, log) when it exited."""
     import httpx
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1", **(env or {})}
-    log = open(folder / "app.log", "w+")
+           "BERTLAB_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1", **env}
+    log = open(folder / ("app.log" if attempt == 0 else f"app-{attempt}.log"), "w+")
     proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     t0 = time.time()
+    while time.time() - t0 < 600:
+        try:
+            if httpx.get(url, timeout=60).status_code == 200:
+                return proc, url, log
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            return None, None, log
+        time.sleep(0.5)
+    stop(proc)
+    return None, None, log
+
+
+def stop(proc) -> None:
+    proc.terminate()
     try:
-        while time.time() - t0 < 120:
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"{argv[0]} exited: {log.read()[-3000:]}")
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"{argv[0]} did not answer within 120 s")
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def serving(argv: list[str], folder: Path, env: dict | None = None):
+    """(url, log path): the app served by `python argv` on a free port, its runs under `folder`,
+    with `env` added to the environment; stopped on exit. The log holds its stdout and stderr.
+    A start is awaited as long as the process runs; one that fails is tried once more, and a second
+    failure fails the test with both logs."""
+    proc, url, log = _start(argv, folder, env or {}, 0)
+    if proc is None:
+        log.seek(0)
+        first = log.read()[-3000:]
+        print(f"{argv[0]} failed to start once; trying again. Its log:\n{first}", file=sys.stderr)
+        proc, url, log = _start(argv, folder, env or {}, 1)
+        if proc is None:
+            log.seek(0)
+            pytest.fail(f"{argv[0]} failed to start twice.\nFirst log:\n{first}\nSecond log:\n{log.read()[-3000:]}")
+    try:
         yield url, Path(log.name)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         kill_runs_under(folder / "runs")  # its probe worker leaves by itself (workers._exit_with_parent)
         log.close()
 
@@ -96,6 +174,15 @@ def kill_runs_under(runs: Path) -> None:
                 cmd = (d / "cmdline").read_bytes().split(b"\0")
                 if b"bertlab" in cmd and any(str(runs).encode() in c for c in cmd):
                     os.kill(int(d.name), signal.SIGKILL)
+
+
+def new_page(browser, size: tuple[int, int]):
+    """A second page in a context of its own (another student: own storage) at `size`, a phone's
+    width a touch device; closed with the chromium_page block that lent `browser`."""
+    phone = size[0] < 600
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, is_mobile=phone, has_touch=phone)
+    context.set_default_timeout(TIMEOUT_MS)
+    return context.new_page()
 
 
 def box(locator) -> dict:

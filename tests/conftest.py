@@ -15,14 +15,27 @@ import pytest  # noqa: E402
 
 # Fixtures that start the app (a real server, and with it often a browser): every test that uses one is slow,
 # marked here once instead of test by test, so `python -m pytest -m "not slow"` never starts a server.
-SERVERS = {"server", "client", "laptop", "distill_server", "race_server", "classroom_app", "hostile",
+SERVERS = {"plain_app", "server", "client", "laptop", "distill_server", "race_server", "classroom_app", "hostile",
            "family_server"}
+
+
+# The modules that take longest (measured), longest first: pytest-xdist hands each worker the next module
+# when it is free, so these start first and the short ones fill in at the end.
+LONGEST_FIRST = ()
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SERVERS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
+
+
+def pytest_unconfigure(config):
+    import sys
+    if "browser" in sys.modules:  # tests/browser.py, when a test used it
+        sys.modules["browser"].close_shared_browser()
 
 
 WORDS = ("the a an film movie was is were acting plot story great good bad terrible boring fun i you "
@@ -67,15 +80,63 @@ def small_corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.txt")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The app served for one test module, its runs in a fresh folder."""
+# Gradio's launch() asks for its own page once (httpx.head, 3 s time-out) and quit when a busy machine
+# answered later. The shared app starts with every such check timing out, as on the busiest machine:
+# it must serve all the same (app.patient_start_check).
+SLOW_HEAD = """
+import httpx
+
+_head = httpx.head
+
+
+def head(url, *args, **kwargs):
+    if "127.0.0.1" in str(url) or "localhost" in str(url):
+        raise httpx.ReadTimeout("this test makes the start-up check time out")
+    return _head(url, *args, **kwargs)
+
+
+httpx.head = head
+"""
+
+
+@pytest.fixture(scope="session")
+def plain_app(tmp_path_factory):
+    """(url, log path, runs folder): the app as `python app.py` serves it, once per test process (an
+    xdist worker) for every module that uses `server`; tests seed the runs they need into its folder."""
     from browser import serving
-    with serving(["app.py"], tmp_path_factory.mktemp("app")) as (url, log):
-        yield url
-    text = log.read_text(errors="replace")
-    # a user's bad input is a message, never a traceback in the log; anything else is a bug
+    folder = tmp_path_factory.mktemp("app")
+    (folder / "slow_head").mkdir()
+    (folder / "slow_head" / "sitecustomize.py").write_text(SLOW_HEAD)
+    path = os.pathsep.join(p for p in (str(folder / "slow_head"), os.environ.get("PYTHONPATH")) if p)
+    with serving(["app.py"], folder, {"PYTHONPATH": path}) as (url, log):
+        yield url, log, folder / "runs"
+
+
+def log_since(log, start: int) -> str:
+    with open(log, "rb") as f:
+        f.seek(start)
+        return f.read().decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def server(plain_app):
+    """The shared app's url for one test module. At the module's end its runs stop, and its slice of the
+    server log must hold no traceback: a user's bad input is a message, never a traceback; anything
+    else is a bug."""
+    from browser import kill_runs_under
+    url, log, runs = plain_app
+    start = log.stat().st_size
+    yield url
+    kill_runs_under(runs)
+    text = log_since(log, start)
     assert "Traceback" not in text, text[-4000:]
+
+
+@pytest.fixture(scope="session")
+def plain_runs(plain_app):
+    """The shared app's runs folder, where a test puts a finished run it wants the page to offer."""
+    plain_app[2].mkdir(parents=True, exist_ok=True)
+    return plain_app[2]
 
 
 @pytest.fixture(scope="module")

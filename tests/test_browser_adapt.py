@@ -2,7 +2,7 @@
 (start from the shipped model, the task's own sentences as the corpus, MLM only) and a short run of it
 finishes on the server; the race link ticks BERT's loss and all-tokens. At a laptop's and a phone's width."""
 import pytest
-from browser import DESKTOP, PHONE, SHOTS, chromium_page
+from browser import DESKTOP, PHONE, chromium_page, shot
 
 
 @pytest.mark.slow
@@ -16,7 +16,7 @@ def test_lesson_7s_tapt_recipe_and_loss_race(server, size):
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(server.rstrip("/") + "/" + links.url(tapt.tab, **tapt.params))
         panel = page.locator("[role=tabpanel]:visible").first
-        panel.locator("#pretrain-size").get_by_text("Continues").wait_for(timeout=60_000)
+        panel.locator("#pretrain-size").get_by_text("Continues").wait_for(timeout=120_000)
         assert "default (shipped)" in panel.locator("#pretrain-size").inner_text()
         assert page.locator("#pretrain-start-from input").input_value() == "default (shipped)"
         assert page.locator("#pretrain-loss input").input_value() == "masked words (BERT's)"
@@ -26,7 +26,7 @@ def test_lesson_7s_tapt_recipe_and_loss_race(server, size):
         panel.get_by_text("Adapting a model you already have").scroll_into_view_if_needed()
         page.wait_for_timeout(400)
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
-        page.screenshot(path=str(SHOTS / f"pretrain_tapt_{tag}.png"))
+        shot(page, f"pretrain_tapt_{tag}.png")
         if size == DESKTOP:  # the recipe runs: 4 steps of the shipped model on the task's sentences
             panel.get_by_label("Steps").first.fill("4")
             panel.get_by_label("Run name").first.fill("tapt-short")
@@ -35,7 +35,7 @@ def test_lesson_7s_tapt_recipe_and_loss_race(server, size):
 
         page.goto(server.rstrip("/") + "/" + links.url(race.tab, **race.params))
         boxes = page.locator("#race-recipes")
-        boxes.get_by_text("loss-all-tokens").wait_for(timeout=60_000)
+        boxes.get_by_text("loss-all-tokens").wait_for(timeout=120_000)
         page.wait_for_timeout(1500)  # the link's values land after the page opens
         ticked = boxes.locator("input:checked").evaluate_all("xs => xs.map(x => x.closest('label').textContent.trim())")
         assert len(ticked) == 2 and any(t.startswith("mlm:") for t in ticked) and \
@@ -43,6 +43,6 @@ def test_lesson_7s_tapt_recipe_and_loss_race(server, size):
         page.get_by_text("Your own loss.").scroll_into_view_if_needed()
         page.wait_for_timeout(400)
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
-        page.screenshot(path=str(SHOTS / f"race_loss_{tag}.png"))
+        shot(page, f"race_loss_{tag}.png")
     assert not outside, outside[:5]
     assert not errors, errors

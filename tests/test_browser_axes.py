@@ -14,7 +14,7 @@ AXES_JS = """() => [...document.querySelectorAll('[role=tabpanel] .js-plotly-plo
 def test_no_percentage_axis_repeats_a_tick_label(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
-        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=30_000)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
         seen = []
         for name in TABS:
             page.get_by_role("tab", name=name).click()

@@ -11,11 +11,11 @@ SEEN = 250  # at least this many pixels of the result on screen
 
 def _open(page, server, name, drawn=True):
     page.goto(server)
-    page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=30_000)
+    page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
     page.get_by_role("tab", name=name).click()
     panel = page.locator("[role=tabpanel]:visible").first
     if drawn:  # the tab drew its view as it opened (Probing waits for its button: probes are slow)
-        panel.locator(".js-plotly-plot:visible").first.wait_for(timeout=60_000)
+        panel.locator(".js-plotly-plot:visible").first.wait_for(timeout=120_000)
     return panel
 
 

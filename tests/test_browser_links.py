@@ -6,7 +6,7 @@ import re
 from urllib.parse import urlparse
 
 import pytest
-from browser import DESKTOP, PHONE, SHOTS, box, chromium_page
+from browser import DESKTOP, PHONE, box, chromium_page, new_page, shot
 
 from bertlab.app.ui.shared.links import url
 
@@ -33,9 +33,9 @@ def _figures(page, title_has: str, timeout: int = 60_000) -> list:
     return _panel(page).evaluate(FIGURES)
 
 
-def _new_page(browser, size, errors, **kw):
+def _new_page(browser, size, errors):
     """A fresh page (the first one closed), its JavaScript errors collected with the first's."""
-    page = browser.new_page(viewport={"width": size[0], "height": size[1]}, **kw)
+    page = new_page(browser, size)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_default_timeout(90_000)
     return page
@@ -73,19 +73,19 @@ def test_links_reproduce_views_and_survive_strangers(server):
         page.locator("#model-card").get_by_text("default (shipped)").wait_for()
         page.get_by_role("tab", name="Attention").click()
         clicked = _panel(page)
-        clicked.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        clicked.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
         clicked.get_by_label("Text", exact=True).fill(ATT_TEXT)
         _set_slider(clicked, "Layer", 3)
         _set_slider(clicked, "Head", 2)
         clicked.get_by_role("button", name="Show attention").click()
-        page.wait_for_function("() => document.body.innerText.includes('bored')", timeout=60_000)
+        page.wait_for_function("() => document.body.innerText.includes('bored')", timeout=120_000)
         att_by_hand = _figures(page, "Layer 3, head 2")
         clicked.get_by_role("button", name="Copy link").click()
         link_box = clicked.locator(".bl-link-url textarea, .bl-link-url input").first
         page.wait_for_function("e => e.value.startsWith('http')", arg=link_box.element_handle())
         copied = link_box.input_value()
         assert "tab=attention" in copied and "layer=3" in copied and "head=2" in copied, copied
-        page.screenshot(path=str(SHOTS / "links_attention_desktop.png"))
+        shot(page, "links_attention_desktop.png")
 
         page.get_by_role("tab", name="Fill-mask").click()
         clicked = _panel(page)
@@ -93,7 +93,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         _set_slider(clicked, "How many guesses (top-k)", 7)
         clicked.get_by_role("button", name="Predict", exact=True).click()
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(gd => "
-                               "(gd.data || []).length === 2 && gd.data[0].y.length === 7)", timeout=60_000)
+                               "(gd.data || []).length === 2 && gd.data[0].y.length === 7)", timeout=120_000)
         mask_by_hand = _figures(page, "Guesses for the [MASK]s")
 
         page.get_by_role("tab", name="Tokenize").click()
@@ -101,7 +101,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         clicked.get_by_label("Text", exact=True).fill(TOK_TEXT)
         clicked.get_by_label(TOK_PAIR_LABEL).fill("a great film")
         clicked.get_by_role("button", name="Tokenize", exact=True).click()
-        page.wait_for_function(TABLE_HAS, arg="film", timeout=60_000)
+        page.wait_for_function(TABLE_HAS, arg="film", timeout=120_000)
         page.wait_for_timeout(1000)
         table_by_hand = _table(page)
         assert "[SEP]" in table_by_hand and "##" in table_by_hand
@@ -122,7 +122,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         assert linked == mask_by_hand
 
         page.goto(server + url("tokenize", text=TOK_TEXT, pair="a great film"))
-        page.wait_for_function(TABLE_HAS, arg="film", timeout=60_000)
+        page.wait_for_function(TABLE_HAS, arg="film", timeout=120_000)
         page.wait_for_timeout(1500)
         assert _table(page) == table_by_hand
 
@@ -144,7 +144,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
 
         # 4. On a phone: an unknown tab is one message and the first tab; its copy button fits
         page.close()
-        phone = _new_page(browser, PHONE, errors, is_mobile=True, has_touch=True)
+        phone = _new_page(browser, PHONE, errors)
         fetched = []  # a link's markup must stay text: no tracking pixel fetched, no live link shown
         phone.on("request", lambda r: fetched.append(r.url) if urlparse(r.url).path.endswith("pixel1") else None)
         phone.goto(server + "?tab=no-such-tab%3Cimg%20src%3D%2Fpixel1%3E&text=hello")
@@ -160,7 +160,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         link_box = panel.locator(".bl-link-url textarea, .bl-link-url input").first
         phone.wait_for_function("e => e.value.includes('tab=tokenize')", arg=link_box.element_handle())
         panel.locator(".bl-link").first.scroll_into_view_if_needed()
-        phone.screenshot(path=str(SHOTS / "links_phone.png"))
+        shot(phone, "links_phone.png")
         for part in (panel.get_by_role("button", name="Copy link"), link_box):
             b = box(part)
             assert b["x"] >= 0 and b["x"] + b["w"] <= PHONE[0], b

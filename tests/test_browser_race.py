@@ -4,7 +4,7 @@ a colour per recipe in a readable legend, the table and its reading, with nothin
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit, serving
+from browser import DESKTOP, PHONE, chromium_page, figures_fit, serving, shot
 from browser import box as rect
 from test_ui_race import fake_race
 
@@ -53,12 +53,12 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         tab = page.locator("[role=tabpanel]:visible").first
         estimate = tab.locator("#race-estimate")
         first = _expected(monkeypatch, ["mlm", "electra"], 3, False, 1)
-        estimate.get_by_text(first[:20]).wait_for(timeout=30_000)  # said before anything starts
+        estimate.get_by_text(first[:20]).wait_for(timeout=120_000)  # said before anything starts
         assert estimate.inner_text().strip() == first and re.match(r"About (\d+) minutes", first)
         assert int(re.match(r"About (\d+)", first).group(1)) <= 15
         tab.get_by_text("No measurements yet").first.wait_for()
         assert tab.locator("#race-plots .xtick").count() == 0, "empty axes before any race"
-        page.screenshot(path=str(SHOTS / "race_desktop_form.png"), full_page=True)
+        shot(page, "race_desktop_form.png", full_page=True)
 
         tab.locator("#race-minutes").get_by_text("5", exact=True).click()  # every change re-estimates
         tab.locator("#race-side").get_by_role("checkbox").check()
@@ -68,13 +68,13 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
             tab.locator("#race-recipes").get_by_text(race_tab.LABELS[name]).click()
         estimate.get_by_text("at most 3 recipes side by side").wait_for()
         tab.locator("#race-start").click()
-        page.locator(".toast-body").filter(has_text="at most 3 recipes").first.wait_for(timeout=15_000)
-        page.screenshot(path=str(SHOTS / "race_desktop_refused.png"), full_page=True)
+        page.locator(".toast-body").filter(has_text="at most 3 recipes").first.wait_for(timeout=120_000)
+        shot(page, "race_desktop_refused.png", full_page=True)
 
         box = tab.locator("#race-run input")  # a finished race: charts, table and reading
         box.fill("fake-race")
         box.press("Enter")
-        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=30_000)
+        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=120_000)
         tab.locator("#race-plots .legend").first.wait_for()
         _table_reads(tab, DESKTOP)
         colours = tab.locator("#race-plots .js-plotly-plot").first.evaluate(
@@ -83,7 +83,7 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         assert colours == [f"rgb({int(c[1:3], 16)}, {int(c[3:5], 16)}, {int(c[5:], 16)})" for c in want], colours
         _fits(page, tab, DESKTOP[0])
         tab.locator("#race-status").scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / "race_desktop_finished.png"), full_page=True)
+        shot(page, "race_desktop_finished.png", full_page=True)
 
         page.set_viewport_size({"width": PHONE[0], "height": PHONE[1]})
         page.wait_for_timeout(1500)
@@ -91,21 +91,21 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         _table_reads(tab, PHONE)
         label = rect(tab.locator("#race-recipes").get_by_text(race_tab.LABELS["electra"]))
         assert label["w"] >= 200, f"a recipe label squeezed on a phone: {label}"
-        page.screenshot(path=str(SHOTS / "race_phone_finished.png"), full_page=True)
+        shot(page, "race_phone_finished.png", full_page=True)
     with chromium_page(PHONE) as (browser, page, outside2, errors2):
         page.goto(race_server)  # a new visitor on a phone: the form and its estimate first
         page.get_by_role("tab", name="Race").click()
         tab = page.locator("[role=tabpanel]:visible").first
-        tab.locator("#race-estimate").get_by_text(first[:20]).wait_for(timeout=30_000)
+        tab.locator("#race-estimate").get_by_text(first[:20]).wait_for(timeout=120_000)
         _fits(page, tab, PHONE[0])
-        page.screenshot(path=str(SHOTS / "race_phone_form.png"), full_page=True)
+        shot(page, "race_phone_form.png", full_page=True)
         box = tab.locator("#race-run input")  # every recipe at once: seven colours, a legend that wraps inside
         box.fill("all-seven")
         box.press("Enter")
-        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=30_000)
+        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=120_000)
         legend = tab.locator("#race-plots .js-plotly-plot").first.locator(".legend .traces")
         assert legend.count() == 7
         _fits(page, tab, PHONE[0])
-        tab.locator("#race-plots").screenshot(path=str(SHOTS / "race_phone_seven.png"))
+        shot(tab.locator("#race-plots"), "race_phone_seven.png")
     assert not outside and not outside2, (outside + outside2)[:5]
     assert not errors and not errors2, errors + errors2

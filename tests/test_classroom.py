@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit, serving
+from browser import DESKTOP, PHONE, chromium_page, figures_fit, serving, shot
 
 from bertlab.app import classroom, jobs
 from bertlab.app.jobs import JobManager
@@ -240,17 +240,16 @@ def test_the_class_section_in_a_browser_and_through_the_api(classroom_app):
     assert "no pre-training runs" in note and [r[1] for r in table["data"]][:2] == ["Ada", "<i>Bob</i>"]
     assert "40" in _refused(client, "/class_name", owner=EVE, name="E" * 41)
 
-    shot = SHOTS / "class-chart"
     with chromium_page(DESKTOP) as (_, page, outside, errors):  # one page load, then a phone's width
         page.goto(url)
-        page.locator("#bl-tabs").wait_for(timeout=60_000)
+        page.locator("#bl-tabs").wait_for(timeout=120_000)
         lessons = page.locator("#bl-tabs [role=tab]").filter(has_text="Lessons").first
         if lessons.get_attribute("aria-selected") != "true":  # the first tab: open already
             lessons.click()
         plot = page.locator("#class-plot")
         for size, tag in ((DESKTOP, "desktop"), (PHONE, "phone")):
             page.set_viewport_size({"width": size[0], "height": size[1]})
-            page.locator("#class-plot .legend").wait_for(timeout=60_000)
+            page.locator("#class-plot .legend").wait_for(timeout=120_000)
             plot.scroll_into_view_if_needed()
             page.wait_for_timeout(500)  # plotly redraws at the new width
             assert page.locator("#class-plot .legendtext").filter(has_text="<i>Bob</i> · bob-1").count() == 1
@@ -258,9 +257,9 @@ def test_the_class_section_in_a_browser_and_through_the_api(classroom_app):
             cells = page.locator("#class-table").inner_text()
             assert "<i>Bob</i>" in cells and "Cy Young" in cells
             figures_fit(page, plot, size[0])
-            plot.screenshot(path=str(shot) + f"-{tag}.png")
+            shot(plot, f"class-chart-{tag}.png")
             page.locator("#class-title").scroll_into_view_if_needed()
-            page.screenshot(path=str(shot) + f"-section-{tag}.png")
+            shot(page, f"class-chart-section-{tag}.png")
         assert not outside and not errors, (outside, errors)
 
     assert "not this server's" in _refused(client, "/class_clear", token="guess", confirm=True)

@@ -145,14 +145,14 @@ def test_kill_ends_a_process_that_ignores_sigterm(tmp_path):
     fake.chmod(0o755)
     mgr = JobManager(tmp_path / "runs", python=str(fake))
     mgr.start("stuck", PretrainSpec(steps=5), owner="me")
-    end = time.monotonic() + 10
+    end = time.monotonic() + 120
     while not (tmp_path / "stuck-python.ready").exists() and time.monotonic() < end:
         time.sleep(0.05)
     st = mgr.status("stuck")
     assert st["alive"] and st["state"] == "starting"
     t = time.monotonic()
     st = mgr.kill("stuck", owner="me", timeout=0.5)
-    assert time.monotonic() - t < 5
+    assert time.monotonic() - t < 25  # killed, not waited for: it would sleep 30 s
     assert not st["alive"] and st["state"] == "failed" and st["message"].startswith("killed on request")
     assert st["returncode"] == -9
 

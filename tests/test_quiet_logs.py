@@ -5,6 +5,7 @@ One server for the module, started through a launcher written into tmp_path (non
 job launches are refused there, so no bad input can start a training run, and /architecture has
 an injected bug at one magic batch size.
 """
+import os
 import time
 
 import pytest
@@ -61,15 +62,24 @@ def bad_values(param: dict, files: list) -> list:
     return BY_TYPE.get(kind, TEXT)
 
 
-def calls(api: dict, files: list):
-    """(endpoint, keyword arguments): each parameter in turn set to each bad value, the others kept;
-    then every parameter None."""
+def calls(api: dict, files: list, full: bool = False):
+    """(endpoint, parameter, value, keyword arguments): bad values with the other parameters kept at their
+    defaults, then every parameter None. Covering, not repeating: per endpoint, each parameter gets a bad
+    value and each bad value of a kind goes to one parameter of that kind (its parameters in turn), so
+    every value and every parameter is tried. `full` (BERTLAB_FUZZ=full) sends every value to every
+    parameter: about three times the calls, for a release."""
     for endpoint, info in api["named_endpoints"].items():
         params = info["parameters"]
         base = {p["parameter_name"]: p["parameter_default"] for p in params} | BASE.get(endpoint, {})
+        kinds = {}  # the same list of bad values -> the parameters that take it
         for p in params:
-            for v in bad_values(p, files):
-                yield endpoint, p["parameter_name"], v, {**base, p["parameter_name"]: v}
+            values = bad_values(p, files)
+            kinds.setdefault(tuple(map(repr, values)), (values, []))[1].append(p["parameter_name"])
+        for values, names in kinds.values():
+            pairs = ([(n, v) for n in names for v in values] if full else
+                     [(names[k % len(names)], values[k % len(values)]) for k in range(max(len(names), len(values)))])
+            for name, v in pairs:
+                yield endpoint, name, v, {**base, name: v}
         yield endpoint, "*", None, dict.fromkeys(base)
 
 
@@ -102,7 +112,8 @@ def test_bad_inputs_to_every_endpoint_log_no_traceback(quiet_server):
     client, log, files = quiet_server
     api = client.view_api(print_info=False, return_format="dict")
     assert len(api["named_endpoints"]) >= 15
-    todo = list(calls(api, files))
+    todo = list(calls(api, files, full=os.environ.get("BERTLAB_FUZZ") == "full"))
+    assert {(e, n) for e, n, _, _ in calls(api, files, True)} == {(e, n) for e, n, _, _ in todo}  # every parameter
     noisy, t0 = [], time.time()
     for i in range(0, len(todo), 16):  # a batch at a time, so a traceback points at 16 calls at most
         batch = todo[i:i + 16]

@@ -8,7 +8,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
-from browser import DESKTOP, PHONE, SHOTS, chromium_page, figures_fit  # noqa: E402
+from browser import DESKTOP, PHONE, chromium_page, figures_fit, shot  # noqa: E402
 
 from bertlab.app.ui.labs import architecture_variants as variants  # noqa: E402
 from bertlab.app.ui.shared import models  # noqa: E402
@@ -103,29 +103,29 @@ def test_the_three_sections_through_the_api_and_in_a_browser(server, client):
 
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
-        page.get_by_role("tab", name="Masking lab").click(timeout=90_000)  # the page settles slowly on 2 busy cores
+        page.get_by_role("tab", name="Masking lab").click(timeout=120_000)  # the page settles slowly on 2 busy cores
         panel = page.locator("[role=tabpanel]:visible").first
-        panel.locator("#mask-score-said").get_by_text("Draw #0").wait_for(timeout=60_000)  # on load
+        panel.locator("#mask-score-said").get_by_text("Draw #0").wait_for(timeout=120_000)  # on load
         panel.get_by_role("button", name=masking_score.RECIPE_LABELS[1]).click()
-        panel.locator("#mask-score-said").get_by_text("100% [MASK] / 0% random").wait_for(timeout=30_000)
+        panel.locator("#mask-score-said").get_by_text("100% [MASK] / 0% random").wait_for(timeout=120_000)
         slider = panel.get_by_label("number input for random share (kept = the rest)", exact=True)  # 100 % + 50 %: one clear line
         slider.fill("0.5")
         slider.press("Enter")
-        page.get_by_text("at most 100% (kept is the rest)").first.wait_for(timeout=30_000)
+        page.get_by_text("at most 100% (kept is the rest)").first.wait_for(timeout=120_000)
         panel.get_by_role("button", name=masking_score.RECIPE_LABELS[0]).click()  # back to BERT's recipe
-        panel.locator("#mask-score-said").get_by_text("80% [MASK] / 10% random").wait_for(timeout=30_000)
+        panel.locator("#mask-score-said").get_by_text("80% [MASK] / 10% random").wait_for(timeout=120_000)
         page.get_by_role("tab", name="Architecture").click()
-        page.locator("#arch-variants-table").get_by_text("ALBERT", exact=True).first.wait_for(timeout=30_000)
+        page.locator("#arch-variants-table").get_by_text("ALBERT", exact=True).first.wait_for(timeout=120_000)
         page.get_by_role("tab", name="Attention").click()
         panel = page.locator("[role=tabpanel]:visible").first
         panel.get_by_role("tab", name="Head finder").click()
-        panel.locator("#finder-caption").get_by_text("Strongest").wait_for(timeout=60_000)
+        panel.locator("#finder-caption").get_by_text("Strongest").wait_for(timeout=120_000)
         page.locator("#finder-ranking").get_by_text("long-range").first.wait_for(timeout=120_000)
         shoot(page, DESKTOP, "desktop")
         assert not outside and not errors, (outside, errors)
     with chromium_page(PHONE) as (browser, page, outside, errors):  # a fresh page: a phone lays out on load
         page.goto(server)
-        page.get_by_role("tab", name="Attention").click(timeout=90_000)
+        page.get_by_role("tab", name="Attention").click(timeout=120_000)
         panel = page.locator("[role=tabpanel]:visible").first
         panel.get_by_role("tab", name="Head finder").click()
         page.locator("#finder-ranking").get_by_text("long-range").first.wait_for(timeout=120_000)
@@ -138,10 +138,10 @@ def shoot(page, size, tag):
     for name, plots in (("Masking lab", ["#mask-score-plot"]), ("Architecture", ["#arch-variants-plot"]),
                         ("Attention", ["#finder-grid", "#finder-rank-plot"])):
         page.get_by_role("tab", name=name, exact=True).first.click()
-        page.locator(plots[0]).locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        page.locator(plots[0]).locator(".js-plotly-plot").first.wait_for(timeout=120_000)
         page.locator(plots[0]).scroll_into_view_if_needed()
         page.wait_for_timeout(700)
         for plot in plots:
             figures_fit(page, page.locator(plot), size[0])
-        shot = {"Masking lab": "score_draw", "Architecture": "variants", "Attention": "head_finder"}[name]
-        page.screenshot(path=str(SHOTS / f"exercise_{shot}_{tag}.png"), full_page=True)
+        what = {"Masking lab": "score_draw", "Architecture": "variants", "Attention": "head_finder"}[name]
+        shot(page, f"exercise_{what}_{tag}.png", full_page=True)

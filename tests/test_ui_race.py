@@ -246,11 +246,10 @@ def test_a_race_stops_for_its_owner_and_resumes(runs_root, tiny_form):
     with pytest.raises(gr.Error, match="another browser"):
         race_tab.stop(OTHER, "halt", [])
     assert jobs_ui.status("halt")["state"] == "running"
-    t0 = time.time()
     race_tab.stop(OWNER, "halt", [])
     out, _, st = follow("halt", OWNER, lambda st: not jobs_ui.is_live(st), timeout=120)
     assert st["state"] == "stopped" and "stopped while" in st["message"], st
-    assert time.time() - t0 < 60 and "once the race is resumed" in out[4] and out[5] == ""
+    assert "once the race is resumed" in out[4] and out[5] == ""  # stopped, not run to its end
     race_tab.resume(OWNER, "halt", [])  # goes on: live again, then stopped again for the next test's sake
     follow("halt", OWNER, lambda st: st["state"] == "running", timeout=120)
     race_tab.stop(OWNER, "halt", [])

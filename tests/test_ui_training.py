@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from browser import SHOTS, chromium_page
+from browser import chromium_page, new_page, shot
 from conftest import write_corpus
 
 from bertlab.app.ui.training import finetune_tab, pretrain_tab
@@ -218,14 +218,14 @@ def _plot_signature(page, sel):
     return page.locator(f"{sel} .scatterlayer path.js-line").evaluate_all("els => els.map(e => e.getAttribute('d')).join('|')")
 
 
-def _wait_status(page, sel, pattern, timeout=90):
+def _wait_status(page, sel, pattern, timeout=300):
     t0 = time.time()
     while time.time() - t0 < timeout:
         text = page.locator(sel).inner_text()
         if re.search(pattern, text):
             return text
         page.wait_for_timeout(300)
-    page.screenshot(path=str(SHOTS / "failed_wait.png"), full_page=True)
+    shot(page, "failed_wait.png", full_page=True)
     raise AssertionError(f"{sel} never matched {pattern!r}; last: {text!r}")
 
 
@@ -244,7 +244,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.get_by_label("Upload a file").check()
         page.locator("#pretrain-upload").wait_for(state="visible")  # shown by the server's answer to the tick
         page.locator("#pretrain-upload input[type=file]").set_input_files(str(corpus))
-        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for(timeout=60_000)
+        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for(timeout=120_000)
         page.get_by_label("Steps").fill("5000")
         page.get_by_label("Run name").first.fill("ui-tiny")
         page.locator("#pretrain-start").click()
@@ -255,24 +255,24 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
             page.wait_for_timeout(500)
             seen.append(_plot_signature(page, "#pretrain-plot"))
         assert len(set(s for s in seen if s)) >= 2 and len(set(seen)) >= 3, "the chart did not update twice"
-        page.screenshot(path=str(SHOTS / "8_pretrain_running.png"), full_page=True)
+        shot(page, "8_pretrain_running.png", full_page=True)
 
-        other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # another student: own storage
+        other = new_page(browser, (1400, 1000))  # another student: own storage
         other.goto(server)
         other.get_by_role("tab", name="Pre-train").click()
         other.locator("#pretrain-run input").click()
         other.get_by_role("option", name="ui-tiny").click()
         _wait_status(other, "#pretrain-status", "another visitor's run")
         other.locator("#pretrain-stop").click()
-        other.get_by_text("started in another browser").first.wait_for(timeout=20_000)
-        other.screenshot(path=str(SHOTS / "8_pretrain_other_session.png"))
+        other.get_by_text("started in another browser").first.wait_for(timeout=120_000)
+        shot(other, "8_pretrain_other_session.png")
         assert "running" in page.locator("#pretrain-status").inner_text()
 
         page.reload()  # the reloaded page finds its own running job again, and the form shows its settings
         page.get_by_role("tab", name="Pre-train").click()
         _wait_status(page, "#pretrain-status", r"ui-tiny · running .*started in this browser")
         page.wait_for_function("() => document.querySelector('#pretrain-recipe input').value.startsWith('The settings')",
-                               timeout=20_000)
+                               timeout=120_000)
         assert page.get_by_label("Steps").input_value() == "5000"  # not the recipe's 2,000
         page.locator("#pretrain-model").get_by_text("Model", exact=True).click()
         assert page.get_by_label("Vocabulary").input_value() == "300" and page.get_by_label("Layers").input_value() == "2"
@@ -284,7 +284,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.locator("#pretrain-stop").click()
         _wait_status(page, "#pretrain-status", r"stopped · step")
         assert int(re.search(r"step ([\d,]+)", resumed).group(1).replace(",", "")) >= step
-        page.screenshot(path=str(SHOTS / "8_pretrain_stopped.png"), full_page=True)
+        shot(page, "8_pretrain_stopped.png", full_page=True)
 
         folder = next(tmp_path_factory.getbasetemp().glob("app*/runs/ui-tiny"))  # a second ended run to overlay
         shutil.copytree(folder, folder.with_name("ui-copy"))
@@ -294,7 +294,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.wait_for_timeout(1500)  # the browser stores what it shows
         page.reload()  # the overlay comes back with the run it was laid on
         page.get_by_role("tab", name="Pre-train").click()
-        page.locator("#pretrain-overlay").get_by_text("ui-copy").wait_for(timeout=20_000)
+        page.locator("#pretrain-overlay").get_by_text("ui-copy").wait_for(timeout=120_000)
         assert page.locator("#pretrain-run input").input_value() == "ui-tiny"
 
         page.get_by_role("tab", name="Fine-tune").click()
@@ -304,12 +304,12 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.locator("#finetune-params").get_by_text("parameters").wait_for()
         page.locator("#finetune-start").click()
         _wait_status(page, "#finetune-status", r"finished", timeout=180)
-        page.locator("#finetune-confusion").get_by_text("Confusion matrix (validation").wait_for(timeout=30_000)
+        page.locator("#finetune-confusion").get_by_text("Confusion matrix (validation").wait_for(timeout=120_000)
         assert page.locator("#finetune-confusion .heatmaplayer, #finetune-confusion .hm").count() >= 1
         page.locator("#finetune-try").click()
-        page.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=30_000)
+        page.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=120_000)
         assert "finetune-" in page.locator("#finetune-summary").inner_text()
-        page.screenshot(path=str(SHOTS / "9_finetune.png"), full_page=True)
+        shot(page, "9_finetune.png", full_page=True)
         assert page.get_by_text("Traceback").count() == 0
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

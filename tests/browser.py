@@ -51,6 +51,15 @@ def close_shared_browser() -> None:
     _PLAYWRIGHT = _BROWSER = None
 
 
+def run_async(coro):
+    """asyncio.run(coro) in a thread of its own: the shared browser's sync Playwright keeps an event loop
+    running in the test's thread, where asyncio.run is refused."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def shots_wanted() -> bool:
     return os.environ.get("BERTLAB_SHOTS") == "1"
 

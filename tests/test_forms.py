@@ -109,7 +109,7 @@ def test_a_form_filling_handler_that_changes_nothing_says_so_in_a_way_gradio_tak
     """An empty dict reads to Gradio as one value ("didn't return enough output values", a traceback in
     the server's log): the recipe box showing a run's settings, and a picked run without a pre-training
     spec, change nothing with one skip(), and a run's settings come as a dict of the event's outputs."""
-    import asyncio
+    from browser import run_async
 
     from bertlab.app import jobs
     from bertlab.train.runs import Run
@@ -121,7 +121,7 @@ def test_a_form_filling_handler_that_changes_nothing_says_so_in_a_way_gradio_tak
         out = block_fn.fn(*args)
         if isinstance(out, dict) and out != gr.skip():
             assert set(out) <= set(block_fn.outputs) and len(out) > 5, (name, args)
-        asyncio.run(demo.postprocess_data(block_fn, out, None))  # what Gradio does with it: no ValueError
+        run_async(demo.postprocess_data(block_fn, out, None))  # what Gradio does with it: no ValueError
 
 
 def test_an_api_caller_may_leave_out_any_spec_field(demo):

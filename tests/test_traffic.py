@@ -8,6 +8,7 @@ import types
 
 import httpx
 import pytest
+from browser import run_async
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse
@@ -57,9 +58,9 @@ def test_a_guarded_queue_refuses_before_gradio_queues_and_passes_the_rest():
     traffic.guard_queue(demo, per_session=3, per_address=32)
     req = types.SimpleNamespace(client=types.SimpleNamespace(host="1.1.1.1"))
     body = lambda i, s: types.SimpleNamespace(fn_index=i, session_hash=s)  # noqa: E731
-    ok, why, state = asyncio.run(q.push(body(0, "s"), req, None))
+    ok, why, state = run_async(q.push(body(0, "s"), req, None))
     assert (ok, state) == (False, "queue_full") and "3 requests waiting" in why and calls == []
-    assert asyncio.run(q.push(body(1, "other"), req, None)) == (True, "event-id", "success") and calls == [1]
+    assert run_async(q.push(body(1, "other"), req, None)) == (True, "event-id", "success") and calls == [1]
 
 
 def upload_app(tmp_path, clock, **kw):
@@ -113,10 +114,10 @@ def test_a_flood_of_probes_leaves_the_class_its_fill_mask(tmp_path):
                                             for s, a in zip(sessions(n), addresses(n))))
             return [r.status_code for r in rs], [r.json().get("detail", "") for r in rs if r.status_code != 200]
 
-        codes, why = asyncio.run(flood(24, lambda n: ["one"] * n, lambda n: ["10.0.0.1"] * n))  # one page
+        codes, why = run_async(flood(24, lambda n: ["one"] * n, lambda n: ["10.0.0.1"] * n))  # one page
         assert codes.count(200) <= 16 + 2 and any("This page already has 16 requests waiting" in w for w in why)
         # strangers' probes from many pages and addresses: they take half the queue, no more
-        codes, why = asyncio.run(flood(60, lambda n: [f"p{i}" for i in range(n)],
+        codes, why = run_async(flood(60, lambda n: [f"p{i}" for i in range(n)],
                                        lambda n: [f"10.1.{i}.1" for i in range(n)]))
         assert codes.count(200) <= 32 + 2 and any("busy with long requests" in w for w in why), (codes, why)
         client = Client(url, verbose=False)

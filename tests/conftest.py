@@ -19,27 +19,10 @@ SERVERS = {"plain_app", "server", "client", "laptop", "distill_server", "race_se
            "family_server"}
 
 
-# The modules that take longest, longest first (measured on 2 workers, 2026-11-29: test_examples 563 s,
-# test_browser_lessons 221 s, ...; 15 s and more): pytest-xdist hands a worker the next module when it is
-# free, so these start first and the short ones fill in at the end.
-LONGEST_FIRST = ("test_examples", "test_browser_lessons", "test_browser_finetune", "test_browser_embed_arch_probe",
-                 "test_quiet_logs", "test_ui_training", "test_security", "test_browser_adapt", "test_browser_fold",
-                 "test_probing", "test_browser_pretrain", "test_browser_shell", "test_variants_app",
-                 "test_browser_attention", "test_pretrain", "test_browser_distill", "test_browser_links",
-                 "test_browser_text_tabs", "test_browser_layer_story", "test_browser_axes", "test_compare",
-                 "test_ui_probe", "test_browser_sarcasm", "test_app", "test_ui_scaling_sweep", "test_forgetting",
-                 "test_jobs", "test_ui_exercises", "test_browser_race", "test_sessions_bounded", "test_predict_cli",
-                 "test_bench_gpu", "test_memory_measure", "test_ui_scaling", "test_classroom", "test_ui_race",
-                 "test_ui_distill", "test_ui_finetune_compare", "test_upload_memory", "test_heads_tasks",
-                 "test_teacher_guard")
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SERVERS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
 
 
 def pytest_unconfigure(config):

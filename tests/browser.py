@@ -93,10 +93,7 @@ def chromium_page(size: tuple[int, int] = (1400, 1000)):
     browser = shared_browser()
     before = set(browser.contexts)
     outside, errors = [], []
-    phone = size[0] < 600
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, is_mobile=phone, has_touch=phone)
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
+    page = new_page(browser, size)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).scheme in ("http", "https", "ws", "wss")
             and urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
@@ -186,8 +183,8 @@ def kill_runs_under(runs: Path) -> None:
 
 
 def new_page(browser, size: tuple[int, int]):
-    """A second page in a context of its own (another student: own storage) at `size`, a phone's
-    width a touch device; closed with the chromium_page block that lent `browser`."""
+    """A page in a context of its own (another student: own storage) at `size`, a phone's width a
+    touch device; closed with the chromium_page block that lent `browser`."""
     phone = size[0] < 600
     context = browser.new_context(viewport={"width": size[0], "height": size[1]}, is_mobile=phone, has_touch=phone)
     context.set_default_timeout(TIMEOUT_MS)

@@ -150,6 +150,19 @@ def to_pretraining_keys(sd: dict[str, torch.Tensor], prefix: str = "bert") -> di
     return out
 
 
+def params_at_most(c: BertConfig) -> int:
+    """An upper bound of count_params for any member, cheap enough for every load: every table
+    untied, every head present, generous small terms. A config under the server's
+    limit by this bound needs no meta build (whose first use costs ~2 s of CPU: it imports torch._dynamo)."""
+    E, H, I, V = c.embedding_dim, c.hidden_size, c.intermediate_size, c.vocab_size
+    shares = "num_hidden_groups" in family.MEMBERS[c.model_type].only  # ALBERT stores groups, not layers
+    layers = c.num_hidden_groups * c.inner_group_num if shares else c.num_hidden_layers
+    per_layer = 4 * H * H + 2 * H * I + 16 * H + 2 * I
+    tables = (V + c.max_position_embeddings + c.type_vocab_size) * E + 8 * E
+    heads = 3 * H * H + 2 * H * E + V * E + 2 * V + 16 * (H + E)
+    return tables + E * H + layers * per_layer + heads + 1024
+
+
 def count_params(config: BertConfig) -> int:
     """Exact, without allocating: the model built on the meta device."""
     with torch.device("meta"):
@@ -169,7 +182,8 @@ def load_model(folder: str | os.PathLike, config: BertConfig | None = None,
         architectures = read_json_config(folder / "config.json").get("architectures") or ()
     shared = config.num_hidden_layers // config.num_hidden_groups  # ALBERT stores one weight set per group
     floor = config.num_hidden_layers // shared * 4 * config.hidden_size ** 2  # attention alone: no meta build of a huge one
-    if max_params is not None and (n := floor if floor > max_params else count_params(config)) > max_params:
+    if max_params is not None and params_at_most(config) > max_params and (
+            n := floor if floor > max_params else count_params(config)) > max_params:
         raise ValueError(f"{folder.name}: its config.json describes at least {n:,} parameters; this server "
                          f"loads at most {max_params:,}")
     cls = family.model_class(config, architectures if isinstance(architectures, list) else ())

@@ -288,6 +288,17 @@ def test_published_sizes_match_transformers(name):
 
 
 @pytest.mark.parametrize("kind", FAMILY)
+def test_the_cheap_bound_never_counts_fewer_than_the_model_has(kind):
+    """load_model skips the exact (meta-device) count when params_at_most is under the server's limit:
+    the bound must hold for every member, at odd shapes and at every preset (bare config and heads)."""
+    from bertlab import config as cfg
+    from bertlab.checkpoint import count_params, params_at_most
+    for c in [FAMILY[kind]] + [cfg.preset(p, kind) for p in cfg.preset_names(kind)]:
+        n = count_params(c)
+        assert n <= params_at_most(c) <= 2 * n + 10_000, (c, n)
+
+
+@pytest.mark.parametrize("kind", FAMILY)
 def test_family_counts_match_our_models(kind):
     """bertlab's own class for each member (family.CLASSES), when its module has been written."""
     from bertlab import family

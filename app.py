@@ -4,7 +4,6 @@ Every view is a stateless function of (model, text), so many students can share 
 model choice is per browser session, and loaded models are cached for everyone.
 """
 import os
-import time
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 # Gradio's queue rebuilds a pandas summary of its last 10,000 events after every event by default:
@@ -16,7 +15,7 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 
-from bertlab.app import traffic  # noqa: E402
+from bertlab.app import serving, traffic  # noqa: E402
 from bertlab.app.limits import app_device, device_label, limits  # noqa: E402
 from bertlab.app.ui.labs import architecture_tab, probe_tab, scaling_tab  # noqa: E402
 from bertlab.app.ui.lessons import lessons_tab  # noqa: E402
@@ -109,27 +108,15 @@ def check_settings() -> str:
         raise SystemExit(f"bertlab: {e}") from None
 
 
-def patient_start_check(limit_s: float = 900.0):
-    """Gradio's launch() asks for its own page once, with a 3 s time-out, and exits ("localhost is not
-    accessible") when the answer is slower: on a busy machine (a class server beside a training job, a
-    Space restarting) it often is. The server is already listening then, so wait for the page as long as
-    it takes to render, say once when it is up, and let launch() go on."""
-    import urllib.request
-    from gradio import networking
-
-    def url_ok(url: str) -> bool:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit_s:
-            try:
-                with urllib.request.urlopen(url, timeout=60) as r:
-                    if r.status == 200:
-                        print(f"bertlab: the page is up at {url} ({time.monotonic() - t0:.1f} s after listening)",
-                              flush=True)
-                        return True
-            except OSError:  # refused, reset or slow: the server is still starting
-                time.sleep(0.5)
-        return False
-    networking.url_ok = url_ok
+def warm_up() -> None:
+    """Once the first page is up (not before: a restart on a busy Space serves sooner): load the shipped
+    model, which the first visitor would otherwise wait for, and prepare the default recipe's data."""
+    try:
+        models.get(models.DEFAULT)
+    except Exception as e:  # noqa: BLE001 -- the views say it again, each with its own message
+        print(f"bertlab: the shipped model did not load: {e}", flush=True)
+    if limits().warm_cache:  # the default recipe's data, prepared in the background (BERTLAB_WARM_CACHE)
+        pretrain_tab.warm_default_recipe()
 
 
 def main() -> None:
@@ -138,20 +125,18 @@ def main() -> None:
     os.environ["FORWARDED_ALLOW_IPS"] = limits().trusted_proxies
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     print(f"bertlab: models and training jobs run on {device_label(device)} (BERTLAB_DEVICE)", flush=True)
-    models.get(models.DEFAULT)  # load before the first visitor arrives
-    if limits().warm_cache:  # the default recipe's data, prepared in the background (BERTLAB_WARM_CACHE)
-        pretrain_tab.warm_default_recipe()
     lim = limits()
     demo = traffic.guard_queue(build_app().queue(default_concurrency_limit=4, max_size=64),
                                lim.queue_per_session, lim.queue_per_address)
     uploads = Middleware(traffic.UploadGuard, mb_per_hour=lim.upload_mb_per_hour, total_mb=lim.uploads_mb)
-    patient_start_check()
-    demo.launch(app_kwargs={"middleware": [uploads]},
+    serving.patient_start_check(then=warm_up)
+    serving.light_sessions()
+    demo.launch(app_kwargs={"middleware": [serving.compressed(), uploads]},
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD,  # Gradio refuses bigger uploads before storing them
-        # each session holds its own copy of the page's config (~1.3 MB here): Gradio kept 10,000; the
-        # least recently used go first, and a page that comes back starts a fresh one
+        # Gradio kept 10,000 sessions: the least recently used go first, and a page that comes back
+        # starts a fresh one
         state_session_capacity=limits().max_sessions)
 
 

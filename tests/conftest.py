@@ -75,7 +75,7 @@ def small_corpus(tmp_path_factory):
 
 # Gradio's launch() asks for its own page once (httpx.head, 3 s time-out) and quit when a busy machine
 # answered later. The shared app starts with every such check timing out, as on the busiest machine:
-# it must serve all the same (app.patient_start_check).
+# it must serve all the same (serving.patient_start_check).
 SLOW_HEAD = """
 import httpx
 

@@ -32,7 +32,7 @@ class Limits:
     model_cache_mb: float  # models the views keep loaded
     worker_mb: float  # address space of the worker process that runs probes
     job_mb: float  # private memory (heap, anonymous maps) of one training job process
-    max_sessions: int  # browser sessions the server keeps (Gradio copies the page's config into each)
+    max_sessions: int  # browser sessions the server keeps (~0.1 MB each: what a session changed, serving.light_sessions)
     upload_age_s: int  # an uploaded file is deleted this long after it came (a run keeps its own copy)
     allow_local_paths: bool  # may the web name a folder of the server (model picker)?
     queue_per_session: int = 16  # events one browser session may have waiting in Gradio's queue
@@ -122,7 +122,7 @@ def limits() -> Limits:
                   model_cache_mb=_env_num("BERTLAB_MODEL_CACHE_MB", 3000.0, float),
                   worker_mb=_env_num("BERTLAB_WORKER_MB", 6000.0, float),
                   job_mb=_env_num("BERTLAB_JOB_MB", 6000.0, float),
-                  max_sessions=_env_num("BERTLAB_MAX_SESSIONS", 300),
+                  max_sessions=_env_num("BERTLAB_MAX_SESSIONS", 1000),
                   upload_age_s=_env_num("BERTLAB_UPLOAD_AGE_S", 3600),
                   queue_per_session=_env_num("BERTLAB_QUEUE_PER_SESSION", 16),
                   queue_per_address=_env_num("BERTLAB_QUEUE_PER_ADDRESS", 32),

@@ -132,6 +132,9 @@ def check(answer, n, choice, progress):
 
 def build(model: gr.Textbox) -> None:
     progress = gr.BrowserState({"answered": {}}, storage_key=STORAGE_KEY)
+    # the first lesson is on the page as it arrives (a phone shows it at once); the page's load event
+    # then moves to where this browser's progress says
+    first = show(LESSONS[0].number, None)
     gr.Markdown(INTRO, elem_id="lesson-intro")
     bar = gr.Markdown(progress_md(None), elem_id="lesson-progress")
     with gr.Row(elem_id="lesson-nav"):  # on a phone: the lesson's whole name, then the two buttons below
@@ -139,19 +142,20 @@ def build(model: gr.Textbox) -> None:
                            elem_id="lesson-pick")
         with gr.Column(scale=1, min_width=240):
             with gr.Row():
-                prev_btn = gr.Button("← Previous", min_width=100, elem_id="lesson-prev")
+                prev_btn = gr.Button("← Previous", min_width=100, elem_id="lesson-prev", interactive=False)
                 next_btn = gr.Button("Next →", min_width=100, variant="primary", elem_id="lesson-next")
     links.copy_button("lessons")  # the teacher's link to the lesson on the projector
-    body = gr.Markdown(latex_delimiters=LATEX, elem_id="lesson-body")
-    tries = gr.HTML(elem_id="lesson-try")
-    expect = gr.Markdown(elem_id="lesson-expect")
-    pointer = gr.Markdown(elem_id="lesson-script")
+    body = gr.Markdown(first[0], latex_delimiters=LATEX, elem_id="lesson-body")
+    tries = gr.HTML(first[1], elem_id="lesson-try")
+    expect = gr.Markdown(first[2], elem_id="lesson-expect")
+    pointer = gr.Markdown(first[3], elem_id="lesson-script")
     with gr.Accordion("The example script", open=False, elem_id="lesson-code-box"):
-        code = gr.Code(language="python", interactive=False, show_label=False, elem_id="lesson-code")
-    question = gr.Markdown(elem_id="lesson-question")
+        code = gr.Code(first[4]["value"], language="python", interactive=False, show_label=False,
+                       elem_id="lesson-code", visible=first[4]["visible"])
+    question = gr.Markdown(first[5], elem_id="lesson-question")
     with gr.Row(equal_height=True):
         answer = gr.Textbox(label="Your answer", max_length=MAX_ANSWER_CHARS, scale=4, min_width=200,
-                            elem_id="lesson-answer")
+                            elem_id="lesson-answer", placeholder=first[6]["placeholder"])
         check_btn = gr.Button("Check with the model", variant="primary", scale=1, min_width=160,
                               elem_id="lesson-check")
     feedback = gr.Markdown(elem_id="lesson-feedback")

@@ -160,7 +160,9 @@ def build() -> None:
         refresh_btn = gr.Button("Refresh", min_width=120, scale=1, elem_id="class-refresh")
         live = gr.Checkbox(False, label=f"refresh every {REFRESH_S} s", min_width=160, scale=1)
     note = gr.Markdown(elem_id="class-note")
-    plot = gr.Plot(empty_figure("Loading the class's runs…", height=160), show_label=False, elem_id="class-plot")
+    # no figure until the runs are read: a figure on the page as it arrives makes a phone fetch and start
+    # plotly (1.3 MB) before it shows the first lesson
+    plot = gr.Plot(None, show_label=False, elem_id="class-plot")
     table = gr.Dataframe(headers=HEADERS, interactive=False, wrap=False, label="Ranking by held-out accuracy",
                          elem_id="class-table")
     timer = gr.Timer(REFRESH_S, active=False)

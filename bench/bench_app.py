@@ -111,14 +111,17 @@ def stop(proc) -> None:
     proc.wait(timeout=60)
 
 
-def starts(n: int) -> dict:
-    """Medians over n launches: wall and CPU seconds to the first page, its size and HEAD's time."""
+def starts(n: int, stay_s: float = 0) -> dict:
+    """Medians over n launches: wall and CPU seconds to the first page, its size and HEAD's time; with
+    stay_s, how many were still serving that long after their first page."""
     import httpx
-    wall, cpu, head, page = [], [], [], None
+    wall, cpu, head, page, stayed = [], [], [], None, 0
     for _ in range(n):
         proc, url, t = launch_app()
         wall.append(t)
         cpu.append(cpu_s(proc.pid))
+        time.sleep(stay_s)  # Gradio's own check, when it fails, ends the process within seconds
+        stayed += proc.poll() is None and httpx.get(url, timeout=120).status_code == 200
         r = httpx.get(url, headers={"Accept-Encoding": "gzip"}, timeout=60)
         page = {"bytes": len(r.content), "sent": int(r.headers["content-length"]),
                 "encoding": r.headers.get("content-encoding")}
@@ -128,7 +131,17 @@ def starts(n: int) -> dict:
             head.append(time.perf_counter() - t0)
         stop(proc)
     return {"wall_s": statistics.median(wall), "cpu_s": statistics.median(cpu), "cpu_all": cpu,
-            "head_s": statistics.median(head), "page": page}
+            "head_s": statistics.median(head), "page": page, "stayed": stayed, "wall_all": wall}
+
+
+def beside_burners(n: int, burners: int) -> dict:
+    """n starts while `burners` processes spin the CPUs: each must serve and stay up (30 s after)."""
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
+    try:
+        return starts(n, stay_s=30)
+    finally:
+        for p in spin:
+            p.kill()
 
 
 def session_cost(n: int) -> dict:
@@ -185,6 +198,7 @@ def main():
     p.add_argument("--starts", type=int, default=5)
     p.add_argument("--sessions", type=int, default=300)
     p.add_argument("--phone", type=int, default=5)
+    p.add_argument("--burners", type=int, default=2, help="CPU-burning processes beside the busy starts (0: skip them)")
     a = p.parse_args()
     for name, s in server_side(a.reps).items():
         print(f"{name:<12} {s * 1000:7.1f} ms  (goal <= 50 ms)")
@@ -203,6 +217,10 @@ def main():
     if a.phone:
         ph = phone(a.phone)
         print(f"phone        {ph['ms']:7.0f} ms to the first tab (each: {ph['all_ms']}; goal <= 3000 ms)")
+    if a.burners:
+        bz = beside_burners(a.starts, a.burners)
+        print(f"busy starts  {bz['stayed']} of {a.starts} served and stayed up beside {a.burners} CPU burners "
+              f"(first page after {', '.join(f'{w:.0f}' for w in bz['wall_all'])} s)")
 
 
 if __name__ == "__main__":

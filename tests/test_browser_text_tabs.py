@@ -173,7 +173,12 @@ def test_spans_from_lesson_2s_link(server, laptop, size):
     panel.get_by_text("spans of whole words").first.wait_for(timeout=120_000)
     assert page.locator("#masking-spans input[type=checkbox]").is_checked()
     said = panel.get_by_text("came in runs of").first.inner_text()
-    assert float(re.search(r"runs of ([\d.]+)", said)[1]) > 2
+    # issue 42, item 4: the draw spends the rate's budget (35 % of this sentence was hidden before), and
+    # the runs are said in the pieces shown and in words
+    chosen, maskable = map(int, re.search(r"(\d+) of (\d+) maskable pieces selected", said).groups())
+    assert abs(chosen - round(link.params["rate"] * maskable)) <= 1 < chosen
+    pieces, words = map(float, re.search(r"runs of ([\d.]+) pieces \(([\d.]+) words\)", said).groups())
+    assert 1 < words <= pieces <= round(link.params["rate"] * maskable) + 1
     page.wait_for_timeout(800)
     assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
     shot(page, f"masking_spans_{'phone' if phone else 'desktop'}.png")

@@ -202,6 +202,38 @@ def test_span_lengths_follow_spanberts_truncated_geometric():
     assert share.tolist() == pytest.approx(pmf, abs=0.004)
 
 
+def test_spans_spend_exactly_the_rates_budget_per_row():
+    """issue 42, item 4: SpanBERT samples spans until 15 % of the sequence is masked. Tokens as words: exactly
+    round(rate × eligible) per row, at every length and rate; words of 1-3 pieces: whole words, within one
+    piece of it (two where a one-token budget can only take a three-piece word), never a whole run forced."""
+    g = torch.Generator().manual_seed(5)
+    B, T = 3000, 96
+    ids = torch.randint(10, 100, (B, T), generator=g)
+    lengths = torch.randint(3, T + 1, (B,), generator=g)
+    special = torch.arange(T)[None] >= lengths[:, None]
+    special[:, 0] = True
+    special[torch.arange(B), lengths - 1] = True
+    n = (~special).sum(1)
+    for rate in (0.15, 0.3, 0.05):
+        sel = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, spans=True, rate=rate,
+                          generator=gen(2)).labels != -100
+        budget = (rate * n.double()).round().long().clamp(min=1) * (n > 0)
+        assert torch.equal(sel.sum(1), budget), rate
+        assert (sel & special).sum() == 0
+    pieces = torch.randint(1, 4, (B, T), generator=g).cumsum(1)  # words of 1-3 pieces
+    words = torch.searchsorted(pieces, torch.arange(T).expand(B, T).contiguous(), right=True)
+    words = torch.where(special, torch.full_like(words, -1), words)
+    sel = mask_tokens(ids, special, mask_token_id=MASK, random_ids=ORDINARY, word_ids=words, spans=True,
+                      generator=gen(3)).labels != -100
+    budget = (0.15 * n.double()).round().long().clamp(min=1)
+    miss = sel.sum(1) - budget
+    assert miss.abs().max() <= 2 and miss[budget >= 2].abs().max() <= 1
+    assert abs(sel.sum().item() / n.sum().item() - 0.15) < 0.01
+    for r in range(100):  # whole words only
+        for w in words[r][words[r] >= 0].unique():
+            assert sel[r][words[r] == w].all() or not sel[r][words[r] == w].any()
+
+
 def test_spans_select_whole_runs_of_words_at_the_rate():
     ids, special = batch()
     g = torch.Generator().manual_seed(0)

@@ -109,8 +109,11 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     word) with probability `rate`; of those, `mask_frac` become [MASK], `random_frac` a token drawn
     from `random_ids` (never a special one), the rest stay. Every sequence with an eligible token
     gets at least one selection, so a batch never has zero labels. `spans` (SpanBERT): the words
-    (tokens without `word_ids`) are first cut into runs of span_lengths() words, and each run is
-    selected, and gets its rule, as one: the same `rate` of the tokens, in contiguous spans."""
+    (tokens without `word_ids`) are first cut into runs of span_lengths() words; runs are then taken
+    in a random order until a budget of round(rate × eligible tokens) is spent, the last run cut short
+    to fit, as SpanBERT samples spans until 15 % of the sequence is masked. Each run gets one rule. A
+    word is taken whole, when at least half of its pieces fit the budget, so with words of several
+    pieces a row's count may miss the budget by less than half a word."""
     squeeze = input_ids.dim() == 1
     if squeeze:  # a single (T,) sequence is fine too
         input_ids, special_mask = input_ids[None], special_mask[None]
@@ -130,6 +133,7 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     if spans:  # one more draw first: the span lengths, then each word's span = the run it falls in
         if word_ids is None:  # tokens are the words, counted over eligible positions only
             group = (eligible.long().cumsum(1) - 1).clamp(min=0)
+        word = group  # (B, T) the word each token belongs to
         ends = span_lengths((B, T), generator).cumsum(1).to(dev)  # (B, T): span s ends before word ends[s]
         group = torch.searchsorted(ends, group.contiguous(), right=True)  # (B, T) span index, < T
     # Four fixed-size draws, always in this order: same generator state -> same masks.
@@ -139,7 +143,7 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     rand_ids = (random_ids.cpu()[pick] if len(random_ids) else pick).to(dev)
     score = torch.rand(B, T, generator=generator).to(dev)
 
-    selected = eligible & (u_sel < rate)  # (B, T)
+    selected = _span_budget(eligible, word, u_sel, rate) if spans else eligible & (u_sel < rate)  # (B, T)
     need = eligible.any(1) & ~selected.any(1)  # (B,) rows that drew nothing
     if need.any():  # force one random eligible word (its whole group) in those rows
         pick = score.masked_fill(~eligible, -1.0).argmax(1, keepdim=True)  # (B, 1)
@@ -154,6 +158,23 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
     out = torch.where(rule == RANDOM, rand_ids.to(out.dtype), out)
     labels = torch.where(selected, input_ids.long(), torch.full_like(input_ids, IGNORE_INDEX).long())
     return MaskResult(out[0], labels[0], rule[0]) if squeeze else MaskResult(out, labels, rule)
+
+
+def _span_budget(eligible: torch.Tensor, word: torch.Tensor, key: torch.Tensor, rate: float) -> torch.Tensor:
+    """(B, T) selected: the runs in the order of their draws (`key`, one value per run), each in reading
+    order, until round(rate × eligible) tokens; then rounded to whole words (in when half or more fit)."""
+    B, T = eligible.shape
+    n = eligible.sum(1)  # (B,)
+    budget = (rate * n.double()).round().long().clamp(min=1)  # (B,)
+    order = torch.sort(key.masked_fill(~eligible, 2.0), dim=1, stable=True).indices  # (B, T)
+    first_k = torch.arange(T, device=key.device).expand(B, T) < budget[:, None]  # (B, T) in drawn order
+    within = torch.zeros_like(eligible).scatter(1, order, first_k) & eligible  # (B, T) back in reading order
+    inside = torch.zeros(B, T, device=key.device).scatter_add(1, word, within.float()).gather(1, word)
+    size = torch.zeros(B, T, device=key.device).scatter_add(1, word, eligible.float()).gather(1, word)
+    selected = eligible & (inside > 0) & (2 * inside >= size)
+    none = eligible.any(1) & ~selected.any(1)  # (B,) a budget smaller than half of every word it touched
+    first = word.gather(1, order[:, :1])  # (B, 1) the word the first drawn run begins with: taken whole
+    return selected | (eligible & (word == first) & none[:, None])
 
 
 def taught_per_example(length: int, rate: float = 0.15, draws: int = 2000, seed: int = 0) -> float:

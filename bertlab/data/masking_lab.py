@@ -8,7 +8,7 @@ import torch
 
 from ..tokenizer import special_token_ids
 from .masking import (IGNORE_INDEX, KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens,
-                      span_lengths, special_tokens_mask, word_ids_from_pieces)
+                      special_tokens_mask, word_ids_from_pieces)
 
 RULE_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random", KEPT: "kept"}
 MAX_SAMPLES = 5000
@@ -63,21 +63,10 @@ def expected_share(rate: float, word_lengths: list[int]) -> float:
     return rate + p_none * sum(l * l for l in word_lengths) / (n * n)
 
 
-def span_expected_share(rate: float, word_lengths: list[int], seed: int = 0, cuts: int = 400) -> float:
-    """expected_share with spans: the runs are random, so the exact value for each way of cutting the words
-    into runs (span_lengths, as mask_tokens cuts them), averaged over `cuts` cuts."""
-    g = torch.Generator().manual_seed(seed + 7)
-    lengths = span_lengths((cuts, max(1, len(word_lengths))), g).tolist()
-    total = 0.0
-    for row in lengths:
-        runs, i = [], 0
-        for n in row:
-            if i >= len(word_lengths):
-                break
-            runs.append(sum(word_lengths[i:i + n]))
-            i += n
-        total += expected_share(rate, runs)
-    return total / cuts
+def span_share(rate: float, eligible: int) -> float:
+    """The share spans hide in every draw: their budget, round(rate × eligible tokens), at least one (a
+    row of whole words of several pieces may miss it by less than half a word)."""
+    return max(1, round(rate * eligible)) / eligible if eligible else 0.0
 
 
 def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_samples: int = 200,
@@ -102,15 +91,16 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
     return {
         "samples": n, "eligible_tokens": eligible, "words": len(lengths), "selected_tokens": selected,
         "selected_share": selected / (n * eligible),
-        "expected_share": span_expected_share(float(rate), lengths, int(seed)) if spans else
-        expected_share(float(rate), lengths), "rate": float(rate),
+        "expected_share": span_share(float(rate), eligible) if spans else expected_share(float(rate), lengths),
+        "rate": float(rate),
         "counts": counts,
         "split": {k: (v / selected if selected else 0.0) for k, v in counts.items()},
         "expected_split": {"[MASK]": float(mask_frac), "random": float(random_frac),
                            "kept": max(0.0, round(1.0 - float(mask_frac) - float(random_frac), 12))},
         # whole words share one rule, so the split is over words there, and noisier per token
         "whole_word": bool(whole_word), "spans": bool(spans),
-        "mean_run": mean_run(m.labels != IGNORE_INDEX),  # masked words come in runs: ~1 alone, ~4+ with spans
+        "mean_run": mean_run(m.labels != IGNORE_INDEX),  # in pieces: masked words come in runs with spans
+        "mean_run_words": None if words is None else mean_run_words(m.labels != IGNORE_INDEX, words),
     }
 
 
@@ -119,3 +109,11 @@ def mean_run(selected: torch.Tensor) -> float:
     x = selected.int()
     starts = int((x[:, 1:] > x[:, :-1]).sum() + x[:, 0].sum())
     return float(x.sum()) / starts if starts else 0.0
+
+
+def mean_run_words(selected: torch.Tensor, words: torch.Tensor) -> float:
+    """The same runs counted in words: (B, T) `selected`, (T,) word ids (-1 at specials)."""
+    x = selected.int()
+    starts = int((x[:, 1:] > x[:, :-1]).sum() + x[:, 0].sum())
+    first = torch.cat([words[:1] >= 0, (words[1:] != words[:-1]) & (words[1:] >= 0)])  # (T,) a word's first piece
+    return float((selected & first).sum()) / starts if starts else 0.0

@@ -87,7 +87,8 @@ class PretrainSpec(TrainArgs):
                                  "ELECTRA code's rule)", choices=("bert", "electra"), label="Masking rule")
     whole_word: bool = opt(False, "mask all pieces of a word together", label='Whole-word masking')
     span_masking: bool = opt(False, "mask runs of whole words (SpanBERT: lengths geometric, p = 0.2, 1 to 10 words, "
-                                    "mean 3.8) instead of single tokens, at the same mask rate",
+                                    "mean 3.8) instead of single tokens, until the mask rate's share of each "
+                                    "example is spent",
                              label="Span masking (SpanBERT)")
     static_masks: int = opt(0, "0 = draw new masks every time an example is seen (dynamic, RoBERTa's); N = draw N "
                                "masked copies per example once and cycle through them by epoch (static, original "

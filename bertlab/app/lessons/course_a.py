@@ -56,8 +56,9 @@ The draw is new every time a sentence is seen (*dynamic masking*); a seed makes 
 are selected and each one rolls its own die. The chart below the draw counts many draws, and there the
 shares settle near 15 % and 80/10/10. With whole-word masking, all pieces of a word are chosen
 together (`overact ##ing`), which makes the guess harder: the model cannot read half a word.
-SpanBERT hides runs of words (3.8 on average) instead, so a whole phrase must be rebuilt from what
-surrounds it; the Race tab's *span* recipe pre-trains with it.""",
+SpanBERT hides runs of whole words instead (drawn 3.8 words long on average, until the 15 % is spent;
+on one short sentence that budget is a few pieces, so the runs come out shorter), so a whole phrase must
+be rebuilt from what surrounds it; the Race tab's *span* recipe pre-trains with it.""",
     question=f"In draw **#{C.MASK_SEED}** (rate {C.MASK_RATE:.0%}, no whole-word masking), how many of "
              "the selected pieces are replaced by `[MASK]`?",
     placeholder="a number")

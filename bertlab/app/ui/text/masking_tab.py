@@ -17,17 +17,18 @@ EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 %
 is new every time a sentence is seen (*dynamic masking*): press **Re-sample**. *Whole-word*
 masking selects all pieces of a word together (`play ##ing`), which makes the guess harder.
 *Spans* (SpanBERT) go further: the words are cut into runs of 1 to 10 (lengths drawn from a geometric
-distribution, 3.8 words on average) and a whole run is hidden at once, so the model must rebuild a
-phrase from what surrounds it, not a word from its neighbours. The share of tokens hidden stays the
-rate. SpanBERT found this helped span tasks such as question answering; DeBERTa, another descendant,
+distribution, 3.8 words on average), and runs are hidden whole, in a random order, until the rate's
+share of the tokens is spent (the last run cut short to fit), so the model must rebuild a phrase from
+what surrounds it, not a word from its neighbours. The share hidden is the rate in every draw, rounded
+to whole words; on a short sentence the budget is a few tokens, so the runs come out shorter. SpanBERT found this helped span tasks such as question answering; DeBERTa, another descendant,
 keeps BERT's masking but gives attention separate vectors for a word's content and its relative
 position."""
 
 STATS_NOTE = """The bars count many fresh draws of this same sentence. *Selected* is the share of
 maskable tokens chosen (the expected value is a little above the rate on short sentences, because
-at least one token is always chosen). The other bars split the selected tokens by rule. With
-whole-word masking one rule is drawn per word (with spans, per run), so the split moves in bigger
-steps; with spans the expected value is averaged over the ways the sentence can be cut into runs."""
+at least one token is always chosen; with spans it is the budget itself, round(rate × tokens)). The
+other bars split the selected tokens by rule. With whole-word masking one rule is drawn per word (with
+spans, per run), so the split moves in bigger steps."""
 
 EXAMPLES = [
     ["the overacting in this rewatchable sequel was annoying , but the soundtrack was unforgettable .", 0.15, False],
@@ -136,8 +137,8 @@ def mask_preview(text: str, rate: float, whole_word: bool, seed: int, n_samples:
     view = (common.notice_html(text_notes.cut(text)) + common.notice_html(note)
             + f"<div style='color:#374151'>Draw #{seed}: {n_sel} of {draw['eligible']} maskable pieces selected"
             + (" (spans of whole words)" if spans else " (whole words)" if whole_word else "")
-            + (f"; over N draws the selected pieces came in runs of {stats['mean_run']:.1f} on average"
-               if spans or whole_word else "") + "</div>"
+            + (f"; over N draws the selected pieces came in runs of {stats['mean_run']:.1f} pieces"
+               f" ({stats['mean_run_words']:.1f} words) on average" if spans or whole_word else "") + "</div>"
             + f"<div style='line-height:1.3;margin:4px 0 8px'>{tokens_html(enc, tok, draw)}</div>"
             + "<div style='color:#374151;margin-top:6px'><b>What BERT sees</b> (its input; it must "
               "recover the original piece at every coloured position):</div>"
@@ -169,7 +170,7 @@ def build(picker: gr.Dropdown) -> None:
         with gr.Row():  # the two units side by side, under the rate: beside it a phone squeezed them
             whole = gr.Checkbox(label="Whole-word masking", value=False, min_width=160)
             spans = gr.Checkbox(label="Spans (SpanBERT)", value=False, min_width=160, elem_id="masking-spans",
-                                info="runs of 1-10 whole words, 3.8 on average")
+                                info="runs of 1-10 whole words (3.8 on average) until the rate is spent")
         with gr.Row():
             seed = gr.Number(label="Seed (draw number)", value=0, precision=0, min_width=220)  # checked here, naming the field
             n = gr.Slider(10, 2000, value=200, step=10, label="Samples for the statistics (N)", min_width=220)

@@ -82,6 +82,14 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
         seen.append(said.count("No [MASK]"))
         page.wait_for_timeout(250)
     assert max(seen) == 1, seen  # the fill-mask view's message, never the lens's too
+    # issue 42, item 3: what answered the previous sentence does not stay on screen under the message
+    page.wait_for_function("""() => {
+        const p = [...document.querySelectorAll('[role=tabpanel]')].find(e => e.offsetParent !== null);
+        return p && !p.querySelector('mark') && !p.querySelector('.js-plotly-plot')
+            && !(document.querySelector('#fill-in-turn')?.innerText.trim()); }""", timeout=120_000)
+    assert panel.locator("mark").count() == 0 and panel.locator("svg text", has_text="after each layer").count() == 0
+    assert panel.locator(".error").filter(has_text="Error").count() == 0  # no "Error" badge left on a cleared view
+    shot(page, "text_fill_mask_error_desktop.png", full_page=True)
 
 
 def test_next_sentence_river_bank_shows_accuracy_and_ranking(laptop):

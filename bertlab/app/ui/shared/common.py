@@ -247,7 +247,18 @@ def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=No
               gr.on(triggers, _asked(auto, key), inputs, outputs, api_name=False, **by_name, **kw)]
     if examples is not None:
         events.append(examples.load_input_event.then(_asked(auto, key), inputs, outputs, api_name=False, **by_name))
-    return events + [on_open(_opening(auto, key, len(outputs)), inputs, outputs, **by_name)]
+    events.append(on_open(_opening(auto, key, len(outputs)), inputs, outputs, **by_name))
+    clear_on_failure(events, outputs)
+    return events
+
+
+def clear_on_failure(events: list, outputs: list) -> None:
+    """When one of `events` fails (a bad input: its one message), empty `outputs`: the results of the
+    previous input must not stay on screen as if they answered this one."""
+    n = len(outputs)
+    empty = (lambda: None) if n == 1 else (lambda: (None,) * n)
+    for event in events:
+        event.failure(empty, None, outputs, api_name=False, show_progress="hidden")
 
 
 def scroll_to_results(button: gr.Button) -> None:

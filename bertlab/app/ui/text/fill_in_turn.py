@@ -91,4 +91,5 @@ def build(text, causal, picker, after: list) -> dict:
     after[0].success(**args, api_name="fill_in_turn")
     for event in after[1:]:
         event.success(**args, api_name=False)
+    common.clear_on_failure(after, [view, raw])  # the fill-mask view's mistake empties this section too
     return args

@@ -80,5 +80,6 @@ def build(text, k, causal, picker, after: list) -> dict:
     after[0].success(**args, api_name="logit_lens")
     for event in after[1:]:
         event.success(**args, api_name=False)
+    common.clear_on_failure(after, [plot, raw])  # the fill-mask view's mistake empties this section too
     gr.on([which.submit, which.input], **args, api_name=False, trigger_mode="always_last")
     return args

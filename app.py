@@ -60,7 +60,8 @@ def pick(choice: str, current: str):
         return models.describe(choice), choice, gr.update()
     except MODEL_ERRORS as e:
         msg = said(user_error(e))
-    warn(f"{msg} Still using {current or models.DEFAULT}.")
+    msg = msg.rstrip()
+    warn(f"{msg}{'' if msg.endswith(('.', '!', '?')) else '.'} Still using {current or models.DEFAULT}.")
     return gr.update(), current, gr.update(value=current)
 
 

@@ -28,7 +28,7 @@ def test_a_picker_typo_is_one_message_and_the_working_model_stays(server):
         shot(page, "picker_typo.png")
         said = page.locator(".toast-body").all_inner_texts()  # at once: a toast may go between two reads
         assert toast.count() == 1 and not re.search(r"\(\d+\)", said[0]), said  # Gradio folds repeats into "(7)"
-        assert "Still using default (shipped)" in toast.first.inner_text()
+        assert re.search(r"[.!?] Still using default \(shipped\)\.", toast.first.inner_text())  # a sentence each
         assert "check the name" in said[0] and "HF_HUB" not in said[0], said  # a typo, not server settings
         assert box.input_value() == "default (shipped)"  # the picker is back on the model in use
         assert "default (shipped)" in card.inner_text()

@@ -168,3 +168,20 @@ def test_links_reproduce_views_and_survive_strangers(server):
         assert phone.locator(".error").count() == 0
     assert not outside, outside[:5]
     assert not errors, errors
+
+
+@pytest.mark.slow
+def test_a_reload_comes_back_to_the_open_tab(server):
+    """issue 42, item 5: a reload landed on the Lessons; the address now names the open tab."""
+    with chromium_page(DESKTOP) as (_, page, outside, errors):
+        page.goto(server)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+        page.get_by_role("tab", name="Attention").click()
+        page.wait_for_function("() => new URL(location.href).searchParams.get('tab') === 'attention'",
+                               timeout=120_000)
+        page.reload()
+        page.get_by_role("tab", name="Attention", selected=True).wait_for(timeout=120_000)
+        _panel(page).locator(".js-plotly-plot").first.wait_for(timeout=120_000)  # its view drawn, not only its name
+        page.get_by_role("tab", name="Scaling").click()  # another tab replaces it
+        page.wait_for_function("() => location.search === '?tab=scaling'", timeout=120_000)
+        assert not outside and not errors, (outside, errors)

@@ -256,12 +256,30 @@ def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown
     _see_links_on_open(demo, registered, keys, picker, model)
     _follow_changes(demo, filled, held, registered, {picker._id, model._id}).then(select, held, tabs, api_name=False,
                                                           show_progress="hidden")
+    remember_tab(tabs)
     for tab, r in registered.items():
         if "copy" in r:
             btn, box = r["copy"]
             names = list(r.get("inputs", {}))
             btn.click(None, [*r.get("inputs", {}).values(), model], box, api_name=False,
                       js=_copy_js(tab, names))
+
+
+def remember_tab(tabs: gr.Tabs) -> None:
+    """The address names the open tab (?tab=attention), so a reload or a bookmark comes back to it rather
+    than to the Lessons. In the browser only. A link's own values stay in the address while its tab is
+    open; another tab replaces them (and a ?teacher= token, which the browser has stored by then)."""
+    by_title = json.dumps({title: key for title, key in KEYS.items()})
+    tabs.select(None, None, None, api_name=False, show_progress="hidden", js=f"""() => {{ setTimeout(() => {{
+        const list = document.querySelector('#{tabs.elem_id} [role=tablist]');
+        const on = list && list.querySelector('[role=tab][aria-selected=true]');
+        const key = on && {by_title}[on.innerText.trim()];
+        const url = new URL(window.location.href);
+        if (!key || url.searchParams.get('tab') === key) return;
+        url.search = '';
+        url.searchParams.set('tab', key);
+        history.replaceState(history.state, '', url);
+    }}, 0); }}""")
 
 
 def _held(chosen: str) -> tuple[str | None, dict]:

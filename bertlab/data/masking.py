@@ -145,9 +145,10 @@ def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, *, mask_tok
 
     selected = _span_budget(eligible, word, u_sel, rate) if spans else eligible & (u_sel < rate)  # (B, T)
     need = eligible.any(1) & ~selected.any(1)  # (B,) rows that drew nothing
-    if need.any():  # force one random eligible word (its whole group) in those rows
+    if need.any():  # force one random eligible word (with spans: one word, not a whole run) in those rows
+        unit = word if spans else group  # (B, T)
         pick = score.masked_fill(~eligible, -1.0).argmax(1, keepdim=True)  # (B, 1)
-        selected |= eligible & (group == group.gather(1, pick)) & need[:, None]
+        selected |= eligible & (unit == unit.gather(1, pick)) & need[:, None]
 
     rule = torch.zeros(B, T, dtype=torch.int8, device=dev)
     rule[selected & (u_rule < mask_frac)] = MASKED
@@ -171,10 +172,7 @@ def _span_budget(eligible: torch.Tensor, word: torch.Tensor, key: torch.Tensor, 
     within = torch.zeros_like(eligible).scatter(1, order, first_k) & eligible  # (B, T) back in reading order
     inside = torch.zeros(B, T, device=key.device).scatter_add(1, word, within.float()).gather(1, word)
     size = torch.zeros(B, T, device=key.device).scatter_add(1, word, eligible.float()).gather(1, word)
-    selected = eligible & (inside > 0) & (2 * inside >= size)
-    none = eligible.any(1) & ~selected.any(1)  # (B,) a budget smaller than half of every word it touched
-    first = word.gather(1, order[:, :1])  # (B, 1) the word the first drawn run begins with: taken whole
-    return selected | (eligible & (word == first) & none[:, None])
+    return eligible & (inside > 0) & (2 * inside >= size)  # none: mask_tokens forces one word
 
 
 def taught_per_example(length: int, rate: float = 0.15, draws: int = 2000, seed: int = 0) -> float:

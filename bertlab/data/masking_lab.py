@@ -104,16 +104,20 @@ def sample_stats(tok, ids, rate: float = 0.15, whole_word: bool = False, n_sampl
     }
 
 
+def _runs(selected: torch.Tensor) -> int:
+    """How many runs of consecutive selected positions (B, T) `selected` holds."""
+    x = selected.int()
+    return int((x[:, 1:] > x[:, :-1]).sum() + x[:, 0].sum())
+
+
 def mean_run(selected: torch.Tensor) -> float:
     """Mean length, in tokens, of the runs of consecutive selected positions of (B, T) `selected`."""
-    x = selected.int()
-    starts = int((x[:, 1:] > x[:, :-1]).sum() + x[:, 0].sum())
-    return float(x.sum()) / starts if starts else 0.0
+    starts = _runs(selected)
+    return float(selected.sum()) / starts if starts else 0.0
 
 
 def mean_run_words(selected: torch.Tensor, words: torch.Tensor) -> float:
     """The same runs counted in words: (B, T) `selected`, (T,) word ids (-1 at specials)."""
-    x = selected.int()
-    starts = int((x[:, 1:] > x[:, :-1]).sum() + x[:, 0].sum())
+    starts = _runs(selected)
     first = torch.cat([words[:1] >= 0, (words[1:] != words[:-1]) & (words[1:] >= 0)])  # (T,) a word's first piece
     return float((selected & first).sum()) / starts if starts else 0.0

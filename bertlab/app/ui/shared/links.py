@@ -269,7 +269,7 @@ def remember_tab(tabs: gr.Tabs) -> None:
     """The address names the open tab (?tab=attention), so a reload or a bookmark comes back to it rather
     than to the Lessons. In the browser only. A link's own values stay in the address while its tab is
     open; another tab replaces them (and a ?teacher= token, which the browser has stored by then)."""
-    by_title = json.dumps({title: key for title, key in KEYS.items()})
+    by_title = json.dumps(KEYS)
     tabs.select(None, None, None, api_name=False, show_progress="hidden", js=f"""() => {{ setTimeout(() => {{
         const list = document.querySelector('#{tabs.elem_id} [role=tablist]');
         const on = list && list.querySelector('[role=tab][aria-selected=true]');

@@ -20,7 +20,8 @@ masking selects all pieces of a word together (`play ##ing`), which makes the gu
 distribution, 3.8 words on average), and runs are hidden whole, in a random order, until the rate's
 share of the tokens is spent (the last run cut short to fit), so the model must rebuild a phrase from
 what surrounds it, not a word from its neighbours. The share hidden is the rate in every draw, rounded
-to whole words; on a short sentence the budget is a few tokens, so the runs come out shorter. SpanBERT found this helped span tasks such as question answering; DeBERTa, another descendant,
+to whole words; on a short sentence the budget is a few tokens, so the runs come out shorter.
+SpanBERT found this helped span tasks such as question answering; DeBERTa, another descendant,
 keeps BERT's masking but gives attention separate vectors for a word's content and its relative
 position."""
 

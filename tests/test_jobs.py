@@ -211,7 +211,9 @@ def _ended_run(root, name, owner, started, size=6000):
     (d / "model.bin").write_bytes(b"x" * size)
     runs.write_status(d, state="finished", step=1, total_steps=1, pid=1)
     if owner is not None:
-        runs.write_json_atomic(d / jobs.JOB, {"pid": 1, "owner": owner, "started": started, "returncode": 0})
+        # `started` orders runs; they all started within the last hour (BERTLAB_KEEP_DAYS ages older ones out)
+        runs.write_json_atomic(d / jobs.JOB, {"pid": 1, "owner": owner, "started": time.time() - 3600 + started,
+                                              "returncode": 0})
 
 
 def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
@@ -255,17 +257,33 @@ def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
     for i, name in enumerate(["old", "mid", "new"]):
         _ended_run(mgr.root, name, "eve", started=10 + i)
     monkeypatch.setenv("BERTLAB_DISK_BUDGET_MB", "0.02")  # 20 kB: room for about three 6 kB runs
-    job = mgr.start("eve-next", spec, owner="fay")
-    ended = ["cat0", "cat1", "old", "mid", "new"]  # cat2 is training again since its resume
-    gone = [n for n in ended if not (mgr.root / n).exists()]
-    assert gone and gone == ended[:len(gone)] and ", ".join(gone) in job.notice  # the oldest first, and said
-    assert all((mgr.root / n).exists() for n in ("a1", "cat2", "cli"))  # never a live run, nor the CLI's
-    # a visitor over the budget loses their own ended runs before another's (issue 30, item 5)
-    others = [n for n in ended if (mgr.root / n).exists()]
-    for i, name in enumerate(["gus-old", "gus-new"]):
-        _ended_run(mgr.root, name, "gus", started=100 + i)
-    job = mgr.start("gus-next", spec, owner="gus")
-    assert not (mgr.root / "gus-old").exists() and all((mgr.root / n).exists() for n in others), job.notice
+    before = sorted(p.name for p in mgr.root.iterdir())
+    # issue 41, hole 1: a start under a new id removed other students' finished runs; it is refused
+    # now, and says why, with nothing removed
+    for i in range(6):
+        with pytest.raises(ValueError, match="full of other visitors' runs.*BERTLAB_KEEP_DAYS"):
+            mgr.start(f"new-id-{i}", spec, owner=f"made-up-{i}")
+    assert sorted(p.name for p in mgr.root.iterdir()) == before
+    # a visitor over the budget removes their own ended runs, oldest first, and is told
+    monkeypatch.setenv("BERTLAB_MAX_RUNS", "10")
+    job = mgr.start("eve-next", spec, owner="eve")
+    assert not (mgr.root / "old").exists() and "old" in job.notice
+    assert all((mgr.root / n).exists() for n in ("mid", "new", "cat0", "cat1", "cli", "a1", "cat2"))
+    # the teacher (and the CLI) may make room from anyone's ended runs, oldest first: never a live
+    # run, nor the CLI's
+    _ended_run(mgr.root, "big", "gus", started=50, size=12_000)
+    job = mgr.start("t1", spec, owner=jobs.TEACHER)
+    by_age = ["cat0", "cat1", "mid", "new", "big"]
+    gone = [n for n in by_age if not (mgr.root / n).exists()]
+    assert gone == by_age[:len(gone)] and "big" not in gone and ", ".join(gone) in job.notice
+    assert all((mgr.root / n).exists() for n in ("a1", "cat2", "cli"))
+    # everyone's finished runs age out after BERTLAB_KEEP_DAYS, at the next start, whoever starts it
+    monkeypatch.setenv("BERTLAB_DISK_BUDGET_MB", "100")
+    aged = mgr.root / "big"
+    runs.write_json_atomic(aged / jobs.JOB, {**json.loads((aged / jobs.JOB).read_text()), "ended": time.time() - 3 * 86400})
+    monkeypatch.setenv("BERTLAB_KEEP_DAYS", "2")
+    job = mgr.start("hal0", spec, owner="hal")
+    assert not aged.exists() and "big" in job.notice and (mgr.root / "cli").exists()
     # and the whole server's queue has a cap: made-up visitor ids got round the per-visitor one
     busy = sum(st["state"] in ("queued", "running") for st in mgr.list())
     monkeypatch.setenv("BERTLAB_MAX_QUEUE", str(busy))

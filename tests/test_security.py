@@ -4,6 +4,7 @@ visitor's readable or changeable. Plus the CLI's export, which must never delete
 import hashlib
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def _run_folder(root: Path, name: str, owner: str | None) -> Path:
     runs.Run(d).write_spec(PretrainSpec(steps=5))
     runs.write_status(d, state="finished", step=5, total_steps=5, pid=1)
     if owner is not None:
-        runs.write_json_atomic(d / "job.json", {"pid": 1, "owner": owner, "started": 1.0, "returncode": 0,
+        runs.write_json_atomic(d / "job.json", {"pid": 1, "owner": owner, "started": time.time(), "returncode": 0,
                                                 "kind": "pretrain"})
     return d
 

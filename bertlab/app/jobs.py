@@ -168,19 +168,34 @@ class JobManager:
                             everyone=everyone)
 
     def _free_disk(self, keep: str, owner: str | None = None) -> list[str]:
-        """Past the disk budget, remove the oldest ended web runs (never a live or queued one, nor one
-        the CLI made) and stale staged uploads; those of `owner`, who is starting a run, go first: a
-        visitor over the budget lost another student's finished run while keeping their own."""
+        """Make room under the disk budget for `owner`'s new run; the names removed. Ended web runs
+        past BERTLAB_KEEP_DAYS go first, whoever started them. Then a visitor's start removes only
+        their own ended runs, oldest first: a start under a new browser id removed other students'
+        finished runs. The operator (CLI, owner None) and the teacher may remove anyone's, oldest
+        first. Never a live or queued run, nor one the CLI made. A visitor's start that still does not
+        fit is refused (ValueError), and nothing of theirs was removed for it."""
         quota.sweep(self.root / UPLOADS)
         live = {n for n, j in self._jobs.items() if j.state in ("queued", "running")} | {keep}
+        info = {}
 
         def ended(d: Path) -> bool:
-            return bool(_NAME.match(d.name)) and d.name not in live and (d / JOB).exists() \
-                and self._running_pid(d.name) is None
-        def order(d: Path) -> tuple:
-            info = _read_json(d / JOB)
-            return owner is None or info.get("owner") != owner, info.get("started") or 0
-        removed = quota.free_disk(self.root, ended, order)
+            if not (_NAME.match(d.name) and d.name not in live and (d / JOB).exists()):
+                return False
+            info[d.name] = _read_json(d / JOB)
+            return self._running_pid(d.name) is None
+
+        def started(d: Path) -> float:
+            return info.get(d.name, {}).get("started") or 0
+        cutoff = time.time() - limits().keep_days * 86400
+        removed = quota.remove_old(self.root, lambda d: ended(d) and (info[d.name].get("ended") or started(d)) < cutoff)
+        anyone = owner is None or owner == TEACHER
+        mine = None if anyone else (lambda d: ended(d) and info[d.name].get("owner") == owner)
+        if not anyone and not quota.fits(self.root, mine):
+            raise ValueError(
+                f"this server's disk for runs (BERTLAB_DISK_BUDGET_MB) is full of other visitors' runs, and "
+                f"deleting all of your finished ones would not make room: ask your teacher to clear old runs "
+                f"(finished runs are kept {limits().keep_days:g} days, BERTLAB_KEEP_DAYS)")
+        removed += quota.free_disk(self.root, ended if anyone else mine, started)
         for n in removed:
             self._jobs.pop(n, None)
         return removed
@@ -260,10 +275,11 @@ class JobManager:
                 raise ValueError(f"run {name} is already queued (position {old.position})")
             self._check_startable(name, owner, resume)
             self._check_quota(name, owner, resume)
+            removed = self._free_disk(keep=name, owner=owner)  # may refuse: nothing is registered yet
             job = self._jobs[name] = Job(name, spec, owner, resume, group=list(group or []))
             self._own_uploads(job)
-            if removed := self._free_disk(keep=name, owner=owner):
-                job.notice = (f"To keep this server's disk budget, the oldest finished runs were removed: "
+            if removed:
+                job.notice = (f"To keep this server's disk budget, old finished runs were removed: "
                               f"{', '.join(removed)}.")
             if self._free_slot():
                 self._launch(job)

@@ -28,7 +28,7 @@ class Limits:
     max_queue: int  # queued + running, everyone's
     max_runs_per_visitor: int  # run folders kept
     max_visitor_mb: float  # bytes on disk of one visitor's runs
-    disk_budget_mb: float  # all runs: past it the oldest finished ones are removed
+    disk_budget_mb: float  # all runs: past it a visitor's start removes their own oldest finished runs
     model_cache_mb: float  # models the views keep loaded
     worker_mb: float  # address space of the worker process that runs probes
     job_mb: float  # private memory (heap, anonymous maps) of one training job process
@@ -40,6 +40,7 @@ class Limits:
     upload_mb_per_hour: float = 250.0  # megabytes one address may upload an hour
     uploads_mb: float = 2000.0  # all uploads the server holds (each is deleted after upload_age_s)
     trusted_proxies: str = ""  # addresses whose X-Forwarded-For names the client (uvicorn's FORWARDED_ALLOW_IPS)
+    keep_days: float = 14.0  # a finished web run older than this goes at the next start, whoever made it
     warm_cache: bool = True  # prepare the default recipe's data as the server starts (pretrain.warm_cache)
 
 
@@ -128,6 +129,7 @@ def limits() -> Limits:
                   queue_per_address=_env_num("BERTLAB_QUEUE_PER_ADDRESS", 32),
                   upload_mb_per_hour=_env_num("BERTLAB_UPLOAD_MB_PER_HOUR", 250.0, float),
                   uploads_mb=_env_num("BERTLAB_UPLOADS_MB", 2000.0, float),
+                  keep_days=_env_num("BERTLAB_KEEP_DAYS", 14.0, float),
                   allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()),
                   warm_cache=_env_flag("BERTLAB_WARM_CACHE", True),
                   trusted_proxies=_proxies())

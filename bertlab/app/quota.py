@@ -55,12 +55,29 @@ def sweep(folder: Path, max_age_s: float = 3600) -> None:
                 f.unlink()
 
 
+def _sizes(root: Path) -> dict[Path, int]:
+    return {d: folder_bytes(d) if d.is_dir() else d.stat().st_size
+            for d in (root.iterdir() if root.is_dir() else [])}
+
+
+def fits(root: Path, removable: Callable[[Path], bool]) -> bool:
+    """Would everything under root fit BERTLAB_DISK_BUDGET_MB once the `removable` folders were gone?"""
+    sizes = _sizes(root)
+    return sum(n for d, n in sizes.items() if not removable(d)) <= limits().disk_budget_mb * 1e6
+
+
+def remove_old(root: Path, old: Callable[[Path], bool]) -> list[str]:
+    """Remove every folder under root that is `old` (an age rule, whatever the budget); the names."""
+    gone = [d for d in (root.iterdir() if root.is_dir() else []) if d.is_dir() and old(d)]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return sorted(d.name for d in gone)
+
+
 def free_disk(root: Path, removable: Callable[[Path], bool], age: Callable[[Path], float]) -> list[str]:
     """Past BERTLAB_DISK_BUDGET_MB, remove the `removable` run folders under root, oldest `age` first,
     until everything under root fits again. The names removed."""
-    budget, sizes = limits().disk_budget_mb * 1e6, {}
-    for d in root.iterdir() if root.is_dir() else []:
-        sizes[d] = folder_bytes(d) if d.is_dir() else d.stat().st_size
+    budget, sizes = limits().disk_budget_mb * 1e6, _sizes(root)
     total, removed = sum(sizes.values()), []
     if total <= budget:
         return removed

@@ -15,6 +15,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ... import classroom
+from ...limits import limits
 from ..shared import common
 from ..shared.common import PERCENT_AXIS, user_error
 from . import jobs_ui
@@ -148,6 +149,16 @@ def clear(token, confirm, request: gr.Request):
     return " ".join(parts), gr.Checkbox(value=False), *view()
 
 
+def keep_rule() -> str:
+    """How long finished runs stay, as this server is set (the host changes it with the two settings)."""
+    lim = limits()
+    return (f"**How long runs stay.** A finished run started from a web page is kept "
+            f"{lim.keep_days:g} days (`BERTLAB_KEEP_DAYS`), then goes at the next start. When all runs "
+            f"together pass {lim.disk_budget_mb:,.0f} MB (`BERTLAB_DISK_BUDGET_MB`), a student's start "
+            f"removes only that student's own oldest finished runs, and is refused if that is not enough: "
+            f"no one's start removes another student's run. Clearing below removes them all at once.")
+
+
 def build() -> None:
     """The section: explanation, your name, chart, ranking, refresh, and the teacher's clearing."""
     owner, opened = jobs_ui.session()
@@ -168,6 +179,7 @@ def build() -> None:
     timer = gr.Timer(REFRESH_S, active=False)
     gr.Markdown(EXPLAIN, elem_id="class-explain")
     with gr.Accordion("For the teacher: clear the class's runs", open=False, elem_id="class-teacher"):
+        gr.Markdown(keep_rule(), elem_id="class-keep")
         if classroom.teacher_token():
             gr.Markdown(ON)
             with gr.Row(equal_height=True):

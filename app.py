@@ -15,7 +15,7 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 
-from bertlab.app import serving, traffic  # noqa: E402
+from bertlab.app import classroom, serving, traffic  # noqa: E402
 from bertlab.app.limits import app_device, device_label, limits  # noqa: E402
 from bertlab.app.ui.labs import architecture_tab, probe_tab, scaling_tab  # noqa: E402
 from bertlab.app.ui.lessons import lessons_tab  # noqa: E402
@@ -104,6 +104,7 @@ def check_settings() -> str:
     one line that names it (no traceback). Returns the device the views and web jobs run on."""
     try:
         limits()
+        classroom.check_token_setting()
         return app_device()
     except ValueError as e:
         raise SystemExit(f"bertlab: {e}") from None
@@ -122,8 +123,9 @@ def warm_up() -> None:
 
 def main() -> None:
     device = check_settings()
-    # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told: a local client could name any address
-    os.environ["FORWARDED_ALLOW_IPS"] = limits().trusted_proxies
+    # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told, and takes its left-most entry, which
+    # the client writes: traffic.ClientAddress reads the header instead
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     print(f"bertlab: models and training jobs run on {device_label(device)} (BERTLAB_DEVICE)", flush=True)
     lim = limits()
@@ -132,7 +134,8 @@ def main() -> None:
     uploads = Middleware(traffic.UploadGuard, mb_per_hour=lim.upload_mb_per_hour, total_mb=lim.uploads_mb)
     serving.patient_start_check(then=warm_up)
     serving.light_sessions()
-    demo.launch(app_kwargs={"middleware": [serving.compressed(), uploads]},
+    address = Middleware(traffic.ClientAddress, trusted=lim.trusted_proxies)  # first: the others read it
+    demo.launch(app_kwargs={"middleware": [address, serving.compressed(), uploads]},
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD,  # Gradio refuses bigger uploads before storing them

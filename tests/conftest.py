@@ -10,6 +10,9 @@ os.environ.setdefault("BERTLAB_CACHE", tempfile.mkdtemp(prefix="bertlab-cache-")
 # A served app prepares the default recipe's data as it starts: 20-50 s of a core the browser tests need.
 # tests/test_pretrain.py checks the warm-up itself.
 os.environ.setdefault("BERTLAB_WARM_CACHE", "0")
+# Visitor ids are the server's own (bertlab/app/identity.py): one secret for the tests and the servers
+# they start, so a test can mint the id a browser would have been given.
+os.environ.setdefault("BERTLAB_SECRET", "bertlab-tests-secret")
 
 import pytest  # noqa: E402
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from bertlab.app import jobs
+from bertlab.app import identity, jobs
 from bertlab.app.jobs import JobManager
 from bertlab.train import runs
 from bertlab.train.specs import PretrainSpec, ProbeSpec
@@ -291,47 +291,72 @@ def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
         mgr.start("hal1", spec, owner="made-up-id-1")
 
 
+def bid(current, request=None):
+    """jobs_ui.browser_id, the page-load event (a coroutine: a wrong token's delay is awaited)."""
+    import asyncio
+
+    from bertlab.app.ui.training import jobs_ui
+    return asyncio.run(jobs_ui.browser_id(current, request))
+
+
 def test_teacher_page_ids(monkeypatch):
     from types import SimpleNamespace
 
     from bertlab.app.ui.training import jobs_ui
     page = lambda q: SimpleNamespace(query_params=q)  # noqa: E731 -- what gr.Request offers here
     monkeypatch.delenv("BERTLAB_TEACHER_TOKEN", raising=False)
-    plain = jobs_ui.browser_id(None, page({"teacher": "anything"}))
-    assert len(plain) == 32 and not jobs_ui.is_teacher(plain) and jobs_ui.visitor(plain) == plain
+    plain = bid(None, page({"teacher": "anything"}))
+    assert identity.valid_id(plain, ".") and not jobs_ui.is_teacher(plain) and jobs_ui.visitor(plain) == plain
+    assert bid(plain, page({})) == plain  # kept across reloads
+    made_up = "x" * 32  # what a page could send before ids were signed: replaced, and owns nothing
+    assert identity.valid_id(bid(made_up, page({})), ".")
+    with pytest.raises(ValueError, match="reload"):
+        jobs_ui.visitor(made_up)
     monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "s3cret")
-    assert jobs_ui.browser_id(plain, page({"teacher": "wrong"})) == plain
-    teacher = jobs_ui.browser_id(plain, page({"teacher": "s3cret"}))
+    assert bid(plain, page({"teacher": "wrong"})) == plain
+    teacher = bid(plain, page({"teacher": "s3cret"}))
     assert jobs_ui.is_teacher(teacher) and jobs_ui.visitor(teacher) == jobs.TEACHER
     with pytest.raises(ValueError, match="reload"):  # a browser cannot claim the teacher's owner itself
         jobs_ui.visitor(jobs.TEACHER)
-    assert jobs_ui.browser_id(teacher, page({})) == teacher  # the page keeps it after a reload
+    assert bid(teacher, page({})) == teacher  # the page keeps it after a reload
     monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "rotated")
-    assert not jobs_ui.browser_id(teacher, page({})).startswith("teacher:")  # an old token is dropped
+    assert identity.valid_id(bid(teacher, page({})), ".")  # an old token's id is dropped
     with pytest.raises(ValueError, match="reload"):
         jobs_ui.visitor(teacher)
 
 
-def test_teacher_ids_cannot_be_forged_and_token_guesses_are_limited(monkeypatch):
+def test_teacher_ids_cannot_be_forged_and_wrong_tokens_slow_only_the_guesser(monkeypatch):
+    """Issue 41, hole 5: five wrong tokens from any student at the teacher's address (one school router)
+    locked the teacher out for ten minutes, and the page then silently opened as a student's. Wrong
+    tries now cost a growing delay, the right token always passes, and a refusal is said."""
     from types import SimpleNamespace
 
     from bertlab.app import classroom
     from bertlab.app.ui.training import jobs_ui
     now = [0.0]
-    monkeypatch.setattr(classroom, "GUARD", classroom.Guard(per_client=3, overall=10, clock=lambda: now[0]))
+    guard = classroom.Guard(free=2, max_delay_s=8, clock=lambda: now[0])
+    assert [guard.fail("10.0.0.9") for _ in range(7)] == [0, 0, 1, 2, 4, 8, 8]  # doubling, capped
+    assert guard.fail("10.0.0.8") == 0  # per address
+    now[0] += 601
+    assert guard.fail("10.0.0.9") == 0  # aged out
+    monkeypatch.setattr(classroom, "GUARD", classroom.Guard(free=3, max_delay_s=0.01, clock=lambda: now[0]))
     monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "s3cret")
+    warned = []
+    monkeypatch.setattr(jobs_ui.common, "warn", warned.append)
     page = lambda q, host: SimpleNamespace(query_params=q, client=SimpleNamespace(host=host))  # noqa: E731
-    teacher = jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.1"))
+    teacher = bid(None, page({"teacher": "s3cret"}, "10.0.0.1"))
     assert jobs_ui.is_teacher(teacher) and "s3cret" not in teacher  # the token never reaches the browser
     for forged in ("teacher:s3cret", "teacher:" + teacher.split(":")[1] + ":" + "0" * 64, teacher[:-1] + "0"):
         assert not jobs_ui.is_teacher(forged) or forged == teacher
-    for guess in ("a", "b", "c"):
-        assert not jobs_ui.is_teacher(jobs_ui.browser_id(None, page({"teacher": guess}, "10.0.0.2")))
-    locked = jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.2"))  # right, but too late
-    assert not jobs_ui.is_teacher(locked)
-    assert jobs_ui.is_teacher(jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.3")))  # others may
-    now[0] += 601
-    assert jobs_ui.is_teacher(jobs_ui.browser_id(None, page({"teacher": "s3cret"}, "10.0.0.2")))  # aged out
+    for guess in ("a", "b", "c", "d", "e", "f"):  # a student behind the school's router
+        student = bid(None, page({"teacher": guess}, "10.0.0.2"))
+        assert not jobs_ui.is_teacher(student) and identity.valid_id(student, ".")
+    assert len(warned) == 6 and all("not this server's teacher token" in w and "as a student" in w for w in warned)
+    assert jobs_ui.is_teacher(bid(None, page({"teacher": "s3cret"}, "10.0.0.2")))  # the teacher, same address
+    with pytest.raises(ValueError, match="at least 16"):  # guessing is hopeless only against a long token
+        classroom.check_token_setting()
+    monkeypatch.setenv("BERTLAB_TEACHER_TOKEN", "a-long-random-token-0123")
+    classroom.check_token_setting()
 
 
 def test_a_reloaded_page_finds_its_last_run_and_its_comparison(tmp_path, monkeypatch):
@@ -376,3 +401,26 @@ def test_a_reloaded_page_finds_its_last_run_and_its_comparison(tmp_path, monkeyp
     html = jobs_ui.runs_status_html(sts, "ann")
     assert "2 of 3 runs finished" in html and "1 still queued or training" in html and html.count("bl-status") == 4
     assert "runs finished" not in jobs_ui.runs_status_html(sts[:1], "ann")  # one run: its own line only
+
+
+def test_one_network_gets_a_bounded_number_of_new_ids(monkeypatch):
+    """Each new id had fresh per-visitor caps: one address is given at most BERTLAB_NEW_IDS_PER_HOUR an
+    hour; a browser that has one keeps it, and other networks get theirs."""
+    from types import SimpleNamespace
+
+    from bertlab.app.ui.training import jobs_ui
+    clock = [0.0]
+    monkeypatch.setattr(identity, "MINTS", identity.MintLimit(clock=lambda: clock[0]))
+    monkeypatch.setenv("BERTLAB_NEW_IDS_PER_HOUR", "3")
+    warned = []
+    monkeypatch.setattr(jobs_ui.common, "warn", warned.append)
+    page = lambda host: SimpleNamespace(query_params={}, client=SimpleNamespace(host=host))  # noqa: E731
+    ids = [bid(None, page("10.0.0.9")) for _ in range(3)]
+    assert len(set(ids)) == 3 and all(identity.valid_id(i, ".") for i in ids) and not warned
+    assert bid(None, page("10.0.0.9")) is None and "BERTLAB_NEW_IDS_PER_HOUR" in warned[0]
+    assert bid(ids[0], page("10.0.0.9")) == ids[0]  # an id already given stays good
+    assert identity.valid_id(bid(None, page("10.0.0.10")), ".")
+    with pytest.raises(ValueError, match="reload"):
+        jobs_ui.visitor(None)
+    clock[0] = identity.WINDOW_S + 1
+    assert identity.valid_id(bid(None, page("10.0.0.9")), ".")

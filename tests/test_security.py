@@ -11,12 +11,14 @@ import pytest
 from browser import ROOT, serving
 
 from bertlab.app.cli import main as cli
+from bertlab.app.identity import new_id
 from bertlab.checkpoint import DEFAULT_MODEL_DIR
 from bertlab.train import runs
 from bertlab.train.specs import PretrainSpec
 
 SECRET = "do-not-leak-7f3a"
 TEACHER_TOKEN = "class-of-2026-token"
+ALICE, EVE = new_id("."), new_id(".")  # browser ids, as the server mints them (the tests share its secret)
 
 
 def _run_folder(root: Path, name: str, owner: str | None) -> Path:
@@ -48,7 +50,7 @@ def hostile(tmp_path_factory):
     secret.parent.mkdir()
     secret.write_text(f"text,label\n{SECRET} one,a\n{SECRET} two,b\n" * 20)
     _run_folder(root, "cli-run", None)
-    _run_folder(root, "alice-run", "alice-browser-id-0001")
+    _run_folder(root, "alice-run", ALICE)
     _run_folder(root, "bob-run", "bob-browser-id-0003")
     env = {"BERTLAB_CLASSROOM": "1", "BERTLAB_MAX_RUNS": "2", "BERTLAB_MAX_UPLOAD_MB": "0.05",
            "BERTLAB_TEACHER_TOKEN": TEACHER_TOKEN}
@@ -91,7 +93,7 @@ def test_the_picker_tells_nothing_about_the_server_disk(hostile):
 
 
 def _pretrain(client, **kw):
-    form = dict(owner="eve-browser-id-0002", name="", upload=None, hub_name="", steps=5)
+    form = dict(owner=EVE, name="", upload=None, hub_name="", steps=5)
     return client.predict(**{**form, **kw}, api_name="/pretrain_start")
 
 
@@ -107,9 +109,9 @@ def test_no_server_path_is_accepted_as_data(hostile):
         assert "Hugging Face dataset" in str(e.value) and SECRET not in str(e.value)
         assert_no_paths(str(e.value).replace(value, "<v>"), root, secret)
     for value in (str(secret), "/etc/passwd"):  # nor as a task, nor as the model to start from
-        msg = refused(client, "/finetune_start", owner="eve-browser-id-0002", name="", upload=None, task=value)
+        msg = refused(client, "/finetune_start", owner=EVE, name="", upload=None, task=value)
         assert "unknown task" in msg or "not in the list of choices" in msg  # ours, or Gradio's own check
-        msg = refused(client, "/pretrain_start", owner="eve-browser-id-0002", name="", upload=None, hub_name="",
+        msg = refused(client, "/pretrain_start", owner=EVE, name="", upload=None, hub_name="",
                       start_from=value, steps=5)
         assert "does not open its own folders" in msg or "not in the list of choices" in msg
     assert {p.name for p in root.iterdir()} == before  # no run folder was made for any of it
@@ -128,7 +130,7 @@ def test_an_api_call_with_too_few_values_is_one_message(hostile):
 
 def test_runs_of_others_and_of_the_cli_are_read_only(hostile):
     client, root, _, _ = hostile
-    eve = "eve-browser-id-0002"
+    eve = EVE
     digests = {n: _digest(root / n) for n in ("cli-run", "alice-run")}
     for name, words in (("cli-run", "read-only"), ("alice-run", "another browser")):
         assert words in refused(client, "/pretrain_resume", owner=eve, name=name, steps=10)
@@ -136,15 +138,18 @@ def test_runs_of_others_and_of_the_cli_are_read_only(hostile):
         assert words in refused(client, "/finetune_delete", owner=eve, name=name)
         assert words in refused(client, "/pretrain_start", owner=eve, name=name, upload=None, hub_name="",
                                 steps=5)
-    for owner in (None, ""):  # no browser id is not the operator's power
+    # no browser id is not the operator's power, and an id the server did not mint owns nothing (issue
+    # 41: a made-up id got fresh per-visitor caps): one that looks like the old random ids, one of the
+    # right form with a wrong signature
+    for owner in (None, "", "alice-browser-id-0001", "v1." + "0" * 32 + "." + "0" * 32, ALICE[:-1] + "x"):
         assert "reload" in refused(client, "/pretrain_delete", owner=owner, name="cli-run")
     assert {n: _digest(root / n) for n in digests} == digests  # nothing changed, nothing re-owned
-    assert runs.read_json(root / "alice-run" / "job.json")["owner"] == "alice-browser-id-0001"
+    assert runs.read_json(root / "alice-run" / "job.json")["owner"] == ALICE
 
 
 def test_a_visitor_deletes_its_own_runs_and_is_capped(hostile):
     client, root, _, _ = hostile
-    alice = "alice-browser-id-0001"
+    alice = ALICE
     _run_folder(root, "alice-two", alice)  # with alice-run: two runs, this server's BERTLAB_MAX_RUNS
     assert "BERTLAB_MAX_RUNS" in refused(client, "/pretrain_start", owner=alice, name="alice-three", upload=None,
                                          hub_name="", steps=5)
@@ -161,12 +166,12 @@ def test_uploads_are_bounded_and_their_paths_hidden(hostile, tmp_path):
     big = tmp_path / "big.csv"
     big.write_text("text,label\n" + "a long enough line of text,pos\n" * 4000)  # ~120 kB over a 50 kB cap
     with pytest.raises(Exception) as e:
-        client.predict(owner="eve-browser-id-0002", name="", task="upload-csv",
+        client.predict(owner=EVE, name="", task="upload-csv",
                        upload=handle_file(str(big)), api_name="/finetune_start")
     assert "Traceback" not in str(e.value)
     odd = tmp_path / "labels.csv"
     odd.write_text("review,stars\n" + "good,1\nbad,0\n" * 10)
-    msg = refused(client, "/finetune_start", owner="eve-browser-id-0002", name="",
+    msg = refused(client, "/finetune_start", owner=EVE, name="",
                   task="upload-csv", upload=handle_file(str(odd)))
     assert "column" in msg and "/tmp" not in msg and "gradio" not in msg.lower()
     assert not list((root / ".uploads").glob("*"))  # the refused start left no staged copy

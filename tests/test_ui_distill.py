@@ -10,6 +10,7 @@ import pytest
 from browser import kill_runs_under
 from test_distill import tiny_bert
 
+from bertlab.app.identity import new_id
 from bertlab.app.ui.shared import models
 from bertlab.app.ui.training import distill_tab, jobs_ui
 from bertlab.checkpoint import save_pretrained
@@ -17,7 +18,7 @@ from bertlab.train.distill import student_from_teacher
 from bertlab.train.runs import Run, write_json_atomic, write_status
 from bertlab.train.specs import DistillSpec, PretrainSpec
 
-OWNER, OTHER = "a" * 32, "b" * 32
+OWNER, OTHER = new_id("."), new_id(".")  # ids as the server mints them
 FORM = dict(teacher=models.DEFAULT, layers=2, steps=300, temperature=2.0, alpha_kl=5.0, alpha_mlm=2.0, alpha_cos=1.0)
 
 

@@ -9,13 +9,14 @@ import pytest
 from browser import kill_runs_under
 from test_race import write_task
 
+from bertlab.app.identity import new_id
 from bertlab.app.ui.training import jobs_ui, race_tab
 from bertlab.app.ui.training.train_charts import RACE_STYLE, race_figures
 from bertlab.train.race import estimate_minutes, table_md, table_row
 from bertlab.train.runs import Run, write_json_atomic, write_status
 from bertlab.train.specs import RECIPES, RaceSpec
 
-OWNER, OTHER = "a" * 32, "b" * 32
+OWNER, OTHER = new_id("."), new_id(".")  # ids as the server mints them
 
 
 @pytest.fixture

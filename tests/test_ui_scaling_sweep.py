@@ -8,13 +8,14 @@ import gradio as gr
 import pytest
 from browser import DESKTOP, PHONE, chromium_page, figures_fit, kill_runs_under, shot
 
+from bertlab.app.identity import new_id
 from bertlab.app.ui.labs import scaling_sweep
 from bertlab.app.ui.training import jobs_ui
 from bertlab.train import scaling
 from bertlab.train.runs import Run, write_json_atomic, write_status
 from bertlab.train.specs import ScalingSpec
 
-OWNER, OTHER = "a" * 32, "b" * 32
+OWNER, OTHER = new_id("."), new_id(".")  # ids as the server mints them
 
 
 @pytest.fixture

@@ -191,35 +191,38 @@ def class_runs(mgr: jobs.JobManager, max_runs: int = MAX_RUNS, max_points: int =
 
 # ---- the teacher's clearing ------------------------------------------------------------------------
 
-class Guard:
-    """Wrong teacher tokens, counted per client (its address) within `window_s`: past `per_client`,
-    that client's every try is refused unchecked (the right token too) until old ones age out, so
-    guessing costs hours, not seconds. Past `overall` from everyone, a client that has failed once
-    gets no more tries either; one that has not is always heard, so strangers guessing cannot lock
-    the teacher out of their own class."""
+MIN_TOKEN = 16  # characters of BERTLAB_TEACHER_TOKEN: long and random, so guessing is hopeless
 
-    def __init__(self, per_client: int = 5, overall: int = 20, window_s: float = 600.0, clock=time.monotonic):
-        self.per_client, self.overall, self.window_s, self.clock = per_client, overall, window_s, clock
+
+class WrongToken(PermissionError):
+    """A wrong teacher token; `delay`: the seconds its answer should wait (Guard)."""
+
+    def __init__(self, msg: str, delay: float):
+        super().__init__(msg)
+        self.delay = delay
+
+
+class Guard:
+    """Wrong teacher tokens, counted per client (its address) within `window_s`. The first `free` are
+    answered at once; each later one waits twice as long as the one before (1, 2, 4 ... s, at most
+    `max_delay_s`), so one address guesses a few times a minute. The right token is always heard at
+    once: before, five wrong tries from any student behind the school's router locked the teacher out
+    for ten minutes. What makes guessing hopeless is the token's length (MIN_TOKEN)."""
+
+    def __init__(self, free: int = 5, max_delay_s: float = 60.0, window_s: float = 600.0, clock=time.monotonic):
+        self.free, self.max_delay_s, self.window_s, self.clock = free, max_delay_s, window_s, clock
         self._fails: deque[tuple[float, str]] = deque()
         self._lock = threading.Lock()
 
-    def _prune(self) -> None:
-        while self._fails and self._fails[0][0] <= self.clock() - self.window_s:
-            self._fails.popleft()
-
-    def check(self, client: str) -> None:
+    def fail(self, client: str) -> float:
+        """Count a wrong try of `client`; the seconds its answer waits."""
         with self._lock:
-            self._prune()
-            mine = [t for t, c in self._fails if c == client]
-            every = [t for t, _ in self._fails]
-            full = mine if len(mine) >= self.per_client else every if mine and len(every) >= self.overall else None
-            if full is not None:
-                wait = max(1, int(full[0] + self.window_s - self.clock()) + 1)
-                raise PermissionError(f"too many wrong teacher tokens: try again in {wait // 60} min {wait % 60} s")
-
-    def fail(self, client: str) -> None:
-        with self._lock:
-            self._fails.append((self.clock(), client))
+            now = self.clock()
+            while self._fails and self._fails[0][0] <= now - self.window_s:
+                self._fails.popleft()
+            self._fails.append((now, client))
+            n = sum(c == client for _, c in self._fails)
+        return 0.0 if n <= self.free else float(min(self.max_delay_s, 2.0 ** (n - self.free - 1)))
 
 
 GUARD = Guard()
@@ -229,16 +232,22 @@ def teacher_token() -> str:
     return os.environ.get("BERTLAB_TEACHER_TOKEN", "").strip()
 
 
+def check_token_setting() -> None:
+    """A host's token too short to stand guessing stops the server with one line (app.check_settings)."""
+    if (token := teacher_token()) and len(token) < MIN_TOKEN:
+        raise ValueError(f"BERTLAB_TEACHER_TOKEN has {len(token)} characters: give at least {MIN_TOKEN}, e.g. "
+                         f"what `python -c \"import secrets; print(secrets.token_urlsafe(18))\"` prints")
+
+
 def check_token(given, client: str, guard: Guard = GUARD) -> None:
-    """The teacher's token, compared in constant time; a wrong one counts against `client` (its address)."""
+    """The teacher's token, compared in constant time; a wrong one counts against `client` (its address)
+    and raises WrongToken with the delay its answer owes."""
     token = teacher_token()
     if not token:
         raise ValueError("clearing is off on this server: its host has set no BERTLAB_TEACHER_TOKEN")
-    guard.check(client)
     given = given.strip() if isinstance(given, str) else ""
     if not hmac.compare_digest(given[:MAX_TOKEN].encode(), token.encode()):
-        guard.fail(client)
-        raise PermissionError("that is not this server's teacher token")
+        raise WrongToken("that is not this server's teacher token", guard.fail(client))
 
 
 def clear_class(mgr: jobs.JobManager, kill_timeout: float = 5.0) -> dict:

@@ -7,6 +7,7 @@ lists every setting.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ class Limits:
     queue_per_address: int = 32  # ... one address (a classroom behind one NAT shares it)
     upload_mb_per_hour: float = 250.0  # megabytes one address may upload an hour
     uploads_mb: float = 2000.0  # all uploads the server holds (each is deleted after upload_age_s)
-    trusted_proxies: str = ""  # addresses whose X-Forwarded-For names the client (uvicorn's FORWARDED_ALLOW_IPS)
+    trusted_proxies: str = ""  # proxies whose X-Forwarded-For entries are believed (traffic.ClientAddress)
+    new_ids_per_hour: int = 100  # visitor ids one address is issued an hour (identity.py)
     keep_days: float = 14.0  # a finished web run older than this goes at the next start, whoever made it
     warm_cache: bool = True  # prepare the default recipe's data as the server starts (pretrain.warm_cache)
 
@@ -129,6 +131,7 @@ def limits() -> Limits:
                   queue_per_address=_env_num("BERTLAB_QUEUE_PER_ADDRESS", 32),
                   upload_mb_per_hour=_env_num("BERTLAB_UPLOAD_MB_PER_HOUR", 250.0, float),
                   uploads_mb=_env_num("BERTLAB_UPLOADS_MB", 2000.0, float),
+                  new_ids_per_hour=_env_num("BERTLAB_NEW_IDS_PER_HOUR", 100),
                   keep_days=_env_num("BERTLAB_KEEP_DAYS", 14.0, float),
                   allow_local_paths=_env_flag("BERTLAB_ALLOW_LOCAL_PATHS", not hosted()),
                   warm_cache=_env_flag("BERTLAB_WARM_CACHE", True),
@@ -137,13 +140,18 @@ def limits() -> Limits:
 
 def _proxies() -> str:
     """BERTLAB_TRUSTED_PROXIES: the proxies whose X-Forwarded-For header is believed. A client's address
-    keys its teacher-token guesses; if any connection could name its own, rotating the header got
-    round the limit. A Space is reached only through Hugging Face's proxy ("*"); elsewhere none is."""
+    keys its teacher-token guesses, new ids, queue and upload shares; if any connection could name its
+    own, rotating the header got round them. A Space is reached only through Hugging Face's proxy ("*":
+    one hop, the right-most entry); elsewhere none is."""
     raw = os.environ.get("BERTLAB_TRUSTED_PROXIES")
     raw = ("*" if os.environ.get("SPACE_ID") else "") if raw is None else raw.strip()
     for part in filter(None, (p.strip() for p in raw.split(","))):
-        if part != "*" and not re.fullmatch(r"[0-9A-Fa-f.:/]+", part):
-            raise ValueError(f"BERTLAB_TRUSTED_PROXIES={raw!r}: give IP addresses or networks, comma-separated, or *")
+        try:
+            if part != "*":
+                ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ValueError(f"BERTLAB_TRUSTED_PROXIES={raw!r}: give IP addresses or networks, comma-separated, "
+                             f"or *") from None
     return raw
 
 

@@ -9,6 +9,9 @@ checks each new event before Gradio queues it:
 - heavy events (those with a concurrency limit of 1 or 2: training starts, probes, measurements) fill
   at most half of the queue, so the cheap views always keep a lane.
 
+`ClientAddress` is the ASGI middleware that says who the client is behind trusted proxies (uvicorn's own
+reading took the left-most X-Forwarded-For entry, which the client writes).
+
 `UploadGuard` is the ASGI middleware for `/gradio_api/upload`: one address sends at most `mb_per_hour`
 megabytes an hour, and the upload folder holds at most `total_mb` (Gradio's own `delete_cache` ages
 files out). Both answer 429 / 507 with a sentence, not a stored file.
@@ -16,6 +19,7 @@ files out). Both answer 429 / 507 with a sentence, not a stored file.
 from __future__ import annotations
 
 import collections
+import ipaddress
 import os
 import tempfile
 import threading
@@ -77,6 +81,51 @@ def guard_queue(demo, per_session: int, per_address: int):
 
     queue.push = guarded
     return demo
+
+
+class ClientAddress:
+    """ASGI middleware: scope["client"] becomes the visitor's address when the connection comes from a
+    trusted proxy (BERTLAB_TRUSTED_PROXIES).
+
+    Each proxy appends the address it was reached from to X-Forwarded-For, so only the right-hand
+    entries are the proxies' own; whatever sits left of them the client wrote. With "*" (a Space: one
+    platform proxy in front) the client is the right-most entry; with a list of addresses or networks,
+    the first entry from the right that is not one of them. With none trusted (the default off a
+    Space), X-Forwarded-For is ignored."""
+
+    def __init__(self, app, trusted: str):
+        self.app, parts = app, [p.strip() for p in trusted.split(",") if p.strip()]
+        self.one_hop = "*" in parts
+        self.networks = [ipaddress.ip_network(p, strict=False) for p in parts if p != "*"]
+
+    def trusts(self, host: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(ip in n for n in self.networks)
+
+    def client(self, peer: str, forwarded: str) -> str:
+        """Who the client is, from the connecting `peer` and the X-Forwarded-For header's value."""
+        if not (self.one_hop or self.trusts(peer)):
+            return peer
+        hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+        if not hops:
+            return peer
+        if self.one_hop:
+            return hops[-1]
+        for h in reversed(hops):
+            if not self.trusts(h):
+                return h
+        return hops[0]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket") and (self.one_hop or self.networks) and scope.get("client"):
+            headers = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"x-forwarded-for"]
+            host = self.client(scope["client"][0], ",".join(headers))
+            if host != scope["client"][0]:
+                scope = {**scope, "client": (host, 0)}
+        return await self.app(scope, receive, send)
 
 
 def upload_dir() -> Path:

@@ -5,8 +5,10 @@ One section, built by whichever tab hosts it (`build()`); its data come from app
 """
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import threading
 
 import gradio as gr
 import numpy as np
@@ -41,7 +43,8 @@ OFF = ("Clearing is **off** on this server. Its host turns it on by starting the
        "`BERTLAB_TEACHER_TOKEN` set to a secret and giving that token to the teacher.")
 ON = ("Deletes **every run started from a web page** on this server (every student's, and the teacher "
       "page's): queued ones leave the queue, training ones are stopped at once. Runs made from the command "
-      "line and the shipped model stay. Wrong tokens are counted: after a few, tries are refused for a while.")
+      "line and the shipped model stay. Wrong tokens are counted per network: after a few, each wrong answer "
+      "comes more slowly; the right token always works at once.")
 
 
 def _md(text: str) -> str:
@@ -128,16 +131,28 @@ def set_name(owner, name):
     return note, *view()
 
 
-def clear(token, confirm, request: gr.Request):
-    """The teacher's button: the token (rate-limited), the tick that says 'for good', then the clearing."""
+async def clear(token, confirm, request: gr.Request):
+    """The teacher's button: the token (a wrong one answered after the guard's delay), the tick that says
+    'for good', then the clearing (in a thread: it waits for killed jobs)."""
     client = getattr(getattr(request, "client", None), "host", None) or "?"
     try:
         classroom.check_token(token, client)
-    except (ValueError, PermissionError) as e:
+    except classroom.WrongToken as e:
+        await asyncio.sleep(e.delay)
         raise user_error(e) from None
+    except ValueError as e:
+        raise user_error(e) from None
+    return await asyncio.to_thread(_clear, confirm)
+
+
+_CLEARING = threading.Lock()
+
+
+def _clear(confirm):
     if not confirm:
         raise user_error("Tick 'delete them for good' first: runs cannot be brought back.")
-    out = classroom.clear_class(jobs_ui.manager())
+    with _CLEARING:
+        out = classroom.clear_class(jobs_ui.manager())
     parts = [f"Removed {len(out['removed'])} run{'s' if len(out['removed']) != 1 else ''}"
              + (f" ({out['stopped']} queued or training, stopped first)" if out["stopped"] else "") + "."]
     if out["kept"]:
@@ -188,8 +203,10 @@ def build() -> None:
                 confirm = gr.Checkbox(False, label="delete them for good", min_width=160, elem_id="class-confirm")
                 clear_btn = gr.Button("Clear the class's runs", variant="stop", min_width=200, elem_id="class-clear")
             cleared = gr.Markdown(elem_id="class-cleared")
+            # no concurrency limit: a guesser's delayed answers must not queue the teacher's click behind
+            # them (the clearing itself takes _CLEARING, one at a time)
             clear_btn.click(clear, [token, confirm], [cleared, confirm, plot, table], api_name="class_clear",
-                            concurrency_limit=1)
+                            concurrency_limit=None)
         else:
             gr.Markdown(OFF, elem_id="class-off")
     refresh_btn.click(view, None, [plot, table], api_name="class_runs", show_progress="minimal")

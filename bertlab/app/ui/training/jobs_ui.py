@@ -1,10 +1,12 @@
 """What the training tabs share: who this browser is, the job manager, and how a run's state reads.
 
 A job belongs to the browser that started it. The id lives in the browser's localStorage
-(gr.BrowserState), not in the server session, so a reloaded page still owns (and finds) its job.
+(gr.BrowserState), not in the server session, so a reloaded page still owns (and finds) its job; the
+server mints and signs it (identity.py), so a page cannot choose one.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -20,7 +22,8 @@ import gradio as gr
 
 from ....train.kinds import listed_in
 from ....train.runs import list_runs
-from ... import classroom, jobs
+from ... import classroom, identity, jobs
+from ...limits import limits
 from ..shared import common
 from ..shared.common import user_error
 
@@ -52,22 +55,27 @@ def teacher_id(token: str, nonce: str | None = None) -> str:
     return f"{TEACHER}{nonce}:{mac}"
 
 
-def browser_id(current: str | None, request: gr.Request | None = None) -> str:
-    """This browser's id: the stored one, or a new random one on its first visit. A page opened
-    with ?teacher=<BERTLAB_TEACHER_TOKEN> acts as the teacher from then on; wrong tokens count
-    against the class's guard (classroom.GUARD), as the clearing box's do."""
+async def browser_id(current: str | None, request: gr.Request | None = None) -> str | None:
+    """This browser's id: the stored one, or a new one the server signs (identity.py) on its first visit.
+    A page opened with ?teacher=<BERTLAB_TEACHER_TOKEN> acts as the teacher from then on. A wrong token
+    is said, and answered only after the guard's delay (classroom.Guard: an await, so a guesser holds
+    no thread); the page goes on as a student's."""
     token, asked = _teacher_token(), (request.query_params.get("teacher") if request is not None else None)
     if token and isinstance(asked, str):
         try:
             classroom.check_token(asked, _client(request), classroom.GUARD)
             return teacher_id(token)
-        except PermissionError as e:
-            common.warn(str(e))
-    if is_teacher(current):
-        return current
-    if isinstance(current, str) and current.startswith(TEACHER):
-        current = None  # the token was changed or revoked
-    return current if isinstance(current, str) and len(current) >= 16 else uuid.uuid4().hex
+        except classroom.WrongToken as e:
+            await asyncio.sleep(e.delay)
+            common.warn(f"{e}: this page opens as a student's. Check the link your host gave you.")
+    if is_teacher(current) or identity.valid_id(current, manager().root):
+        return current  # (an old teacher id, after the token changed, is no id: a new one follows)
+    if identity.MINTS.take(_client(request), limits().new_ids_per_hour):
+        return identity.new_id(manager().root)
+    common.warn(f"This network was given {limits().new_ids_per_hour} new browser ids within the hour, the most "
+                f"this server gives one network (BERTLAB_NEW_IDS_PER_HOUR): the views work, but training from "
+                f"this page waits until an hour after the first of them.")
+    return None
 
 
 def is_teacher(owner) -> bool:
@@ -87,7 +95,7 @@ def session():
     if getattr(root, "_bertlab_session", None) is None:
         # a fixed secret, so a restarted server still reads the stored id (which is random, not personal)
         owner = gr.BrowserState(None, storage_key="bertlab-owner", secret=os.environ.get("BERTLAB_SECRET", "bertlab"))
-        opened = root.load(browser_id, owner, owner, api_name=False, show_progress="hidden")
+        opened = root.load(browser_id, owner, owner, api_name=False, show_progress="hidden", concurrency_limit=None)
         root._bertlab_views = gr.Textbox("{}", visible=False)  # filled from localStorage by the events that read it
         root._bertlab_session = (owner, opened)
     return root._bertlab_session
@@ -238,7 +246,7 @@ def visitor(owner) -> str:
     for the teacher's page only."""
     if is_teacher(owner):
         return jobs.TEACHER
-    if not isinstance(owner, str) or not 1 <= len(owner) <= 128 or owner.startswith((TEACHER, jobs.TEACHER)):
+    if not identity.valid_id(owner, manager().root):  # ids are the server's own: a made-up one owns nothing
         raise ValueError("this page has no browser id yet (or an old teacher link): reload it, then try again")
     return owner
 

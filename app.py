@@ -135,7 +135,8 @@ def main() -> None:
     serving.patient_start_check(then=warm_up)
     serving.light_sessions()
     address = Middleware(traffic.ClientAddress, trusted=lim.trusted_proxies)  # first: the others read it
-    demo.launch(app_kwargs={"middleware": [address, serving.compressed(), uploads]},
+    traffic.keep_swept(lim.upload_age_s)  # a killed server's uploads too, whoever stored them
+    demo.launch(app_kwargs={"middleware": [address, Middleware(traffic.VisitorCookie), serving.compressed(), uploads]},
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
         max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD,  # Gradio refuses bigger uploads before storing them

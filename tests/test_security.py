@@ -177,6 +177,46 @@ def test_uploads_are_bounded_and_their_paths_hidden(hostile, tmp_path):
     assert not list((root / ".uploads").glob("*"))  # the refused start left no staged copy
 
 
+def _join(url: str, api: str, values: dict, cookie: str) -> str:
+    """One call sent as a browser sends it (queue/join, then the event stream), with its visitor cookie;
+    the error message or the output. gradio_client would upload a local path again as its own file."""
+    import json
+
+    import httpx
+    from bertlab.app.traffic import COOKIE
+    info = httpx.get(url + "gradio_api/info", timeout=30).json()["named_endpoints"]["/" + api]["parameters"]
+    dep = next(d for d in httpx.get(url + "config", timeout=30).json()["dependencies"] if d.get("api_name") == api)
+    data = [values.get(p["parameter_name"], p.get("parameter_default")) for p in info]
+    session = "s" + cookie[:12]
+    with httpx.Client(base_url=url, cookies={COOKIE: cookie}, timeout=120) as c:
+        c.post("gradio_api/queue/join", json={"data": data, "fn_index": dep["id"], "session_hash": session,
+                                              "event_data": None, "trigger_id": None}).raise_for_status()
+        with c.stream("GET", f"gradio_api/queue/data?session_hash={session}") as r:
+            for line in r.iter_lines():
+                if line.startswith("data:") and (msg := json.loads(line[5:]))["msg"] == "process_completed":
+                    return json.dumps(msg["output"])
+    return ""
+
+
+def test_an_upload_is_usable_only_by_the_browser_that_sent_it(hostile, tmp_path):
+    """Issue 41, hole 8: knowing an upload's server path was enough to use it from another session."""
+    import httpx
+    from bertlab.app.traffic import COOKIE
+    client, _, _, _ = hostile
+    url = client.src.rstrip("/") + "/"
+    ann, eve = "a1" * 16, "e5" * 16
+    odd = tmp_path / "labels.csv"
+    odd.write_text("review,stars\n" + "good,1\nbad,0\n" * 10)
+    with httpx.Client(cookies={COOKIE: ann}, timeout=30) as c:
+        path = c.post(url + "gradio_api/upload", files={"files": ("labels.csv", odd.read_bytes())}).json()[0]
+    upload = {"path": path, "orig_name": "labels.csv", "meta": {"_type": "gradio.FileData"}}
+    form = {"owner": EVE, "name": "", "task": "upload-csv", "upload": upload}
+    theirs = _join(url, "finetune_start", form, eve)
+    assert "not uploaded from this page" in theirs and path not in theirs
+    mine = _join(url, "finetune_start", form, ann)  # its own browser gets on to the file's columns
+    assert "column" in mine and "not uploaded from this page" not in mine
+
+
 def test_export_never_deletes_what_is_not_a_model(tmp_path, capsys):
     run = _run_folder(tmp_path / "runs", "r", None)
     (tmp_path / "data").mkdir()

@@ -1,9 +1,12 @@
-"""Fair shares for strangers (issue 30, item 5): per-session and per-address queue caps, a lane for the
-cheap views that heavy calls cannot fill, and an hourly upload allowance per address."""
+"""Fair shares for strangers (issue 30, item 5; issue 41): per-session and per-address queue caps, a lane
+for the cheap views that heavy calls cannot fill, an hourly upload allowance per address, an upload
+folder swept whoever stored the files, and uploads usable only by the browser that sent them."""
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 import types
 
 import httpx
@@ -74,7 +77,7 @@ def upload_app(tmp_path, clock, **kw):
 
 def test_uploads_count_per_address_per_hour_and_against_the_folder(tmp_path):
     now = [0.0]
-    client = upload_app(tmp_path, lambda: now[0], mb_per_hour=2.5, total_mb=5)
+    client = upload_app(tmp_path, lambda: now[0], mb_per_hour=2.5, total_mb=10)
     mb = b"x" * 1_000_000
     assert [client.post("/gradio_api/upload", content=mb).status_code for _ in range(3)] == [200, 200, 429]
     r = client.post("/gradio_api/upload", content=mb)
@@ -82,9 +85,54 @@ def test_uploads_count_per_address_per_hour_and_against_the_folder(tmp_path):
     assert client.get("/gradio_api/info").status_code == 200  # only uploads are counted
     now[0] = 3601.0  # an hour on: the allowance is back
     assert client.post("/gradio_api/upload", content=mb).status_code == 200
-    (tmp_path / "big.bin").write_bytes(b"x" * 4_500_000)  # the folder near its total
+    (tmp_path / "big.bin").write_bytes(b"x" * 9_500_000)  # the folder near its total
     r = client.post("/gradio_api/upload", content=mb)
     assert r.status_code == 507 and "upload space is full" in r.json()["detail"]
+
+
+def test_one_address_takes_at_most_a_quarter_of_the_upload_space(tmp_path):
+    """Hole 6: at a 300 MB total, two addresses filled it (250 MB an hour each), then 507 for all."""
+    client = upload_app(tmp_path, lambda: 0.0, mb_per_hour=250, total_mb=8)  # a quarter: 2 MB
+    mb = b"x" * 1_000_000
+    assert [client.post("/gradio_api/upload", content=mb).status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_the_upload_folder_is_swept_whoever_stored_the_files(tmp_path):
+    """Hole 4: a killed server's uploads stayed for good and counted against the total."""
+    import os
+    import time
+    old, fresh = tmp_path / "a", tmp_path / "b"
+    for d, age in ((old, 7200), (fresh, 60)):
+        d.mkdir()
+        with open(d / "f.csv", "wb") as f:
+            f.truncate(143_000_000)  # sparse: counted in full, as the upload guard counts
+        os.utime(d / "f.csv", (time.time() - age,) * 2)
+    assert traffic.sweep_uploads(tmp_path, 3600) == 143_000_000
+    assert not old.exists() and (fresh / "f.csv").exists()
+
+
+def test_an_upload_belongs_to_the_browser_that_sent_it(tmp_path):
+    """Hole 8: knowing an upload's path was enough to use it from another session. The visitor cookie
+    (or, for a client that keeps no cookies, the address) is noted with the paths Gradio answers."""
+    import json as _json
+    stored = str(tmp_path / "abc" / "mine.csv")
+
+    async def upload(request):
+        return PlainTextResponse(_json.dumps([stored]), media_type="application/json")
+    app = Starlette(routes=[Route("/gradio_api/upload", upload, methods=["POST"]), Route("/", lambda r: PlainTextResponse("page"))],
+                    middleware=[Middleware(traffic.VisitorCookie),
+                                Middleware(traffic.UploadGuard, mb_per_hour=10, total_mb=40, folder=lambda: tmp_path)])
+    browser = TestClient(app)
+    cookie = browser.get("/").headers["set-cookie"]
+    assert cookie.startswith(traffic.COOKIE + "=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    key = "".join(browser.cookies.values())
+    assert "set-cookie" not in browser.get("/").headers  # one is enough
+    assert browser.post("/gradio_api/upload", content=b"x" * 10).status_code == 200
+    assert traffic.OWNERS.owns(stored, key) and not traffic.OWNERS.owns(stored, "b" * 32)
+    assert not traffic.OWNERS.owns(stored, "address:testclient")  # the browser's, not its network's
+    TestClient(app, cookies={}).post("/gradio_api/upload", content=b"x", headers={"cookie": ""})
+    # a bad cookie value is no cookie: the next call gets a fresh one
+    assert "set-cookie" in TestClient(app).get("/", headers={"cookie": f"{traffic.COOKIE}=../../x"}).headers
 
 
 def config_data(url: str, api_name: str) -> tuple[int, list]:
@@ -103,7 +151,17 @@ def test_a_flood_of_probes_leaves_the_class_its_fill_mask(tmp_path):
     from browser import serving
     env = {"BERTLAB_CLASSROOM": "1", "BERTLAB_TRUSTED_PROXIES": "127.0.0.1", "BERTLAB_QUEUE_PER_ADDRESS": "40",
            "BERTLAB_WARM_CACHE": "0", "BERTLAB_UPLOAD_MB_PER_HOUR": "1", "GRADIO_TEMP_DIR": str(tmp_path / "uploads")}
+    left = tmp_path / "uploads" / "0123abcd" / "corpus.txt"  # hole 4: a killed server's upload, two hours old
+    left.parent.mkdir(parents=True)
+    with open(left, "wb") as f:
+        f.truncate(286_000_000)
+    os.utime(left, (time.time() - 7200,) * 2)
     with serving(["app.py"], tmp_path, env) as (url, log):
+        for _ in range(600):  # the server sweeps as it starts, whoever stored the file
+            if not left.exists():
+                break
+            time.sleep(0.1)
+        assert not left.exists() and not left.parent.exists()
         fn, data = config_data(url, "probe")
 
         async def flood(n: int, sessions, addresses):

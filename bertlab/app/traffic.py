@@ -13,14 +13,19 @@ checks each new event before Gradio queues it:
 reading took the left-most X-Forwarded-For entry, which the client writes).
 
 `UploadGuard` is the ASGI middleware for `/gradio_api/upload`: one address sends at most `mb_per_hour`
-megabytes an hour, and the upload folder holds at most `total_mb` (Gradio's own `delete_cache` ages
-files out). Both answer 429 / 507 with a sentence, not a stored file.
+megabytes an hour (and at most a quarter of the folder), and the upload folder holds at most `total_mb`
+(`keep_swept` ages files out, whoever stored them). Both answer 429 / 507 with a sentence, not a
+stored file. It notes who sent each stored file (`VisitorCookie`'s cookie, else the address), and
+`check_owner` refuses another browser's upload.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import ipaddress
+import json
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -133,13 +138,51 @@ def upload_dir() -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
 
 
+def sweep_uploads(folder: Path, max_age_s: float) -> int:
+    """Delete the files under the upload folder older than `max_age_s`, whoever wrote them, and the
+    folders they leave empty; the bytes freed. Gradio's own cache cleaning deletes only the files of
+    the server that stored them: a killed server's uploads stayed for good, counted against the total,
+    and a later upload got 507 for everyone."""
+    freed, cutoff = 0, time.time() - max_age_s
+    for root, dirs, files in os.walk(folder, topdown=False):
+        for name in files:
+            p = os.path.join(root, name)
+            try:
+                st = os.lstat(p)
+                if st.st_mtime < cutoff:
+                    os.unlink(p)
+                    freed += st.st_size
+            except OSError:  # gone meanwhile, or not ours to delete
+                continue
+        if root != str(folder):
+            try:
+                os.rmdir(root)  # only if empty
+            except OSError:
+                pass
+    return freed
+
+
+def keep_swept(max_age_s: float, folder=upload_dir) -> threading.Thread:
+    """Sweep the upload folder now and then every `max_age_s / 4` (at most 10 min), in a daemon thread."""
+    def loop():
+        while True:
+            sweep_uploads(folder(), max_age_s)
+            time.sleep(max(1.0, min(600.0, max_age_s / 4)))
+    t = threading.Thread(target=loop, name="bertlab-upload-sweep", daemon=True)
+    t.start()
+    return t
+
+
 class UploadGuard:
-    """ASGI middleware: uploads count against their address's hourly megabytes and the folder's total."""
+    """ASGI middleware: uploads count against their address's hourly megabytes, which is at most a
+    quarter of the folder's total (two addresses filled a 300 MB folder, then everyone got 507 for an
+    hour), and the folder's total."""
 
     def __init__(self, app, mb_per_hour: float, total_mb: float, window_s: float = 3600.0, clock=time.monotonic,
                  folder=upload_dir):
         self.app, self.mb_per_hour, self.total_mb, self.window_s = app, mb_per_hour, total_mb, window_s
         self.clock, self.folder = clock, folder
+        self.share_mb = min(mb_per_hour, total_mb / 4)  # one address's megabytes within the window
         self.sent: dict[str, collections.deque] = {}
         self.lock = threading.Lock()
 
@@ -155,11 +198,11 @@ class UploadGuard:
                     del self.sent[a]
             mine = self.sent.setdefault(address, collections.deque())
             used = sum(m for _, m in mine)
-            if used + mb > self.mb_per_hour:
+            if used + mb > self.share_mb:
                 if not mine:
                     del self.sent[address]
                 return (f"You have uploaded {used:.0f} MB in the last hour; this server takes "
-                        f"{self.mb_per_hour:g} MB an hour from one network. Try again later.")
+                        f"{self.share_mb:g} MB an hour from one network. Try again later.")
             mine.append((now, mb))
         return None
 
@@ -180,5 +223,102 @@ class UploadGuard:
         else:
             why, code = self.charge(address, mb), 429
         if why is None:
-            return await self.app(scope, receive, send)
+            return await self.app(scope, receive, self._recording(scope, send))
         await JSONResponse({"detail": why}, status_code=code)(scope, receive, send)
+
+    def _recording(self, scope, send):
+        """`send`, reading the stored paths off Gradio's answer to note who uploaded them (OWNERS)."""
+        body, ok = [], [False]
+        key = uploader(scope)
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                ok[0] = message.get("status") == 200
+            elif message["type"] == "http.response.body" and ok[0]:
+                body.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    with contextlib.suppress(ValueError):
+                        paths = json.loads(b"".join(body))
+                        OWNERS.add([p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [], key)
+            await send(message)
+        return sending
+
+
+# ---- who may use an upload --------------------------------------------------------------------------
+
+COOKIE = "bertlab-visitor"
+
+
+def _cookie(headers) -> str | None:
+    for k, v in headers or []:
+        if k == b"cookie":
+            for part in v.decode("latin-1").split(";"):
+                name, _, value = part.strip().partition("=")
+                if name == COOKIE and 16 <= len(value) <= 64 and value.isalnum():
+                    return value
+    return None
+
+
+def uploader(scope) -> str:
+    """Who made a request, for uploads: its browser's cookie (VisitorCookie), else its address (a
+    client that keeps no cookies, such as gradio_client, or a page in a frame that gets none)."""
+    return _cookie(scope.get("headers")) or "address:" + (scope.get("client") or ("unknown",))[0]
+
+
+class VisitorCookie:
+    """ASGI middleware: a browser without the visitor cookie gets one (random, HttpOnly), so its uploads
+    and its later calls can be matched: an upload is usable only by the browser that sent it."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or _cookie(scope.get("headers")) is not None:
+            return await self.app(scope, receive, send)
+        value = secrets.token_hex(16)
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                cookie = f"{COOKIE}={value}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax"
+                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode())]}
+            await send(message)
+        return await self.app(scope, receive, sending)
+
+
+class UploadOwners:
+    """Stored upload paths and who sent each (a bounded table: the oldest entries go first; the files
+    themselves are swept by age)."""
+
+    def __init__(self, capacity: int = 20_000):
+        self.capacity, self._lock = capacity, threading.Lock()
+        self._owners: collections.OrderedDict[str, set] = collections.OrderedDict()
+
+    def add(self, paths: list[str], key: str) -> None:
+        with self._lock:
+            for p in paths:
+                self._owners.setdefault(os.path.realpath(p), set()).add(key)
+                self._owners.move_to_end(os.path.realpath(p))
+            while len(self._owners) > self.capacity:
+                self._owners.popitem(last=False)
+
+    def owns(self, path: str, key: str) -> bool:
+        with self._lock:
+            return key in self._owners.get(os.path.realpath(path), ())
+
+
+OWNERS = UploadOwners()
+
+
+def check_owner(path) -> None:
+    """Inside a web call: refuse an uploaded file that this browser did not upload (knowing a path was
+    enough to use another visitor's file). Outside one (the CLI, a test calling a form) it passes."""
+    from gradio.context import LocalContext
+    request = LocalContext.request.get(None)
+    if request is None or not path:
+        return
+    scope = getattr(getattr(request, "request", None), "scope", None)
+    if scope is None:  # not expected in a web call; fall back on the address, never on no check
+        scope = {"headers": [], "client": (client_of(request),)}
+    if not OWNERS.owns(str(path), uploader(scope)):
+        raise ValueError("that file was not uploaded from this page (or the server restarted since): "
+                         "upload it again")

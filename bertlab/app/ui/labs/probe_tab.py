@@ -14,7 +14,7 @@ from ....checkpoint import weights_stamp
 from ....data import probe as probe_data
 from ....train import probing
 from ....train.probing import per_tag, public
-from ... import workers
+from ... import traffic, workers
 from ...limits import limits
 from ..shared import common, links, models
 from ..shared.common import MODEL_ERRORS, config_of, mistakes, user_error, whole_number
@@ -234,6 +234,10 @@ def run_probes(progress=gr.Progress(), **form):
         if not file:
             raise user_error("Upload a file first: .conll/.txt (a token and its tag per line), .jsonl with "
                              "tokens + tags lists, or .csv with text,label columns.")
+        try:
+            traffic.check_owner(file)  # another visitor's upload is not this page's to use
+        except ValueError as e:
+            raise user_error(e) from None
         task = str(file)
     elif task not in probe_data.TASKS:
         raise user_error(f"Unknown task {task!r}: choose {', '.join(probe_data.TASKS)} or file.")

@@ -16,6 +16,7 @@ from ....methods.registry import REGISTRY
 from ....tokenizer import SubwordTokenizer
 from ....train.finetune import trainable_estimate
 from ....train.specs import FinetuneSpec
+from ... import traffic
 from ...limits import check_upload, limits
 from ..shared import forms, models
 from . import jobs_ui
@@ -219,6 +220,7 @@ def form_spec(**form) -> FinetuneSpec:
     if t is None:
         raise ValueError(f"unknown task {str(task)[:80]!r}: choose one of {', '.join(TASKS.values())}")
     if t.startswith("upload"):
+        traffic.check_owner(form.get("upload"))  # another visitor's upload is not this page's to use
         src = check_upload(form.get("upload"), "labelled file")
         spec = spec.replace(task=str(jobs_ui.stage_upload(src)), problem="qa" if t == "upload-qa" else spec.problem)
         try:

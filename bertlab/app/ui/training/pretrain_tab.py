@@ -23,7 +23,7 @@ from ....train.pretrain import cache_dir as pretrain_cache_dir
 from ....train.runs import Run
 from ....train import objectives
 from ....train.specs import PretrainSpec
-from ... import classroom
+from ... import classroom, traffic
 from ...jobs import check_name
 from ...limits import check_upload, limits
 from ..shared import common, forms, links, models
@@ -242,6 +242,7 @@ def form_spec(**form) -> PretrainSpec:
                              f"gets at most {sizing.humanize(lim.job_mb * 2**20, 'B')} (BERTLAB_JOB_MB): "
                              f"choose a smaller batch, fewer tokens or a smaller model")
     if source == "upload":
+        traffic.check_owner(form.get("upload"))  # another visitor's upload is not this page's to use
         src = check_upload(form.get("upload"), "corpus")
         if src.suffix.lower() not in (".txt", ".csv", ".json", ".jsonl"):
             raise ValueError(f"{src.name}: a corpus is a .txt, .csv, .json or .jsonl file")

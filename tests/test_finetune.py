@@ -389,6 +389,28 @@ def test_lora_run_saves_a_plain_checkpoint_and_resumes(tmp_path, tiny_dir, vocab
     assert (mine - theirs).abs().max() < 1e-5
 
 
+def test_a_stopped_run_scores_a_sample_and_exits(tmp_path, tiny_dir):
+    """Issue 41, hole 7: a Stop on a big upload evaluated the whole held-out split before exiting (~475 s
+    holding the only job slot). After a Stop only the first STOP_EVAL_BATCHES batches are scored, and
+    the run says so; a finished run still scores them all."""
+    import threading
+
+    from bertlab.train.finetune import STOP_EVAL_BATCHES
+    csv = write_sentiment_csv(tmp_path / "reviews.csv", n=800)
+    stop, lines = threading.Event(), []
+    stop.set()  # Stop pressed as training began
+    res = finetune(tmp_path / "run", model=str(tiny_dir), task=str(csv), method="full", epochs=1, batch_size=2,
+                   text_column="review", label_column="stars", log=lines.append, stop_event=stop)
+    scored = json.loads((tmp_path / "run" / "confusion.json").read_text())
+    assert res["state"] == "stopped" and res["step"] == 1 and (tmp_path / "run" / "model").is_dir()
+    assert res["val_examples"] > scored["count"] == STOP_EVAL_BATCHES * 2 * 2 and scored["sample"]
+    assert any(f"first {scored['count']} held-out examples only" in m for m in lines), lines
+    done = finetune(tmp_path / "all", model=str(tiny_dir), task=str(csv), method="frozen", epochs=1,
+                    batch_size=64, text_column="review", label_column="stars", log=lambda m: None)
+    scored = json.loads((tmp_path / "all" / "confusion.json").read_text())
+    assert done["state"] == "finished" and scored["count"] == done["val_examples"] and not scored["sample"]
+
+
 def test_token_classification_run_and_cli(tmp_path, tiny_dir, vocab_tokenizer, capsys):
     conll = write_conll(tmp_path / "tags.conll")
     a = (["finetune", "--model", str(tiny_dir), "--task", str(conll), "--method", "full", "--epochs", "3",

@@ -93,6 +93,26 @@ def test_early_evaluations_then_every_n(tmp_path):
     assert evals == [10, 25, 40, 60] and seen == evals  # 25 and 40 are no logging steps
 
 
+def test_checkpoints_come_by_time_too_and_resume_exactly(tmp_path):
+    """Issue 41, hole 9: checkpoints came every fifth of a run, so a run killed before its first one
+    (a class server restarted) began again at step 0. With save_every_s, one comes once that many
+    seconds passed (here: every step), and a run resumed from one of them ends as the uninterrupted one."""
+    args = TrainArgs(steps=8, lr=5e-3, warmup=2, save_every=1000, save_every_s=1e-9, keep_last=20, log_every=4)
+    ref = tiny_model(dropout=0.2)
+    Trainer(ref, TinyBatches(), TrainArgs(**{**args.to_dict(), "save_every_s": 0}), tmp_path / "a",
+            pretraining_loss).fit()
+    assert [p.name for p in checkpoint_dirs(tmp_path / "a")] == ["step-8"]  # by steps only: the last
+    Trainer(tiny_model(dropout=0.2), TinyBatches(), args, tmp_path / "b", pretraining_loss).fit()
+    assert [p.name for p in checkpoint_dirs(tmp_path / "b")] == [f"step-{i}" for i in range(1, 9)]
+    import shutil
+    for p in checkpoint_dirs(tmp_path / "b")[3:]:  # as if killed after step 3's timed checkpoint
+        shutil.rmtree(p)
+    m = tiny_model(seed=99, dropout=0.2)
+    st = Trainer(m, TinyBatches(), args, tmp_path / "b", pretraining_loss).fit(resume=True)
+    assert st["state"] == "finished" and st["step"] == 8
+    assert_same(params(ref), params(m))
+
+
 def test_stop_and_resume_equals_uninterrupted_run(tmp_path):
     args = TrainArgs(steps=12, lr=5e-3, warmup=3, accum=2, save_every=4, log_every=3, eval_every=5)
     evaluate = lambda m: {"r": float(torch.rand(()))}  # noqa: E731  (random: must not disturb training)

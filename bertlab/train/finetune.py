@@ -138,6 +138,9 @@ def unfrozen_depth(step: int, steps: int, num_layers: int) -> int:
     return num_layers + 1 - stage if stage < num_layers else 0
 
 
+STOP_EVAL_BATCHES = 8  # held-out batches scored after a Stop (a few seconds, whatever the upload)
+
+
 class FinetuneTrainer(Trainer):
     """The shared Trainer with per-layer learning rates (layer_decay < 1) and gradual unfreezing.
     Unfreezing is a function of the step alone, so a resumed run freezes exactly as before."""
@@ -264,7 +267,11 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     if status.get("state") in ("finished", "stopped"):
         if evaluate.last is None or status.get("state") == "stopped":  # e.g. resumed an already finished run
             net.eval()
-            evaluate(net)
+            stopped = status.get("state") == "stopped"  # stop means stop: a sample, not the whole split
+            evaluate(net, STOP_EVAL_BATCHES if stopped else None)
+            if evaluate.last.get("sample"):
+                log(f"stopped: scored on the first {evaluate.last.get('count')} held-out examples only; "
+                    f"resume to train and score on all {len(data.val):,}")
         model_dir = save_finetuned(net, tok, run.path / "model", spec, folder if spec.model == "default" else spec.model,
                                    adapter_folder=run.path / "adapter")
         log(f"saved the fine-tuned model to {model_dir}"

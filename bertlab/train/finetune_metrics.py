@@ -139,16 +139,20 @@ class Evaluator:
             self.majority = float(counts.max()) / max(float(counts.sum()), 1.0)
 
     @torch.no_grad()
-    def __call__(self, model) -> dict[str, float]:
+    def __call__(self, model, max_batches: int | None = None) -> dict[str, float]:
+        """`max_batches`: score only the first so many batches (after a Stop: the whole held-out split of
+        a big upload took minutes, holding the job slot); `.last` then says "sample": True."""
         dev = device_of(model)  # batches are collated on the CPU
         run = {"single": self._single, "multi": self._multi, "regression": self._regression, "qa": self._qa}
-        self.last = {"problem": self.problem, **run[self.problem](model, dev)}
+        self._limit = max_batches
+        self.last = {"problem": self.problem, **run[self.problem](model, dev),
+                     "sample": max_batches is not None and max_batches < len(self.batches)}
         if self.run_dir is not None:
             runs.write_json_atomic(self.run_dir / CONFUSION_FILE, self.last)
         return {k: self.last[k] for k in EVAL_KEYS[self.problem]}
 
     def _outputs(self, model, dev):
-        for b in self.batches:
+        for b in self.batches[:getattr(self, "_limit", None)]:
             b = {key: v.to(dev) for key, v in b.items()}
             yield b, model(b["input_ids"], b["token_type_ids"], b["attention_mask"])
 

@@ -237,6 +237,7 @@ class Trainer:
         if ckpt is not None:
             self._load(ckpt)
         self._t0, self._step0 = time.monotonic(), self.step
+        self._saved_at = self._t0  # checkpoints come by steps and by time (save_every_s)
         if self.step >= a.steps:
             return self._status("finished", f"already at step {self.step} of {a.steps}")
         model = self.model
@@ -278,11 +279,12 @@ class Trainer:
                     bool(self.stop_event is not None and self.stop_event.is_set()) or self.step + 1 == a.stop_at
                 final = self.step + 1 == a.steps
                 n = self.step + 1
-                due = (n % a.log_every == 0 or n % a.save_every == 0 or final or stop
+                timed = bool(a.save_every_s) and time.monotonic() - self._saved_at >= a.save_every_s
+                due = (n % a.log_every == 0 or n % a.save_every == 0 or final or stop or timed
                        or (self.evaluate is not None and (n % a.eval_every == 0 or n in early)))
                 acc.note_finite(torch.isfinite(loss_avg) & torch.isfinite(gn), loss_avg, gn)
                 if due or not lazy:  # lazy: read at the next row; a bad step only spoils weights no file holds
-                    bad, stop = self._agree(not acc.all_finite(), stop)
+                    bad, stop, timed = self._agree(not acc.all_finite(), stop, timed)
                     if bad:
                         return self._fail(acc, lazy)
                 lr = self.optimizer.param_groups[0]["lr"]
@@ -296,7 +298,7 @@ class Trainer:
                     acc = _Interval(self.device)
                 if self.evaluate is not None and (self.step % a.eval_every == 0 or final or self.step in early):
                     self._eval()
-                if self.step % a.save_every == 0 or final or stop:
+                if self.step % a.save_every == 0 or final or stop or timed:
                     if stop and not final:
                         self._status("stopping")
                     self._save()
@@ -336,13 +338,14 @@ class Trainer:
                 it = iter(self.batches)
         raise ValueError("the batch source yielded no batches")
 
-    def _agree(self, bad: bool, stop: bool) -> tuple[bool, bool]:
-        """All ranks fail or stop at the same step, or the others would wait forever."""
+    def _agree(self, bad: bool, stop: bool, save: bool = False) -> tuple[bool, bool, bool]:
+        """All ranks fail, stop or save (a checkpoint by time) at the same step, or the others would wait
+        forever."""
         if self.world == 1:
-            return bad, stop
-        flags = torch.tensor([float(bad), float(stop)], device=self.comm_device)
+            return bad, stop, save
+        flags = torch.tensor([float(bad), float(stop), float(save)], device=self.comm_device)
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        return bool(flags[0]), bool(flags[1])
+        return bool(flags[0]), bool(flags[1]), bool(flags[2])
 
     def _log(self, acc: "_Interval") -> None:
         keys, means = acc.metric_means()  # one read of the device for the whole row
@@ -389,6 +392,7 @@ class Trainer:
 
     def _save(self) -> Path | None:
         """All ranks hand in their RNG state; rank 0 writes (runs.write_checkpoint makes it atomic)."""
+        self._saved_at = time.monotonic()
         rngs = [rng_state()]
         if self.world > 1:
             rngs = [None] * self.world

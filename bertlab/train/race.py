@@ -75,7 +75,7 @@ def estimate_minutes(race: RaceSpec) -> float:
 def _trial(spec: PretrainSpec, folder: Path, log) -> float:
     """Seconds per step of this recipe here and now (the run's own code, a throwaway folder)."""
     shutil.rmtree(folder, ignore_errors=True)
-    pretrain(folder, spec.replace(steps=TRIAL_STEPS, log_every=TRIAL_LOG, eval_every=10**6, save_every=10**6),
+    pretrain(folder, spec.replace(steps=TRIAL_STEPS, log_every=TRIAL_LOG, eval_every=10**6, save_every=10**6, save_every_s=0),
              log=lambda *_: None)
     t = {r["step"]: r["time"] for r in runs.read_metrics(folder)[0] if r.get("split") == "train"}
     shutil.rmtree(folder, ignore_errors=True)

@@ -38,7 +38,7 @@ RESULTS, TABLE, PARTS = "results.json", "table.md", "parts"
 # a finished run with other values of these is still the same training (evaluating draws no random numbers;
 # bf16 is how fast, not what: a run may be resumed with it switched, and sweeps made before it was a field
 # ran in fp32)
-REUSE_IGNORES = ("threads", "bf16", "log_every", "eval_every", "eval_early", "save_every", "keep_last", "device",
+REUSE_IGNORES = ("threads", "bf16", "log_every", "eval_every", "eval_early", "save_every", "save_every_s", "keep_last", "device",
                  "compile")
 OVERHEAD_S = 0.03  # seconds a step costs beyond its matmuls (optimizer, masking, small ops): tiny models' floor
 # share of this CPU's 512x512 matmul rate that small BERTs sustain when training: the default sweep said

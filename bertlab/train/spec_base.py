@@ -151,6 +151,8 @@ class TrainArgs(Spec):
     eval_early: int = opt(0, "also evaluate at steps 10, 25, 50, 100, 250, ... up to this step, before the first "
                              "regular evaluation: something to see early (0 = off)", NON_NEGATIVE, label='Early evaluations up to step')
     save_every: int = opt(500, "steps between checkpoints", POSITIVE)
+    save_every_s: float = opt(60.0, "also save once this many seconds passed since the last checkpoint, so a "
+                                    "killed run loses at most that much (0 = by steps only)", NON_NEGATIVE)
     keep_last: int = opt(2, "checkpoints kept", POSITIVE)
     device: str = opt("auto", "cpu | cuda | cuda:N | auto (a GPU where PyTorch sees one, else the CPU)")
     compile: bool = opt(False, "torch.compile the model for training (a GPU's speed-up; compiling takes a minute "
@@ -158,7 +160,7 @@ class TrainArgs(Spec):
     stop_at: int | None = opt(None, "stop after this step, resumably, keeping the --steps schedule "
                                     "(compare the start of long runs)", POSITIVE)
     RESUMABLE: ClassVar[tuple[str, ...]] = ("steps", "stop_at", "bf16", "log_every", "eval_every", "eval_early",
-                                            "save_every", "keep_last", "device", "compile")
+                                            "save_every", "save_every_s", "keep_last", "device", "compile")
 
     @property
     def warmup_steps(self) -> int:

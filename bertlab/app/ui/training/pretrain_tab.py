@@ -92,7 +92,7 @@ ARCHS = {m.label + (f" ({m.pretrain_note})" if m.pretrain_note else ""): n
          for n, m in family.MEMBERS.items() if n in PretrainSpec.ARCHS}
 # Spec fields the server sets, never a visitor: where and how fast a job runs, how often it writes,
 # and the model it continues (the form's "Start from" picks that).
-SERVER = ("init_from", "threads", "device", "compile", "log_every", "eval_every", "save_every", "keep_last",
+SERVER = ("init_from", "threads", "device", "compile", "log_every", "eval_every", "save_every", "save_every_s", "keep_last",
           "max_position", "stop_at")
 OWN = ("start_from", "upload", "hub_name")  # the form's own inputs, read into spec fields here
 SHAPE = ("layers", "hidden", "heads", "intermediate")

@@ -4,6 +4,7 @@ back to back, on 2 cores, while a training job runs.)
 
     python bench/bench_class.py [--students 30] [--seconds 60] [--train/--no-train] [--think 1.0] [--json]
     python bench/bench_class.py --burst [--students 30] [--seconds 60]
+    python bench/bench_class.py --flood 8 [--seconds 40]
 
 Starts `python app.py` on a free port (runs in a temporary folder), starts one "Tiny and fast"-like
 pre-training run through /pretrain_start as a student would, then runs N student threads, each a
@@ -11,6 +12,9 @@ browser-like client (one session, join the queue, read the event stream: what th
 gradio_client would spend ~60 ms of this machine's CPU per call). Default mode: a mix of
 /fill_mask (most), /tokenize, /nsp and /attention with exponential think time (mean --think s).
 --burst: /fill_mask only, back to back, for throughput.
+--flood N: N addresses (X-Forwarded-For, the server trusting 127.0.0.1 as its proxy) post /attention
+events (--flood-rate a second each), each from a new session, never reading the results; one honest student calls
+/fill_mask every 0.3 s, first alone, then beside the flood (issue 41's goal: 0 errors, p95 within 2x).
 
 How to read it: per endpoint, calls, errors and p50/p95/max round trip in ms as a browser waits
 for it (queue, handler, transport); calls/s over the window; the goals with pass/fail words.
@@ -41,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 QUIET = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
          "HF_HUB_DISABLE_TELEMETRY": "1"}
 os.environ.update(QUIET)
+# the server and this script share the secret that signs browser ids, so the student who trains has one
+os.environ.setdefault("BERTLAB_SECRET", os.urandom(16).hex())
 P95_GOAL_MS, BURST_GOAL, RUN = 500, 40.0, "bench-class"
 MASKED = ["the acting was [MASK] .", "the film was long and [MASK] .", "i [MASK] this movie a lot .",
           "the acting was [MASK] , but the story of the old man kept me watching until the end ."]
@@ -50,6 +56,11 @@ MIX = {  # endpoint: (weight, arguments drawn per call) -- what students click i
     "/nsp": (1, lambda r: {"first": "the film was long .", "candidates": "i liked it .\nthe bank raised rates ."}),
     "/attention": (1, lambda r: {"text": "the river bank was muddy .", "pair": ""}),
 }
+
+
+def owner() -> str:
+    from bertlab.app.identity import new_id
+    return new_id(ROOT)  # BERTLAB_SECRET is set: the folder is not read
 
 
 def client(url):
@@ -142,12 +153,17 @@ def up(url) -> bool:
         return False
 
 
+OWNER = None
+
+
 def start_training(c, runs: Path, steps: int) -> str:
     """The state the start call reported; then waits until the trainer steps (data prepared)."""
+    global OWNER
+    OWNER = owner()
     from bertlab.config import PRESETS
     from bertlab.train.runs import read_status
     L, H, A = PRESETS["tiny"]
-    out = c.predict(owner=RUN, name=RUN, upload=None, hub_name="", preset="tiny",
+    out = c.predict(owner=OWNER, name=RUN, upload=None, hub_name="", preset="tiny",
                     layers=L, hidden=H, heads=A, intermediate=4 * H, max_len=32, batch_size=128, steps=steps,
                     api_name="/pretrain_start")
     state = next((w for w in ("running", "starting", "queued", "failed") if w in str(out[1])), "unknown")
@@ -161,7 +177,7 @@ def start_training(c, runs: Path, steps: int) -> str:
 def stop_training(c, runs: Path) -> None:
     """Graceful /pretrain_stop, then make sure the trainer (its own process group) is gone."""
     with contextlib.suppress(Exception):
-        c.predict(owner=RUN, name=RUN, api_name="/pretrain_stop")
+        c.predict(owner=OWNER, name=RUN, api_name="/pretrain_stop")
     job = runs / RUN / "job.json"
     pid = json.loads(job.read_text()).get("pid") if job.exists() else None
     for _ in range(60):
@@ -259,6 +275,62 @@ def measure(a, tmp: Path) -> dict:
     return report
 
 
+def flood(a, tmp: Path) -> None:
+    """--flood: the honest student's fill-mask alone, then beside N flooding addresses."""
+    import collections
+    import uuid
+
+    import httpx
+    os.environ["BERTLAB_TRUSTED_PROXIES"] = "127.0.0.1"  # this script is the proxy that names the flooders
+
+    def honest(url, params, seconds):
+        c, ts, errs = Browser(url, params), [], []
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            try:
+                c.predict(text=MASKED[0], api_name="/fill_mask")
+                ts.append(time.perf_counter() - t)
+            except Exception as e:  # noqa: BLE001 -- counted and shown
+                errs.append(f"{type(e).__name__}: {str(e)[:120]}")
+            time.sleep(0.3)
+        return ts, errs
+
+    def flooder(url, fn, data, address, stop, codes):
+        with httpx.Client(base_url=url, timeout=30, headers={"X-Forwarded-For": address}) as h:
+            while not stop.is_set():
+                with contextlib.suppress(httpx.HTTPError):
+                    r = h.post("gradio_api/queue/join", json={"data": data, "fn_index": fn, "session_hash": uuid.uuid4().hex,
+                                                              "event_data": None, "trigger_id": None})
+                    codes[r.status_code] += 1
+                time.sleep(1 / a.flood_rate)
+
+    with serving(tmp) as (url, _):
+        params = parameter_names(url)
+        fn, data, names = Browser(url, params).api["/attention"]
+        data = [{"text": "the river bank was muddy and the water was cold ."}.get(n, v) for n, v in zip(names, data)]
+        alone, alone_errs = honest(url, params, max(10.0, a.seconds / 2))
+        stop, codes = threading.Event(), collections.Counter()
+        threads = [threading.Thread(target=flooder, args=(url, fn, data, f"10.8.0.{i}", stop, codes), daemon=True)
+                   for i in range(a.flood)]
+        for th in threads:
+            th.start()
+        time.sleep(5)  # the flood fills what it may of the queue
+        loaded, errs = honest(url, params, a.seconds)
+        stop.set()
+        for th in threads:
+            th.join(timeout=30)
+    p_alone, p_loaded = ms(alone, 95), ms(loaded, 95)
+    print(f"bertlab flood · {cpu()} · {a.flood} flooding addresses on /attention, {a.flood_rate:g} joins/s each · "
+          f"{a.seconds:g} s")
+    print(f"flood joins: {dict(sorted(codes.items()))} (200 queued; 429/503 refused)")
+    print(f"honest fill-mask alone:        {len(alone)} calls, {len(alone_errs)} errors, p50 {ms(alone, 50)} ms, p95 {p_alone} ms")
+    print(f"honest fill-mask beside flood: {len(loaded)} calls, {len(errs)} errors, p50 {ms(loaded, 50)} ms, p95 {p_loaded} ms"
+          + (f"; first error: {errs[0]}" if errs else ""))
+    ok = not errs and p_loaded <= 2 * p_alone
+    print(f"goal: 0 errors and p95 within 2x of alone: {len(errs)} errors, {p_loaded / p_alone:.2f}x → {'pass' if ok else 'FAIL'}")
+
+
 def summarise(a, report: dict) -> dict:
     rec, dt = report.pop("rec"), report.pop("dt")
     rows = {}
@@ -281,9 +353,10 @@ def summarise(a, report: dict) -> dict:
         report["goal"] = (f"≥ {BURST_GOAL:.0f} fill-mask calls/s on 2 cores with a job running: {v} calls/s "
                           f"{train} → {'pass' if v >= BURST_GOAL else 'FAIL'}")
     else:
-        v = rows.get("/fill_mask", {}).get("p95", float("inf"))
-        report["goal"] = (f"fill-mask p95 ≤ {P95_GOAL_MS} ms, 30 students thinking 1 s: {v} ms with {a.students} "
-                          f"students thinking {a.think} s {train} → {'pass' if v <= P95_GOAL_MS else 'FAIL'}")
+        worst = max((r.get("p95", float("inf")), k) for k, r in rows.items() if k != "connect")
+        report["goal"] = (f"every view's p95 ≤ {P95_GOAL_MS} ms, 30 students thinking 1 s: the slowest, {worst[1]}, "
+                          f"{worst[0]} ms with {a.students} students thinking {a.think} s {train} → "
+                          f"{'pass' if worst[0] <= P95_GOAL_MS else 'FAIL'}")
     return report
 
 
@@ -312,8 +385,13 @@ def main() -> None:
     ap.add_argument("--think", type=float, default=1.0, help="mean seconds between a student's calls")
     ap.add_argument("--burst", action="store_true", help="/fill_mask only, back to back (throughput)")
     ap.add_argument("--steps", type=int, default=3000, help="of the pre-training run; enough to outlast the window")
+    ap.add_argument("--flood", type=int, default=0, help="N flooding addresses against one honest student")
+    ap.add_argument("--flood-rate", type=float, default=6.0,
+                    help="joins a second from each flooding address (issue 41 saw ~40 a second from 8)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.flood:
+        return flood(a, Path(tempfile.mkdtemp(prefix="bench-flood-")))
     report = summarise(a, measure(a, Path(tempfile.mkdtemp(prefix="bench-class-"))))
     if a.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))

@@ -48,6 +48,29 @@ def test_one_session_one_address_and_the_heavy_lane_each_have_a_cap():
     assert traffic.refusal(q, CHEAP, "new", "2.2.2.2", 8, 32) is None  # the cheap lane stays open
 
 
+def test_eight_flooding_addresses_leave_room_for_an_honest_one():
+    """Issue 41, hole 2: from 8 addresses (a new session each call) the queue's 64 places filled, and
+    honest fill-mask calls got HTTP 503. Past half full each address gets its share of the rest."""
+    held = []
+    q = queue_of(held)
+    refused = 0
+    for i in range(8 * 40):  # the flood, round robin over its addresses, nothing ever finishing
+        address = f"10.9.0.{i % 8}"
+        if traffic.refusal(q, CHEAP, f"flood-{i}", address, 16, 32) is None:
+            held.append(event(f"flood-{i}", address, "default"))
+        else:
+            refused += 1
+        q = queue_of(held)
+    assert len(held) < 64 and refused > 8 * 30
+    for k in range(5):  # an honest student's calls, one after another, all queued
+        assert traffic.refusal(q, CHEAP, f"honest-{k}", "192.0.2.7", 16, 32) is None
+        held.append(event(f"honest-{k}", "192.0.2.7", "default"))
+        q = queue_of(held)
+        held.pop()  # answered
+    why = traffic.refusal(q, CHEAP, "flood-x", "10.9.0.3", 16, 32)
+    assert why and "its share" in why
+
+
 def test_a_guarded_queue_refuses_before_gradio_queues_and_passes_the_rest():
     calls = []
 
@@ -178,6 +201,12 @@ def test_a_flood_of_probes_leaves_the_class_its_fill_mask(tmp_path):
         codes, why = run_async(flood(60, lambda n: [f"p{i}" for i in range(n)],
                                        lambda n: [f"10.1.{i}.1" for i in range(n)]))
         assert codes.count(200) <= 32 + 2 and any("busy with long requests" in w for w in why), (codes, why)
+        # issue 41, hole 2: eight addresses of cheap /attention events, a new session each, filled the other
+        # places and honest fill-mask calls got HTTP 503; each address now stops at its share
+        fn, data = config_data(url, "attention")
+        codes, why = run_async(flood(8 * 30, lambda n: [f"a{i}" for i in range(n)],
+                                       lambda n: [f"10.8.0.{i % 8}" for i in range(n)]))
+        assert codes.count(200) < 32 and any("its share" in w for w in why), (codes, why)
         client = Client(url, verbose=False)
         up = [httpx.post(url + "gradio_api/upload", files={"files": ("a.txt", b"word " * 120_000)}, timeout=30)
               for _ in range(2)]  # 0.6 MB each, against 1 MB an hour

@@ -65,6 +65,15 @@ def refusal(queue, fn, session: str | None, address: str, per_session: int, per_
     if is_heavy(fn) and queue.max_size and sum(is_heavy(e.fn) for e in held) >= queue.max_size // 2:
         return ("The server is busy with long requests (training, probes, measurements): try this one again "
                 "in a minute. The other tabs keep working meanwhile.")
+    # Fair shares: past half full, an address may hold only its share of the other half (the half
+    # divided among the addresses waiting). Eight flooding addresses filled all 64 places, and 102 of
+    # 137 honest fill-mask calls got HTTP 503; now they stop at their share and a newcomer always fits.
+    if queue.max_size and len(held) >= queue.max_size // 2:
+        by_address = collections.Counter(client_of(e.request) for e in held)
+        share = max(1, (queue.max_size // 2) // len(by_address.keys() | {address}))
+        if by_address[address] >= share:
+            return (f"The server is busy and your network has {by_address[address]} requests waiting, its share "
+                    f"for now: wait for them to finish, then try again.")
     return None
 
 

@@ -5,11 +5,18 @@ import pytest
 import torch
 
 from bertlab.app import jobs
+from bertlab.app.identity import new_id
 from bertlab.app.limits import app_device, device_label
 from bertlab.app.ui.shared import models
 from bertlab.app.ui.training import jobs_ui, pretrain_tab
 from bertlab.train import runs
-from bertlab.train.specs import DistillSpec, FinetuneSpec, PretrainSpec, RaceSpec, ScalingSpec
+from bertlab.train.specs import (
+    DistillSpec,
+    FinetuneSpec,
+    PretrainSpec,
+    RaceSpec,
+    ScalingSpec,
+)
 
 
 @pytest.fixture
@@ -126,9 +133,9 @@ FORM = dict(preset="tiny", layers=1, hidden=32, heads=2, intermediate=64, vocab_
 
 def test_a_job_started_from_the_web_trains_on_the_apps_device(fake_trainer, monkeypatch):
     monkeypatch.setenv("BERTLAB_DEVICE", "cpu")
-    jobs_ui.launch("visitor-1", "on-cpu", pretrain_tab.form_spec(**FORM).replace(device="cuda"))
+    jobs_ui.launch(new_id("."), "on-cpu", pretrain_tab.form_spec(**FORM).replace(device="cuda"))
     assert runs.Run(fake_trainer.root / "on-cpu").spec().device == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # pretend: the fake trainer never trains
     monkeypatch.setenv("BERTLAB_DEVICE", "auto")
-    jobs_ui.launch("visitor-1", "on-gpu", pretrain_tab.form_spec(**FORM))
+    jobs_ui.launch(new_id("."), "on-gpu", pretrain_tab.form_spec(**FORM))
     assert runs.Run(fake_trainer.root / "on-gpu").spec().device == "cuda"

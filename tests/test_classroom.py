@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from browser import DESKTOP, PHONE, chromium_page, figures_fit, serving, shot
 
-from bertlab.app.identity import new_id
 from bertlab.app import classroom, jobs
+from bertlab.app.identity import new_id
 from bertlab.app.jobs import JobManager
 from bertlab.train import runs
 from bertlab.train.specs import FinetuneSpec, PretrainSpec

@@ -183,6 +183,7 @@ def _join(url: str, api: str, values: dict, cookie: str) -> str:
     import json
 
     import httpx
+
     from bertlab.app.traffic import COOKIE
     info = httpx.get(url + "gradio_api/info", timeout=30).json()["named_endpoints"]["/" + api]["parameters"]
     dep = next(d for d in httpx.get(url + "config", timeout=30).json()["dependencies"] if d.get("api_name") == api)
@@ -201,6 +202,7 @@ def _join(url: str, api: str, values: dict, cookie: str) -> str:
 def test_an_upload_is_usable_only_by_the_browser_that_sent_it(hostile, tmp_path):
     """Issue 41, hole 8: knowing an upload's server path was enough to use it from another session."""
     import httpx
+
     from bertlab.app.traffic import COOKIE
     client, _, _, _ = hostile
     url = client.src.rstrip("/") + "/"
@@ -325,7 +327,9 @@ def test_the_teacher_token_and_only_it_may_act_on_any_run(hostile):
         assert "reload" in msg and TEACHER_TOKEN not in msg
     assert (root / "bob-run").exists()
     refused(client, "/pretrain_delete", owner="teacher:" + TEACHER_TOKEN, name="bob-run")  # the token is not an id
-    from bertlab.app.ui.training.jobs_ui import teacher_id  # what a ?teacher= page stores: a nonce and its HMAC
+    from bertlab.app.ui.training.jobs_ui import (
+        teacher_id,  # what a ?teacher= page stores: a nonce and its HMAC
+    )
     forged = teacher_id(TEACHER_TOKEN[:-1] + "x", "0" * 32)
     assert "reload" in refused(client, "/pretrain_delete", owner=forged, name="bob-run")
     assert (root / "bob-run").exists()

@@ -13,11 +13,19 @@ import torch
 from test_classify_cli import write_tasks
 
 from bertlab import BertConfig, BertForPreTraining, save_pretrained
-from bertlab.app.ui.training import finetune_compare, finetune_form, finetune_tab, finetune_try
+from bertlab.app.identity import new_id
+from bertlab.app.ui.training import (
+    finetune_compare,
+    finetune_form,
+    finetune_tab,
+    finetune_try,
+)
 from bertlab.train.finetune import finetune
 from bertlab.train.specs import FinetuneSpec
 
 LABELS = finetune_form.METHOD_LABELS
+
+V1, V2 = new_id("."), new_id(".")  # browser ids, as the server mints them
 
 
 @pytest.fixture
@@ -120,15 +128,15 @@ def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root,
     (tmp_path / "mine.csv").write_text("\n".join(rows) + "\n")
     csv = next(k for k, v in finetune_form.TASKS.items() if v == "upload-csv")
     f = form(model=str(model), task=csv, upload=str(tmp_path / "mine.csv"), max_examples=0, max_len=16)
-    name = finetune_compare.start("visitor-1", "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)
-    assert name == "cmp" and len(jobs_ui.manager().owned("visitor-1")) == 1  # one job, not one per method
+    name = finetune_compare.start(V1, "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)
+    assert name == "cmp" and len(jobs_ui.manager().owned(V1)) == 1  # one job, not one per method
     with pytest.raises(PermissionError):
-        jobs_ui.manager().stop("cmp", "visitor-2")
+        jobs_ui.manager().stop("cmp", V2)
     with pytest.raises(ValueError, match="exists"):
-        finetune_compare.start("visitor-1", "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)  # still training
+        finetune_compare.start(V1, "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)  # still training
     st = _wait("cmp")
     assert st["state"] == "finished", st
-    status, curves, conf, table, log, timer, chart = finetune_tab.view("cmp", [], "visitor-1")
+    status, curves, conf, table, log, timer, chart = finetune_tab.view("cmp", [], V1)
     assert "finished in" in status and "cmp" in status
     points = json.loads(chart.value["plot"])["data"]
     assert chart.visible and [t["name"] for t in points] == ["frozen", "lora"]
@@ -150,7 +158,7 @@ def test_a_tiny_comparison_is_one_job_then_a_table_a_chart_and_try_it(runs_root,
         finetune_tab.try_it("cmp", "  ", None, None, "lora-seed0")
     # the same name again goes on (nothing left to train), another visitor may not
     with pytest.raises(PermissionError):
-        finetune_compare.start("visitor-2", "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)
+        finetune_compare.start(V2, "cmp", f, [LABELS["frozen"], LABELS["lora"]], 1)
 
 
 def test_try_it_asks_for_a_second_text_or_a_question_where_the_task_has_one(runs_root, tmp_path, vocab_tokenizer):

@@ -159,7 +159,8 @@ def _finetune_part(out: Path, race: RaceSpec, name: str, seed: int, threads: int
                    log=lambda *_: None, stop_event=stop)
     if res["state"] != "finished":
         raise InterruptedError(f"stopped while fine-tuning {name} (seed {seed})")
-    res = {"recipe": name, "seed": seed, "accuracy": res["accuracy"], "seconds": res["seconds"]}
+    res = {"recipe": name, "seed": seed, "accuracy": res["accuracy"], "seconds": res["seconds"],
+           "majority": res.get("majority_baseline"), "val_examples": res.get("val_examples")}
     runs.write_json_atomic(part, res)
     return res
 
@@ -246,9 +247,13 @@ def race(out: str | os.PathLike, spec: RaceSpec, resume: bool = False, log=print
 
 
 def table_row(part: dict, tuned: list[dict]) -> dict:
+    """A recipe's row: its pre-training part, its fine-tuned accuracies, their mean and spread, and the
+    line to beat (always answering the task's commonest label) on how many held-out examples."""
     acc = [t["accuracy"] for t in tuned]
+    first = lambda k: next((t[k] for t in tuned if t.get(k) is not None), None)  # noqa: E731
     return {**part, "finetune_acc": acc, "finetune_mean": statistics.mean(acc),
-            "finetune_spread": statistics.stdev(acc) if len(acc) > 1 else 0.0}
+            "finetune_spread": statistics.stdev(acc) if len(acc) > 1 else 0.0,
+            "line_to_beat": first("majority"), "val_examples": first("val_examples")}
 
 
 def table_md(res: dict) -> str:
@@ -265,8 +270,13 @@ def table_md(res: dict) -> str:
         lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | "
                      f"{step_ms:,.0f} ms | {mlm} | "
                      f"{acc} | {r['latency_ms']:.1f} ms |")
+    line = next((r["line_to_beat"] for r in res["rows"] if r.get("line_to_beat") is not None), None)
+    n_val = next((r["val_examples"] for r in res["rows"] if r.get("val_examples")), None)
+    beat = (f"\n\nLine to beat: always answering the commonest label scores {line:.1%} on the {n_val:,} held-out "
+            f"examples." if line is not None and n_val else "")
     n = res["threads"]
     how = "side by side, one thread each" if res["side_by_side"] else \
         f"one after another, {n} thread{'s' if n > 1 else ''} each"
     return "\n".join(lines) + f"\n\nPre-trained {how}; the race took {res['minutes_total']:g} min in all " \
-                              f"(estimated {res['estimate_minutes']:g}). Forward: one batch of 8 × 64 tokens, one thread.\n"
+                              f"(estimated {res['estimate_minutes']:g}). Forward: one batch of 8 × 64 tokens, one thread." \
+                              + beat + "\n"

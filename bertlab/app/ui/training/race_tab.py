@@ -7,6 +7,7 @@ run DIR`, so closing the page does not stop it and a reloaded page finds it agai
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from pathlib import Path
 
@@ -165,23 +166,47 @@ def with_progress(st: dict | None, spec: RaceSpec | None) -> dict | None:
             "progress": 1.0 if st.get("state") == "finished" else min(0.99, elapsed / est)}
 
 
+def noise_points(row: dict, seeds: int) -> tuple[float, str]:
+    """How far a recipe's fine-tuned accuracy may move by luck, in points, and what says so: the seeds'
+    spread (with several seeds), and at least the held-out set's own sampling error (1.96 standard
+    errors of an accuracy measured on its n examples)."""
+    p, n = row["finetune_mean"], row.get("val_examples")
+    sampling = 196 * math.sqrt(max(p * (1 - p), 1e-6) / n) if n else 0.0
+    spread = row.get("finetune_spread", 0.0) * 100 if seeds > 1 else 0.0
+    if spread >= sampling:
+        return spread, "the seeds' spread"
+    return sampling, f"the sampling error of {n:,} held-out examples"
+
+
 def reading_md(res: dict | None) -> str:
-    """One line that reads the finished table: who fine-tuned best, by how much, and whether that is luck."""
+    """One line that reads the finished table: who fine-tuned best, by how much, and whether that is luck.
+    A verdict needs evidence: "no winner" when the best sits within its noise of the line to beat (a race
+    that learned nothing named a winner at 48.7 %, under a coin toss) or of the runner-up."""
     rows = sorted((res or {}).get("rows") or [], key=lambda r: r["finetune_mean"], reverse=True)
     if len(rows) < 2:
         return ""
-    best, second = rows[0], rows[1]
+    best, second, task, seeds = rows[0], rows[1], res.get("task", "the task"), res.get("seeds", 1)
     gap = (best["finetune_mean"] - second["finetune_mean"]) * 100
-    seeds = res.get("seeds", 1)
-    if seeds > 1:
-        noise = max(best["finetune_spread"], second["finetune_spread"]) * 100
-        luck = (f"; that is within the seeds' spread ({noise:.1f} points), so not a clear win" if gap <= noise
-                else f", more than the seeds' spread ({noise:.1f} points)")
-    else:
-        luck = "; with one seed each, a gap of a point or two may be luck (race again with more seeds)"
-    lead = f"ties with {second['recipe']}" if gap < 0.05 else f"leads {second['recipe']} by {gap:.1f} points"
+    (nb, why), (ns, _) = noise_points(best, seeds), noise_points(second, seeds)
+    noise = max(nb, ns)
+    line = best.get("line_to_beat")
+    if line is not None and (best["finetune_mean"] - line) * 100 <= nb:
+        return (f"**No winner:** no recipe fine-tunes clearly above the line to beat. Always answering the "
+                f"commonest label scores {line:.1%} on {task}; the best, **{best['recipe']}**, scores "
+                f"{best['finetune_mean']:.1%}, within its noise (±{nb:.1f} points, {why}). The models have not "
+                f"learned enough yet to compare: race for more minutes.")
+    if noise == 0:  # one seed, and no held-out size recorded (an older race)
+        return (f"**Reading:** after the same minutes of pre-training, **{best['recipe']}** fine-tunes best on "
+                f"{task} ({best['finetune_mean']:.1%}) and leads {second['recipe']} by {gap:.1f} points; with one "
+                f"seed each, a gap of a point or two may be luck (race again with more seeds).")
+    if gap <= noise:
+        return (f"**No winner:** **{best['recipe']}** ({best['finetune_mean']:.1%}) and {second['recipe']} "
+                f"({second['finetune_mean']:.1%}) fine-tune on {task} within their noise of each other: a gap of "
+                f"{gap:.1f} points against ±{noise:.1f} ({why}). Race again with more seeds or more minutes.")
     return (f"**Reading:** after the same minutes of pre-training, **{best['recipe']}** fine-tunes best on "
-            f"{res.get('task', 'the task')} ({best['finetune_mean']:.1%}) and {lead}{luck}.")
+            f"{task} ({best['finetune_mean']:.1%}) and leads {second['recipe']} by {gap:.1f} points, more than "
+            f"the noise (±{noise:.1f} points, {why})"
+            + (f"; the line to beat is {line:.1%}." if line is not None else "."))
 
 
 def table_cells(md: str) -> tuple[list[str], list[list[str]], str]:

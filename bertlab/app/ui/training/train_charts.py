@@ -265,6 +265,13 @@ def race_figures(runs: dict[str, list[dict]], flops_per_step: dict[str, float | 
                                                                   line=dict(width=1, color="white")),
                     hovertemplate=f"{label}<br>step %{{customdata}}, {x_hover}: %{{y:.3f}}<extra></extra>"),
                     row=row, col=1)
+        # the line every recipe must leave: always guessing the commonest token (its own data's, last measured)
+        uni = [rows[-1]["unigram_acc"] for rows in evals.values()
+               if rows and isinstance(rows[-1].get("unigram_acc"), (int, float))]
+        if fig.data and uni:
+            u = sum(uni) / len(uni)
+            fig.add_hline(y=u, line=dict(color="#6b7280", dash="dot", width=1.5), row=1, col=1,
+                          annotation_text=f"unigram guess {u:.1%}", annotation_position="bottom right")
         if not fig.data:  # only a note, no empty axes
             figs.append(empty_figure("The FLOPs of a recipe's step are known<br>once its data are prepared.",
                                      height=160))

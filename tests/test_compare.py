@@ -128,6 +128,23 @@ def test_two_methods_two_seeds_stop_resume_and_reuse(tiny, tmp_path):
     assert [r["accuracy"] for r in again["rows"]] == [r["accuracy"] for r in res["rows"]]
 
 
+def test_a_frozen_run_says_what_it_must_keep():
+    """Issue 42, item 10: the table said the frozen encoder "saved 21.7 MB", as full fine-tuning did, while
+    LoRA saved 1.1 MB; a frozen run must keep only its head beside the base model."""
+    def row(method, trainable, saved, **kw):
+        return {"method": method, "state": "finished", "failed": False, "metrics": ["accuracy"], "accuracy_mean": 0.8,
+                "accuracy_spread": 0, "trainable_params": trainable, "total_params": 5_400_000,
+                "trainable_share": trainable / 5_400_000, "seconds": 60, "peak_mb": 100, "saved_bytes": saved, **kw}
+    res = {"rows": [row("full", 5_400_000, 21_700_000), row("frozen", 1_538, 21_700_000),
+                    row("lora", 250_000, 1_100_000), row("adapters", 300_000, 22_900_000, adapter_bytes=1_200_000)],
+           "seeds": 1}
+    _, cells = table_cells(res, blurbs=False)
+    saved = {r[0]: r[-1] for r in cells}
+    assert saved["full"] == "21.7 MB" and saved["lora"] == "1.1 MB"
+    assert saved["frozen"] == "21.7 MB (trained: 6 kB; the rest is the unchanged base model)"
+    assert saved["adapters"] == "22.9 MB (adapters 1.2 MB)"
+
+
 def test_a_run_folder_is_not_a_comparison(tiny, tmp_path):
     runs.Run(tmp_path / "ft").write_spec(tiny)
     with pytest.raises(ValueError, match="not a comparison"):

@@ -104,6 +104,8 @@ def test_story_chart_table_and_a_bad_model():
     assert names[:2] == ["pos", None] and "polarity: only the 10 negated words" in names
     centers = {t.hovertemplate.split(":")[0]: t.x[0] for t in fig.data if t.marker.symbol == "diamond"}
     assert centers == {"pos": 1.0, "sentiment": 2.0}  # polarity never beats its embeddings: no diamond
+    # ... and the chart says so where the text compares three (issue 42, item 9)
+    assert [a.text for a in fig.layout.annotations] == ["no ◆ for polarity:<br>no layer beats the embeddings"]
     sub = next(t for t in fig.data if t.name and "negated" in t.name)
     assert list(sub.y) == pytest.approx([0, 10, 30])  # points over its own layer 0
     table = pt.story_table(s)

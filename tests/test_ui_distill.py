@@ -56,6 +56,13 @@ def args(**kw):
     return {**FORM, **kw}
 
 
+def test_the_text_counts_teacher_layers_as_the_form_does():
+    """Issue 42, item 10: the form said "layers 1, 3 of 1–4" and the text "(0, 2, 4, …)"."""
+    from bertlab.train.distill import teacher_layers
+    assert [i + 1 for i in teacher_layers(6, 3)] == [1, 3, 5]
+    assert "1, 3, 5, …" in distill_tab.EXPLAIN and "0, 2, 4" not in distill_tab.EXPLAIN
+
+
 def test_the_form_gives_a_distill_spec(runs_root):
     spec = distill_tab.form_spec(**args())
     assert isinstance(spec, DistillSpec) and spec.teacher == "default" and spec.layers == 2 and spec.steps == 300

@@ -104,9 +104,20 @@ def table_cells(res: dict, blurbs: bool = True) -> tuple[list[str], list[list[st
         share = f" ({r['trainable_share']:.2%})" if r.get("trainable_share") is not None else ""
         rows.append([name, f"{r['trainable_params']:,}{share}"]
                     + [fmt_metric(k, r.get(f"{k}_mean"), r.get(f"{k}_spread")) for k in keys]
-                    + [minutes(r["seconds"]), f"{r['peak_mb']:,.0f} MB", _size(r["saved_bytes"])
-                       + (f" (adapters {_size(r['adapter_bytes'])})" if r.get("adapter_bytes") else "")])
+                    + [minutes(r["seconds"]), f"{r['peak_mb']:,.0f} MB", _size(r["saved_bytes"]) + _must_keep(r)])
     return headers, rows
+
+
+def _must_keep(r: dict) -> str:
+    """What the saved size hides: Houlsby adapters' own file, or, where a method saved a whole model but
+    trained a small part of it (a frozen encoder's head), that part, all it must keep beside the unchanged
+    base model (the table said a frozen run "saved 21.7 MB", as much as full fine-tuning)."""
+    if r.get("adapter_bytes"):
+        return f" (adapters {_size(r['adapter_bytes'])})"
+    trained = 4 * (r.get("trainable_params") or 0)  # fp32
+    if trained and (r.get("trainable_share") or 1) < 0.5 and r["saved_bytes"] > 4 * trained:
+        return f" (trained: {_size(trained)}; the rest is the unchanged base model)"
+    return ""
 
 
 def _size(n: float) -> str:
@@ -127,5 +138,6 @@ def table_md(res: dict) -> str:
         f"on {data}{spread}. Time: one run's wall time (loading, training, evaluating, saving), runs one after "
         f"another with {res.get('threads', '?')} threads. Peak memory: the run's process' peak resident memory "
         f"above what it held just before the run (torch and bertlab imported). Saved: the model or adapter "
-        f"folder. The comparison took {res.get('minutes_total', '?')} min (estimated "
+        f"folder; where a method saved a whole model but trained a small part, that part (fp32) is all it must "
+        f"keep beside the unchanged base model. The comparison took {res.get('minutes_total', '?')} min (estimated "
         f"{res.get('estimate_minutes', '?')} before it began).\n")

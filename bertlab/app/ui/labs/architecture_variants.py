@@ -3,6 +3,8 @@ ELECTRA, DistilBERT and RoBERTa at every size bertlab.config names, side by side
 (bertlab.analysis.sizing, which tests check against transformers' own models), so it answers at once."""
 from __future__ import annotations
 
+import math
+
 import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
@@ -11,6 +13,7 @@ from ....analysis import sizing
 from ....config import MODEL_TYPES, preset, preset_names
 from ....family import NAMES
 from ..shared import common
+from ..shared.common import away_from_neighbours
 
 EXPLAIN = """**The variants table.** Every family member at every preset, counted by the same formulas.
 *Parameters* is what is stored; *fp32 weights* is 4 bytes each; *fp32 inference* adds the working
@@ -69,11 +72,14 @@ def table(rows: list[dict]) -> pd.DataFrame:
 def figure(rows: list[dict], seq_len: int) -> go.Figure:
     """Parameters across, FLOPs up (both log): points on one height do the same work."""
     fig = go.Figure()
+    # each label away from its nearest neighbour, as drawn (log axes): BERT's and RoBERTa's sizes nearly meet
+    where = dict(zip(map(id, rows), away_from_neighbours([(math.log10(r["parameters"]), math.log10(r["flops"]))
+                                                          for r in rows])))
     for family in MODEL_TYPES:
         mine = [r for r in rows if r["family"] == family]
         fig.add_scatter(
             x=[r["parameters"] for r in mine], y=[r["flops"] for r in mine], mode="markers+text",
-            name=NAMES[family], text=[r["preset"] for r in mine], textposition="top center",
+            name=NAMES[family], text=[r["preset"] for r in mine], textposition=[where[id(r)] for r in mine],
             textfont={"size": 9, "color": FAMILY_COLOURS[family]},
             marker={"size": 9, "color": FAMILY_COLOURS[family]},
             customdata=[[r["preset"], sizing.humanize(r["parameters"]), sizing.humanize(r["flops"], "FLOPs"),

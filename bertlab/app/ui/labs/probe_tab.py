@@ -185,6 +185,11 @@ def story_figure(s: dict) -> go.Figure:
                                      showlegend=False, hovertemplate=f"{t['task']}: center of gravity "
                                                                      f"{t['center']:.2f}<extra></extra>"))
     fig.add_hline(y=0, line_color="#9ca3af", line_dash="dot")
+    flat = [t["task"] for t in s["tasks"] if t["center"] is None]
+    if flat:  # the text compares three ◆: say where one is missing, and why
+        fig.add_annotation(xref="paper", yref="paper", x=0, y=1.0, xanchor="left", yanchor="bottom", showarrow=False,
+                           align="left", font=dict(size=12, color="#4b5563"),
+                           text=f"no ◆ for {' and '.join(flat)}:<br>no layer beats the embeddings")
     L = s["num_layers"]
     fig.update_xaxes(tickvals=list(range(L + 1)), ticktext=["emb"] + [str(i) for i in range(1, L + 1)], title="layer")
     fig.update_yaxes(title="points over layer 0", zeroline=False)
@@ -324,6 +329,7 @@ def build(picker: gr.Textbox) -> None:
                       elem_id="probe-story") as story:
         gr.Markdown(STORY_EXPLAIN)
         story_btn = gr.Button("Tell the layer story", variant="primary")
+        common.scroll_to_results(story_btn)  # the chart comes under the button, below a phone's fold
         story_text = gr.Markdown()
         story_plot = gr.Plot(label="The layer story", elem_id="probe-story-plot")
         story_tab = gr.Dataframe(label="Accuracy % by layer (control task in brackets)", interactive=False, wrap=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import numbers
 import time
 
 import gradio as gr
@@ -22,7 +23,7 @@ from ....train.specs import ScalingSpec
 from ...jobs import check_name
 from ...limits import limits
 from ..shared import common
-from ..shared.common import user_error
+from ..shared.common import log_ticks, si, user_error
 from ..training import jobs_ui
 from ..training.train_charts import empty_figure
 
@@ -123,8 +124,12 @@ def live_curves(d, spec: ScalingSpec, parts: list[dict]) -> dict[str, list[dict]
 
 
 def _log_axes(fig: go.Figure, x: str, title: str) -> go.Figure:
-    fig.update_xaxes(type="log", title=x)
-    fig.update_yaxes(type="log", title="held-out MLM loss (nats)")
+    def span(axis: str) -> list[float]:
+        vals = [float(v) for t in fig.data if getattr(t, axis) is not None for v in getattr(t, axis)
+                if isinstance(v, numbers.Real) and v > 0]
+        return [min(vals), max(vals)] if vals else [1.0, 1.0]
+    fig.update_xaxes(type="log", title=x, **log_ticks(*span("x"), si))  # every tick in full, none a bare "2"
+    fig.update_yaxes(type="log", title="held-out MLM loss (nats)", **log_ticks(*span("y"), lambda v: f"{v:g}"))
     fig.update_layout(height=380, margin={"l": 60, "r": 20, "t": 50, "b": 50}, title={"text": title, "font": {"size": 14}},
                       legend={"orientation": "h", "y": -0.25, "font": {"size": 11}})
     return fig

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import html
 import json
+import math
 import re
 import time
 
@@ -24,6 +25,56 @@ CHIP = ("display:inline-block;padding:2px 6px;margin:0;border:1px solid #94a3b8;
 # Percentage axes: up to 3 decimals, trailing zeros dropped ("4.2%", "5%"). ".0%" wrote "5% 5% 4%" for
 # ticks 0.2 points apart, so a race's or a run's gap could not be read.
 PERCENT_AXIS = ".3~%"
+
+
+def si(v: float) -> str:
+    """A count as a tick says it: 2M, 500k, 1.5G."""
+    for unit, f in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= f:
+            return f"{v / f:g}{unit}"
+    return f"{v:g}"
+
+
+_PLACES = {"top center": (0.0, 0.05), "bottom center": (0.0, -0.05), "middle right": (0.07, 0.0),
+           "middle left": (-0.07, 0.0)}  # where a label's middle sits, in spans of the axes
+
+
+def away_from_neighbours(points: list[tuple[float, float]]) -> list[str]:
+    """A text position for each point's label, as far as it can be from the other points and the labels
+    placed before it (each axis scaled to its span, as drawn): close points' labels no longer cover each
+    other (BERT-base's "base" hid RoBERTa-base's and ELECTRA-base's; the S3 star's label hid under S4's)."""
+    if len(points) < 2:
+        return ["top center"] * len(points)
+    xs, ys = zip(*points)
+    sx, sy = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    pts = [(x / sx, y / sy) for x, y in points]
+    placed: list[tuple[float, float]] = []
+    out = []
+    for i, (x, y) in enumerate(pts):
+        others = [q for k, q in enumerate(pts) if k != i] + placed
+
+        def room(place: str) -> float:
+            lx, ly = x + _PLACES[place][0], y + _PLACES[place][1]
+            return min(((lx - qx) / 1.4) ** 2 + (ly - qy) ** 2 for qx, qy in others)  # labels are wide
+        best = max(_PLACES, key=room)  # ties: the order of _PLACES (above first)
+        out.append(best)
+        placed.append((x + _PLACES[best][0], y + _PLACES[best][1]))
+    return out
+
+
+def log_ticks(lo: float, hi: float, fmt=lambda v: f"{v:g}") -> dict:
+    """tickvals and ticktext for a log axis over [lo, hi], every label in full: plotly's own labels its
+    minor ticks with a bare digit (the learning curve's 50 read "5", 200 read "2"). 1 to 9 of a decade
+    on a short axis, 1, 2 and 5 on a longer one, decades only on a long one."""
+    lo, hi = min(lo, hi), max(lo, hi)
+    if not (lo > 0 and math.isfinite(hi)):
+        return {}
+    span = math.log10(hi / lo)
+    marks = range(1, 10) if span < 1.2 else (1, 2, 5) if span < 4 else (1,)
+    vals = [float(f"{m * 10.0 ** k:.6g}") for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for m in marks]
+    vals = [v for v in vals if lo * 0.999 <= v <= hi * 1.001]
+    return {"tickvals": vals, "ticktext": [fmt(v) for v in vals]} if len(vals) >= 2 else {}
 MAX_INPUT_CHARS = 200_000  # beyond this, tokenizing alone would stall the shared CPU
 MODEL_ERRORS = (ValueError, OSError)  # what models.get raises for a choice that cannot be loaded
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ....analysis import embeddings as E
 from ..shared import common, links
-from ..shared.common import config_of, load_model, mistakes, user_error, whole_number, wire
+from ..shared.common import away_from_neighbours, config_of, load_model, mistakes, user_error, whole_number, wire
 from . import contexts_view, positions_view
 
 EXPLAIN = """**One word, many meanings.** BERT's first vector for a word (layer 0) is a table lookup:
@@ -117,7 +117,6 @@ def matrix_figure(res: dict) -> go.Figure:
     return fig
 
 
-POSITIONS = ["top center", "bottom center", "middle right", "middle left"]  # labels of one sentence alternate
 MAX_LABELS = 12
 
 
@@ -131,6 +130,9 @@ def pca_figure(res: dict) -> go.Figure:
     def shown(q) -> bool:  # the target word, or (no word) the points farthest out, where labels have room
         return q["target"] if targets else id(q) in few
 
+    labelled = [q for q in p["points"] if shown(q)]  # each label away from its nearest labelled neighbour
+    where = dict(zip(map(id, labelled), away_from_neighbours([(q["x"], q["y"]) for q in labelled])))
+
     for i, s in enumerate(res["sentences"], 1):
         pts = [q for q in p["points"] if q["sentence"] == i]
         color = COLORS[(i - 1) % len(COLORS)]
@@ -141,7 +143,7 @@ def pca_figure(res: dict) -> go.Figure:
             # piled up unreadably where its vectors are close
             text=[(f"S{i}" if q["target"] else q["token"]) if shown(q) else "" for q in pts],
             hovertext=[q["token"] for q in pts],
-            textposition=[POSITIONS[(i - 1 if q["target"] else k) % len(POSITIONS)] for k, q in enumerate(pts)],
+            textposition=[where.get(id(q), "top center") for q in pts],
             textfont=dict(size=11, color=color),
             marker=dict(color=color, size=[15 if q["target"] else 8 for q in pts],
                         symbol=["star" if q["target"] else "circle" for q in pts],

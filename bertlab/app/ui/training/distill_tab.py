@@ -42,8 +42,8 @@ The student's loss mixes three parts, weighted **5 : 2 : 1** as in DistilBERT:
   student's vectors point where the teacher's do.
 
 The student keeps the teacher's width with fewer layers, and starts as a copy of **every other
-teacher layer** (0, 2, 4, … for half): it begins close to the teacher rather than from random
-weights, so it has much less to learn.
+teacher layer** (layers 1, 3, 5, … for half, counted from 1 as the form counts them): it begins close
+to the teacher rather than from random weights, so it has much less to learn.
 
 DistilBERT (Sanh et al., 2019) distilled 12-layer BERT-base into 6 layers: **40 % fewer parameters
 and 60 % faster**, keeping **97 %** of BERT's score on the GLUE benchmark. In a small model like the

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ....methods.registry import REGISTRY
 from ....train.runs import Run
-from ..shared.common import PERCENT_AXIS, user_error
+from ..shared.common import PERCENT_AXIS, log_ticks, user_error
 from .finetune_forgetting import runs_of
 from .finetune_form import METHOD_LABELS
 from .train_charts import empty_figure, method_style, metrics
@@ -100,7 +100,9 @@ def figure(points: list[dict], names: list[str], by: str = AXES[0]) -> go.Figure
     metric = points[0]["metric"] if len({p["metric"] for p in points}) == 1 else "held-out score"
     fig.update_layout(height=340, margin=dict(l=50, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
                       xaxis=dict(type="log", title=by, exponentformat="e" if key == "lr" else "none",
-                                 range=[math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3]),
+                                 range=[math.log10(min(xs)) - 0.3, math.log10(max(xs)) + 0.3],
+                                 **log_ticks(min(xs) / 2, max(xs) * 2,
+                                                    (lambda v: f"{v:.0e}") if key == "lr" else (lambda v: f"{v:,.0f}"))),
                       yaxis=dict(title=metric, tickformat=PERCENT_AXIS if metric != "Pearson r" else None))
     return fig
 

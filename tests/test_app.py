@@ -1,7 +1,7 @@
 """The app as people use it: a real server, its API through gradio_client, the page in Chromium."""
 
 import pytest
-from browser import chromium_page, shot
+from browser import WAIT_MS, chromium_page, shot
 
 API = {  # api name: (good keyword arguments, bad keyword arguments, words expected in the error)
     "/tokenize": ({"text": "the river bank", "pair": "it was muddy ."}, {"text": "   "}, "empty"),
@@ -95,14 +95,14 @@ def test_every_tab_in_chromium(server):
             page.get_by_role("tab", name=tab).click()
             panel = page.locator("[role=tabpanel]:visible").first
             panel.get_by_role("button", name=button, exact=True).first.click()
-            panel.locator(check).first.wait_for(timeout=120_000)
+            panel.locator(check).first.wait_for(timeout=WAIT_MS)
             page.wait_for_timeout(500)
             shot(page, f"{i}_{tab.lower().replace(' ', '_')}.png", full_page=True)
             assert panel.get_by_text("Traceback").count() == 0
         page.get_by_role("tab", name="Attention").click()  # the offline bertviz view draws into an svg
         page.get_by_role("tab", name="bertviz").click()
         frame = page.frame_locator("iframe:visible").first
-        frame.locator("svg").first.wait_for(timeout=120_000)
+        frame.locator("svg").first.wait_for(timeout=WAIT_MS)
         shot(page.locator("iframe:visible").first, "bertviz_head_view.png")
         page.get_by_role("tab", name="Fill-mask").click()
         box = page.get_by_label("Text with [MASK]")
@@ -110,6 +110,6 @@ def test_every_tab_in_chromium(server):
         page.get_by_role("button", name="Predict").click()
         page.wait_for_timeout(2000)
         shot(page, "error.png")
-        page.get_by_text("text is empty").first.wait_for(timeout=120_000)  # a clear message, not a traceback
+        page.get_by_text("text is empty").first.wait_for(timeout=WAIT_MS)  # a clear message, not a traceback
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

@@ -2,7 +2,7 @@
 (start from the shipped model, the task's own sentences as the corpus, MLM only) and a short run of it
 finishes on the server; the race link ticks BERT's loss and all-tokens. At a laptop's and a phone's width."""
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, shot
 
 
 @pytest.mark.slow
@@ -16,7 +16,7 @@ def test_lesson_7s_tapt_recipe_and_loss_race(server, size):
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(server.rstrip("/") + "/" + links.url(tapt.tab, **tapt.params))
         panel = page.locator("[role=tabpanel]:visible").first
-        panel.locator("#pretrain-size").get_by_text("Continues").wait_for(timeout=120_000)
+        panel.locator("#pretrain-size").get_by_text("Continues").wait_for(timeout=WAIT_MS)
         assert "default (shipped)" in panel.locator("#pretrain-size").inner_text()
         assert page.locator("#pretrain-start-from input").input_value() == "default (shipped)"
         assert page.locator("#pretrain-loss input").input_value() == "masked words (BERT's)"
@@ -35,7 +35,7 @@ def test_lesson_7s_tapt_recipe_and_loss_race(server, size):
 
         page.goto(server.rstrip("/") + "/" + links.url(race.tab, **race.params))
         boxes = page.locator("#race-recipes")
-        boxes.get_by_text("loss-all-tokens").wait_for(timeout=120_000)
+        boxes.get_by_text("loss-all-tokens").wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(1500)  # the link's values land after the page opens
         ticked = boxes.locator("input:checked").evaluate_all("xs => xs.map(x => x.closest('label').textContent.trim())")
         assert len(ticked) == 2 and any(t.startswith("mlm:") for t in ticked) and \

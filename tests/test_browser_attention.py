@@ -2,7 +2,7 @@
 pick (numbered from 1, as everywhere on the page), a clicked token becomes [MASK] with the model's
 guesses, the worked Q·K → softmax → ·V example agrees with the map, and plot titles fit on a phone."""
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, shot
 
 # What bertviz draws for each head: the `fill` of its square; a head not shown gets a lightened rgb(...)
 SQUARES = """() => [...document.querySelectorAll('#vis svg > g > rect')]
@@ -14,7 +14,7 @@ def _attention(page, server):
     page.goto(server)
     page.get_by_role("tab", name="Attention").click()
     panel = page.locator("[role=tabpanel]:visible").first
-    panel.locator(".js-plotly-plot").first.wait_for(timeout=120_000)  # the example is drawn on load
+    panel.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)  # the example is drawn on load
     return panel
 
 
@@ -30,11 +30,11 @@ def test_bertviz_opens_on_the_sliders_layer_and_head(server):
         panel = _attention(page, server)
         _set(panel, "Layer", 3)
         _set(panel, "Head", 2)
-        panel.get_by_text("Layer 3, head 2").first.wait_for(timeout=120_000)  # the caption
+        panel.get_by_text("Layer 3, head 2").first.wait_for(timeout=WAIT_MS)  # the caption
         page.wait_for_timeout(1500)  # the bertviz pages follow the redraw
         page.get_by_role("tab", name="bertviz").click()
         frame = page.frame_locator("iframe:visible").first
-        frame.locator("#vis svg").first.wait_for(timeout=120_000)
+        frame.locator("#vis svg").first.wait_for(timeout=WAIT_MS)
         assert frame.locator("#layer option:checked").inner_text() == "3"  # the dropdown counts from 1 too
         assert [o.inner_text() for o in frame.locator("#layer option").all()] == ["1", "2", "3", "4"]
         fills = page.locator("iframe:visible").first.element_handle().content_frame().evaluate(SQUARES)
@@ -62,7 +62,7 @@ def test_click_to_mask_and_the_worked_qkv_example(server):
         assert row and abs(sum(row) - 1) < 1e-3
         page.get_by_role("tab", name="Q·K·V by hand").click()
         scores = page.locator("#attn-math-scores")
-        scores.get_by_text("1 the").first.wait_for(timeout=120_000)
+        scores.get_by_text("1 the").first.wait_for(timeout=WAIT_MS)
         assert "query token 1 the" in page.locator("#attn-math-steps").inner_text()
         weights = [float(x) for x in page.evaluate(COLUMN, ["attn-math-scores", "softmax weight"])]
         assert len(weights) == len(row) and max(abs(a - b) for a, b in zip(weights, row)) <= 6e-5, (weights, row)
@@ -73,7 +73,7 @@ def test_click_to_mask_and_the_worked_qkv_example(server):
         tokens = page.locator("#attn-mask-tokens")
         tokens.get_by_text("mat", exact=True).click()
         said = page.locator("#attn-mask-said")
-        said.get_by_text("Masked").wait_for(timeout=120_000)
+        said.get_by_text("Masked").wait_for(timeout=WAIT_MS)
         assert "[MASK]" in said.inner_text() and "mat" in said.inner_text()
         assert tokens.get_by_text("[MASK]", exact=True).count() == 1  # the clicked token now reads [MASK]
         assert tokens.get_by_text("mat", exact=True).count() == 0
@@ -133,9 +133,9 @@ def test_sparse_patterns_from_lesson_5s_link(server, size):
     from bertlab.app.ui.shared import links
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
-        page.get_by_role("tab", name="Sparse patterns", selected=True).wait_for(timeout=120_000)
+        page.get_by_role("tab", name="Sparse patterns", selected=True).wait_for(timeout=WAIT_MS)
         said = page.locator("#attn-sparse-said")
-        said.get_by_text("Longformer").wait_for(timeout=120_000)
+        said.get_by_text("Longformer").wait_for(timeout=WAIT_MS)
         first = said.inner_text()
         m = re.search(r"computes (\d+) of (\d+)² = (\d+) pairs", first)
         assert m and int(m[2]) ** 2 == int(m[3]) and int(m[1]) < int(m[3]), first
@@ -147,7 +147,7 @@ def test_sparse_patterns_from_lesson_5s_link(server, size):
         shot(page, f"attention_sparse_{name}.png", full_page=True)
         page.locator("#attn-sparse-kind").get_by_text("BigBird").click()
         page.wait_for_function("t => { const s = document.querySelector('#attn-sparse-said').innerText; "
-                               "return s.includes('BigBird') && s !== t; }", arg=first, timeout=120_000)
+                               "return s.includes('BigBird') && s !== t; }", arg=first, timeout=WAIT_MS)
         more = re.search(r"computes (\d+) of", said.inner_text())
         assert int(more[1]) > int(m[1])  # random keys on top of the window and the global token
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1

@@ -2,7 +2,7 @@
 "5% 5% 5% 4% 4%", so the gap between recipes could not be read). Every tab is opened as a student
 would, and every plotly axis whose ticks are percentages is read."""
 import pytest
-from browser import DESKTOP, chromium_page
+from browser import DESKTOP, WAIT_MS, chromium_page
 from test_browser_shell import TABS
 
 AXES_JS = """() => [...document.querySelectorAll('[role=tabpanel] .js-plotly-plot')].filter(p => p.offsetParent)
@@ -14,7 +14,7 @@ AXES_JS = """() => [...document.querySelectorAll('[role=tabpanel] .js-plotly-plo
 def test_no_percentage_axis_repeats_a_tick_label(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
-        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
         seen = []
         for name in TABS:
             page.get_by_role("tab", name=name).click()

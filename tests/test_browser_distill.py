@@ -6,7 +6,7 @@ import re
 import time
 
 import pytest
-from browser import DESKTOP, PHONE, ROOT, chromium_page, figures_fit, serving, shot
+from browser import DESKTOP, PHONE, ROOT, WAIT_MS, chromium_page, figures_fit, serving, shot
 
 APP = f"""import sys
 sys.path.insert(0, {str(ROOT)!r})
@@ -65,7 +65,7 @@ def test_distil_in_the_browser_on_a_laptop_and_a_phone(distill_server):
         tab.get_by_label("Student layers").press("Tab")
         _wait(tab, "#distill-plan", r"from 1 to 3 layers", timeout=240)
         tab.locator("#distill-start").click()  # refused beside the form, nothing started
-        page.locator(".toast-body").filter(has_text="fewer than the teacher's 4").first.wait_for(timeout=120_000)
+        page.locator(".toast-body").filter(has_text="fewer than the teacher's 4").first.wait_for(timeout=WAIT_MS)
         assert "No run selected" in tab.locator("#distill-status").inner_text()
         tab.get_by_label("Student layers").fill("2")
         tab.get_by_text("Advanced: temperature").click()

@@ -3,7 +3,7 @@ phone width): the numbers the student sees, read from the plotly figures in the 
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, shot
 
 FIGURES = """els => els.map(e => ({data: e.data.map(t => ({type: t.type, zmin: t.zmin, zmax: t.zmax,
     ticks: t.colorbar && t.colorbar.tickvals, text: t.text})), width: e._fullLayout.xaxis._length}))"""
@@ -30,7 +30,7 @@ def test_embeddings_architecture_probing_desktop(server):
             panel.locator("input[type=number]").first.fill("0")
             panel.get_by_role("button", name="Compare", exact=True).click()
             try:
-                page.wait_for_function(layer0, timeout=120_000)
+                page.wait_for_function(layer0, timeout=WAIT_MS)
                 break
             except Exception:
                 if attempt == 2:
@@ -38,7 +38,7 @@ def test_embeddings_architecture_probing_desktop(server):
         (h,) = heatmaps(panel)
         assert (h["zmin"], h["zmax"]) == (-1, 1) and h["ticks"] == [-1, -0.5, 0, 0.5, 1]
         panel.get_by_role("button", name="bank: river or money?").click()
-        panel.get_by_text("separate the senses").first.wait_for(timeout=120_000)
+        panel.get_by_text("separate the senses").first.wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(1000)
         pca = figures(panel)[-1]["data"]  # labels only for the followed word: one per sentence
         assert sum(1 for t in pca for x in t["text"] if x) == len(pca) == 4
@@ -48,19 +48,19 @@ def test_embeddings_architecture_probing_desktop(server):
         panel.get_by_role("tab", name="Other contexts of a token").click()
         sub = page.locator("[role=tabpanel]:visible").last
         sub.get_by_role("button", name="Find other contexts").click()
-        sub.locator("mark").first.wait_for(timeout=120_000)
+        sub.locator("mark").first.wait_for(timeout=WAIT_MS)
         assert sub.locator("mark").first.inner_text().lower() == "bank"
         assert re.search(r"\*?\d+\*? ?occurrences|occurrences", sub.inner_text())
         shot(page, "embeddings_contexts.png", full_page=True)
         panel.get_by_role("tab", name="Position embeddings").click()
         sub = page.locator("[role=tabpanel]:visible").last
-        sub.get_by_text("position vectors of").wait_for(timeout=120_000)
+        sub.get_by_text("position vectors of").wait_for(timeout=WAIT_MS)
         assert [(x["zmin"], x["zmax"]) for x in heatmaps(sub)] == [(-1, 1), (-1, 1)]  # learned, sinusoidal
         # item 10: after "Use the picked model" the preset box names no other model
         page.get_by_role("tab", name="Architecture", exact=True).click()
         panel = page.locator("[role=tabpanel]:visible").first
         panel.get_by_role("button", name="Size it").click()  # BERT as the form opens: E blank (or 0) is E = H
-        panel.get_by_text("parameters").first.wait_for(timeout=120_000)
+        panel.get_by_text("parameters").first.wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(1500)
         assert panel.locator(".error").count() == 0 and page.locator(".toast-body").count() == 0, \
             page.locator(".toast-body").all_inner_texts()
@@ -68,13 +68,13 @@ def test_embeddings_architecture_probing_desktop(server):
         page.get_by_role("option", name="large", exact=True).click()
         panel.get_by_role("button", name="Use the picked model").click()
         page.wait_for_function("() => [...document.querySelectorAll('[role=tabpanel] input')].some("
-                               "i => i.value === 'custom')", timeout=120_000)
+                               "i => i.value === 'custom')", timeout=WAIT_MS)
         assert panel.get_by_label("Layers").input_value() == "4"
         box = panel.get_by_label("Hidden size")
         box.fill("1e30")
         box.press("Enter")
         toast = page.locator(".toast-body").filter(has_text="Hidden size")
-        toast.first.wait_for(timeout=120_000)
+        toast.first.wait_for(timeout=WAIT_MS)
         text = toast.first.inner_text()
         assert "1e+30" in text and not re.search(r"\d{13}", text.replace(",", ""))
         # issue 31, item 2: one message in the form's words, and no Error badge once the box is right again
@@ -82,7 +82,7 @@ def test_embeddings_architecture_probing_desktop(server):
         box.fill("250")  # 4 heads do not divide it
         box.press("Enter")
         said = page.locator(".toast-body").filter(has_text="divisible")
-        said.first.wait_for(timeout=120_000)
+        said.first.wait_for(timeout=WAIT_MS)
         text = said.first.inner_text()
         assert "Hidden size (250) must be divisible by Attention heads (4)" in text, text
         assert "hidden_size" not in text and "num_attention_heads" not in text
@@ -107,7 +107,7 @@ def test_phone_width(server):
         for tab in ("Embeddings", "Architecture", "Probing"):
             page.get_by_role("tab", name=tab, exact=True).click()
             panel = page.locator("[role=tabpanel]:visible").first
-            panel.locator(".js-plotly-plot, button.primary").first.wait_for(timeout=120_000)
+            panel.locator(".js-plotly-plot, button.primary").first.wait_for(timeout=WAIT_MS)
             page.wait_for_timeout(1500)
             shot(page, f"{tab.lower()}_phone.png", full_page=True)
             assert page.evaluate("document.documentElement.scrollWidth") <= PHONE[0] + 1, tab
@@ -116,7 +116,7 @@ def test_phone_width(server):
                     assert page.get_by_role("tab", name=sub).is_visible()
             if tab == "Architecture":  # each of the two FLOPs charts gets the phone's width
                 compute = panel.locator(".js-plotly-plot").nth(1)
-                compute.wait_for(timeout=120_000)
+                compute.wait_for(timeout=WAIT_MS)
                 assert compute.evaluate("e => e._fullLayout.xaxis._length") >= 250
     assert not outside, outside[:5]
     assert not errors, errors
@@ -131,9 +131,9 @@ def test_the_shuffle_from_a_link(server, size):
     url = server.rstrip("/") + "/" + links.url("embeddings", view="positions", shuffle="the dog bit the man .")
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(url)
-        page.get_by_role("tab", name="Position embeddings", selected=True).wait_for(timeout=120_000)
+        page.get_by_role("tab", name="Position embeddings", selected=True).wait_for(timeout=WAIT_MS)
         said = page.locator("#positions-shuffle-summary")
-        said.get_by_text("Shuffled").wait_for(timeout=120_000)
+        said.get_by_text("Shuffled").wait_for(timeout=WAIT_MS)
         assert page.locator("#positions-shuffle-text textarea, #positions-shuffle-text input").first.input_value() \
             == "the dog bit the man ."
         table = page.locator("#positions-shuffle-table")
@@ -143,7 +143,7 @@ def test_the_shuffle_from_a_link(server, size):
         first = said.inner_text()
         assert re.search(r"\[CLS\] falls to 0\.\d+", first), first
         sub = page.locator("[role=tabpanel]:visible").last
-        sub.get_by_text("position vectors of").wait_for(timeout=120_000)
+        sub.get_by_text("position vectors of").wait_for(timeout=WAIT_MS)
         assert len(heatmaps(sub)) == 2
         page.wait_for_timeout(1000)
         shot(page, f"positions_{'desktop' if size == DESKTOP else 'phone'}.png", full_page=True)
@@ -151,7 +151,7 @@ def test_the_shuffle_from_a_link(server, size):
         page.locator("#positions-shuffle-text").locator("xpath=..").locator("input[type=number]").first.fill("4")
         page.get_by_role("button", name="Shuffle, with and without positions").click()
         page.wait_for_function("t => !document.querySelector('#positions-shuffle-summary').innerText.includes(t)",
-                               arg=first.split("Without")[0], timeout=120_000)
+                               arg=first.split("Without")[0], timeout=WAIT_MS)
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
         page.wait_for_timeout(1000)
         shot(page, f"positions_shuffled_{'desktop' if size == DESKTOP else 'phone'}.png")
@@ -169,13 +169,13 @@ def test_mixture_of_experts_under_the_architecture(server, size):
     link = next(t for t in course_b.VARIANTS.try_its if "Mixture" in t.label)
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
-        page.get_by_text("parameters", exact=False).first.wait_for(timeout=120_000)
+        page.get_by_text("parameters", exact=False).first.wait_for(timeout=WAIT_MS)
         page.locator("#arch-moe").get_by_text("Mixture of experts: parameters against compute").click()
         box = page.locator("#arch-moe").get_by_label("number input for Experts", exact=True)
         box.fill("64")
         box.press("Tab")
         said = page.locator("#arch-moe-said")
-        said.get_by_text("64 experts").wait_for(timeout=120_000)
+        said.get_by_text("64 experts").wait_for(timeout=WAIT_MS)
         text = said.inner_text()
         m = re.search(r"stored \(([\d.]+)× the dense .*\(([\d.]+)× the dense model's\)", text)
         assert m and float(m[1]) > 10 and float(m[2]) < 1.01, text

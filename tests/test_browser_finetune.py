@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, figures_fit, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, figures_fit, shot
 
 
 def _box(locator) -> dict:
@@ -84,10 +84,10 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
             box.get_by_text(label, exact=True).click()  # unticked: frozen and LoRA stay
         tab.get_by_text("2 runs").first.wait_for()
         tab.locator("#finetune-compare").click()
-        tab.locator("#finetune-status").get_by_text(re.compile("about .* in all|timing")).first.wait_for(timeout=120_000)
+        tab.locator("#finetune-status").get_by_text(re.compile("about .* in all|timing")).first.wait_for(timeout=WAIT_MS)
         tab.locator("#finetune-try").click()  # too early: no run has ended (issue 31, item 2)
         page.locator(".toast-body").filter(has_text=re.compile("no finished run yet|no saved model yet")).first \
-            .wait_for(timeout=120_000)
+            .wait_for(timeout=WAIT_MS)
         assert tab.locator(".error:visible").count() >= 1  # the Error badge over the try-it box
         t0, said = time.time(), []
         while time.time() - t0 < 240:  # the page refreshes by itself until the comparison ended
@@ -111,17 +111,17 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
 
         assert tab.locator("#finetune-try-run").is_visible()
         # the first run's model took over the box: its answer, and no Error badge left from the early try
-        tab.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=120_000)
+        tab.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=WAIT_MS)
         assert tab.locator(".error:visible").count() == 0
         tab.locator("#finetune-try").click()
-        tab.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=120_000)
+        tab.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=WAIT_MS)
         tab.locator("#finetune-try").scroll_into_view_if_needed()
         shot(page, "finetune_try_it.png")
 
         # issue 32, item 12: the comparison's runs placed by learning rate, BERT-base's band beside them
         tab.locator("#finetune-rates").get_by_text("Runs by learning rate or labelled examples").click()
         tab.locator("#finetune-rates-go").click()
-        tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=120_000)
+        tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=WAIT_MS)
         rates = tab.locator("#finetune-rates-plot")
         assert rates.locator(".scatterlayer .trace").count() == 2
         assert "BERT-base" in rates.inner_text()
@@ -129,7 +129,7 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         rates.scroll_into_view_if_needed()
         shot(page, "finetune_rates_desktop.png")
         tab.locator("#finetune-rates-by").get_by_text("labelled examples").click()  # item 9: a learning curve
-        tab.locator("#finetune-rates-said").get_by_text("2 runs placed by labelled examples").wait_for(timeout=120_000)
+        tab.locator("#finetune-rates-said").get_by_text("2 runs placed by labelled examples").wait_for(timeout=WAIT_MS)
         assert rates.locator(".scatterlayer .trace").count() == 2 and "BERT-base" not in rates.inner_text()
         assert "labelled examples" in rates.inner_text()
         shot(page, "finetune_learning_curve_desktop.png")
@@ -138,7 +138,7 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
         tab.locator("#finetune-forgetting-go").click()
         said = tab.locator("#finetune-forgetting-said")
-        said.get_by_text("kept").first.wait_for(timeout=120_000)
+        said.get_by_text("kept").first.wait_for(timeout=WAIT_MS)
         lines = said.inner_text().splitlines()
         assert len(lines) == 2 and "cmp/frozen-seed0" in lines[0] and "100% kept" in lines[0], lines
         assert re.search(r"(\d+\.\d)% → (\d+\.\d)% of masked words", lines[1]), lines
@@ -152,7 +152,7 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         page.reload()  # a finished comparison comes back: its table and chart
         page.get_by_role("tab", name="Fine-tune").click()
         tab = page.locator("[role=tabpanel]:visible").first
-        tab.locator("#finetune-status").get_by_text("finished in").wait_for(timeout=120_000)
+        tab.locator("#finetune-status").get_by_text("finished in").wait_for(timeout=WAIT_MS)
         assert tab.locator("#finetune-run input").input_value() == "cmp"
         assert [r[0].split(":")[0] for r in _rows(tab)] == ["frozen", "lora"]
         tab.get_by_text("More options").click()
@@ -167,17 +167,17 @@ def test_methods_a_tiny_comparison_try_it_and_a_reload(server):
         page.on("request", lambda r: joins.append((r.post_data or "")[:200]) if "queue/join" in r.url else None)
         page.wait_for_timeout(6000)
         assert len(joins) <= 2, f"{len(joins)} server calls in 6 s on a page that shows a finished run: {joins[:4]}"
-        page.wait_for_function("() => !document.querySelector('[role=tabpanel] .progress-text')", timeout=120_000)
+        page.wait_for_function("() => !document.querySelector('[role=tabpanel] .progress-text')", timeout=WAIT_MS)
         shot(page, "finetune_phone_compare.png", full_page=True)
         tab.locator("#finetune-rates").get_by_text("Runs by learning rate or labelled examples").click()
         tab.locator("#finetune-rates-go").click()
-        tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=120_000)
+        tab.locator("#finetune-rates-said").get_by_text("2 runs placed").wait_for(timeout=WAIT_MS)
         figures_fit(page, tab.locator("#finetune-rates-plot"), PHONE[0])
         tab.locator("#finetune-rates-plot").scroll_into_view_if_needed()
         shot(page, "finetune_rates_phone.png")
         tab.locator("#finetune-forgetting").get_by_text("What fine-tuning forgot").click()
         tab.locator("#finetune-forgetting-go").click()  # measured once: the page's answer comes from the cache
-        tab.locator("#finetune-forgetting-said").get_by_text("kept").first.wait_for(timeout=120_000)
+        tab.locator("#finetune-forgetting-said").get_by_text("kept").first.wait_for(timeout=WAIT_MS)
         forgot = tab.locator("#finetune-forgetting-plot")
         figures_fit(page, forgot, PHONE[0])
         forgot.scroll_into_view_if_needed()
@@ -201,7 +201,7 @@ def test_lesson_8s_last4_and_random_weights_links(server, size):
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(server.rstrip("/") + "/" + links.url(last4.tab, **last4.params))
         note = page.locator("#finetune-params")
-        note.get_by_text("last 4 layers side by side").wait_for(timeout=120_000)
+        note.get_by_text("last 4 layers side by side").wait_for(timeout=WAIT_MS)
         text = note.inner_text()
         assert "Frozen encoder" in text and "4 × 256 = 1,024 numbers" in text and "trains 2,050 of" in text
         assert "random weights" not in text
@@ -214,7 +214,7 @@ def test_lesson_8s_last4_and_random_weights_links(server, size):
 
         page.goto(server.rstrip("/") + "/" + links.url(scratch.tab, **scratch.params))
         note = page.locator("#finetune-params")
-        note.get_by_text("From random weights").wait_for(timeout=120_000)
+        note.get_by_text("From random weights").wait_for(timeout=WAIT_MS)
         assert "Full fine-tuning" in note.inner_text() and "last 4 layers" not in note.inner_text()
         page.get_by_text("More options").first.click()
         assert page.locator("#finetune-init input").input_value() == "random weights"
@@ -226,7 +226,7 @@ def test_lesson_8s_last4_and_random_weights_links(server, size):
         bert_rate = next(t for t in course_b.FINETUNE.try_its if t.params.get("lr"))
         page.goto(server.rstrip("/") + "/" + links.url(bert_rate.tab, **bert_rate.params))
         note = page.locator("#finetune-params")
-        note.get_by_text("at learning rate 3e-05").wait_for(timeout=120_000)
+        note.get_by_text("at learning rate 3e-05").wait_for(timeout=WAIT_MS)
         assert "this method's default" not in note.inner_text() and "random weights" not in note.inner_text()
     assert not outside, outside[:5]
     assert not errors, errors

@@ -4,18 +4,18 @@ screen; on a phone Fill-mask's and Next sentence's results needed a scroll below
 import time
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page
 
 SEEN = 250  # at least this many pixels of the result on screen
 
 
 def _open(page, server, name, drawn=True):
     page.goto(server)
-    page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+    page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
     page.get_by_role("tab", name=name).click()
     panel = page.locator("[role=tabpanel]:visible").first
     if drawn:  # the tab drew its view as it opened (Probing waits for its button: probes are slow)
-        panel.locator(".js-plotly-plot:visible").first.wait_for(timeout=120_000)
+        panel.locator(".js-plotly-plot:visible").first.wait_for(timeout=WAIT_MS)
     return panel
 
 

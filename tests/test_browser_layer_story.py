@@ -2,7 +2,7 @@
 button draws one chart (three tasks, the negated words, the centers of gravity) and the computed text,
 and both read at 1280x900 and at 390x844."""
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, figures_fit, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, figures_fit, shot
 
 
 @pytest.mark.slow
@@ -11,7 +11,7 @@ def test_the_layer_story_from_its_link_at_both_widths(server):
         page.goto(server + "?tab=probing&view=story")
         story = page.locator("#probe-story")
         button = story.get_by_role("button", name="Tell the layer story")
-        button.wait_for(timeout=120_000)  # visible: the link opened the section
+        button.wait_for(timeout=WAIT_MS)  # visible: the link opened the section
         assert story.get_by_text("center of gravity", exact=False).first.is_visible()
         button.click()
         try:

@@ -4,7 +4,7 @@ the lesson, and the model in use checks it; the progress survives a reload."""
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, shot
 
 from bertlab.app.lessons import LESSONS, checks
 from bertlab.app.ui.shared import links
@@ -17,7 +17,7 @@ def _panel(page):
     return page.locator("[role=tabpanel]:visible").first
 
 
-def _text(locator, pattern: str, timeout=120_000) -> re.Match:
+def _text(locator, pattern: str, timeout=WAIT_MS) -> re.Match:
     """Wait until the locator's text matches `pattern`; the match."""
     rx = re.compile(pattern)
     locator.filter(has_text=rx).first.wait_for(timeout=timeout)
@@ -67,7 +67,7 @@ def embeddings(p):
     js = ("e => { const f = [...e.querySelectorAll('.js-plotly-plot')].find(x => x.layout && x.layout.title && "
           "String(x.layout.title.text || x.layout.title).includes('score')); if (!f) return null; "
           "return f.data.filter(t => /^S\\d ↔ S\\d$/.test(t.name)).map(t => [t.name, t.y[t.y.length - 1]]); }")
-    panel.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    panel.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
     for _ in range(60):
         pairs = panel.evaluate(js)
         if pairs:
@@ -117,7 +117,7 @@ def follow(page, lesson, i: int):
     with page.context.expect_page() as info:
         link.click()
     new = info.value
-    new.locator("[role=tab][aria-selected=true]", has_text=TITLES[t.tab]).wait_for(timeout=120_000)
+    new.locator("[role=tab][aria-selected=true]", has_text=TITLES[t.tab]).wait_for(timeout=WAIT_MS)
     texts = [v for v in t.params.values() if isinstance(v, str) and "\n" not in v and len(v) > 12]
     boxes = _panel(new).locator("textarea, input")
     for v in texts:  # long texts and choices: in a text box or a dropdown of the opened tab
@@ -133,7 +133,7 @@ def follow(page, lesson, i: int):
 def _verdict(page, feedback, lesson, answer: str) -> None:
     """Wait for "Right"; if it never comes, fail saying what the student read, typed and was told."""
     try:
-        feedback.get_by_text("Right").wait_for(timeout=120_000)
+        feedback.get_by_text("Right").wait_for(timeout=WAIT_MS)
     except Exception:
         typed = page.locator("#lesson-answer textarea").input_value()
         shot(page, f"lesson{lesson.number:02d}_failed.png", full_page=True)
@@ -146,11 +146,11 @@ def test_a_student_walks_every_lesson(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server + "?lesson=1")
         body, feedback = page.locator("#lesson-body"), page.locator("#lesson-feedback")
-        body.get_by_text(f"Lesson 1 of {len(LESSONS)}").wait_for(timeout=120_000)
+        body.get_by_text(f"Lesson 1 of {len(LESSONS)}").wait_for(timeout=WAIT_MS)
         for lesson in LESSONS:
             if lesson.number > 1:
                 page.locator("#lesson-next").click()
-            body.get_by_text(f"Lesson {lesson.number} of {len(LESSONS)}").wait_for(timeout=120_000)
+            body.get_by_text(f"Lesson {lesson.number} of {len(LESSONS)}").wait_for(timeout=WAIT_MS)
             opened = follow(page, lesson, 0)  # the first Try it is the view the question is about
             answer = READ[lesson.check](opened)
             shot(opened, f"lesson{lesson.number:02d}_try.png")
@@ -159,19 +159,19 @@ def test_a_student_walks_every_lesson(server):
             if lesson.number == 1:  # a wrong answer first: told so, with the model's evidence
                 box.fill("17")
                 page.locator("#lesson-check").click()
-                feedback.get_by_text("Not quite").wait_for(timeout=120_000)
+                feedback.get_by_text("Not quite").wait_for(timeout=WAIT_MS)
             box.fill(answer)
             page.locator("#lesson-check").click()
             _verdict(page, feedback, lesson, answer)
             shot(page, f"lesson{lesson.number:02d}.png", full_page=True)
         progress = page.locator("#lesson-progress")
-        progress.get_by_text(f"{len(LESSONS)} of {len(LESSONS)}").wait_for(timeout=120_000)
+        progress.get_by_text(f"{len(LESSONS)} of {len(LESSONS)}").wait_for(timeout=WAIT_MS)
         # the browser stores the last answer's progress after drawing it: on a busy machine a reload at
         # once read the progress before that answer (0 of 11 came back in one of two full runs)
         page.wait_for_timeout(3000)
         page.reload()  # progress lives in this browser: it survives a reload
-        page.locator("#lesson-body").get_by_text(f"Lesson 1 of {len(LESSONS)}").wait_for(timeout=120_000)
-        page.locator("#lesson-progress").get_by_text(f"{len(LESSONS)} of {len(LESSONS)}").wait_for(timeout=120_000)
+        page.locator("#lesson-body").get_by_text(f"Lesson 1 of {len(LESSONS)}").wait_for(timeout=WAIT_MS)
+        page.locator("#lesson-progress").get_by_text(f"{len(LESSONS)} of {len(LESSONS)}").wait_for(timeout=WAIT_MS)
     assert not outside, outside[:5]
     assert not errors, errors
 
@@ -180,7 +180,7 @@ def test_a_student_walks_every_lesson(server):
 def test_a_lesson_link_on_a_phone(server):
     with chromium_page(PHONE) as (browser, page, outside, errors):
         page.goto(server + "?lesson=5")
-        page.locator("#lesson-body").get_by_text(f"Lesson 5 of {len(LESSONS)}").wait_for(timeout=120_000)
+        page.locator("#lesson-body").get_by_text(f"Lesson 5 of {len(LESSONS)}").wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(1000)
         shot(page, "lesson05_phone.png", full_page=True)
         wide = page.evaluate("document.documentElement.scrollWidth")

@@ -6,7 +6,7 @@ import re
 from urllib.parse import urlparse
 
 import pytest
-from browser import DESKTOP, PHONE, box, chromium_page, new_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, box, chromium_page, new_page, shot
 
 from bertlab.app.ui.shared.links import url
 
@@ -73,12 +73,12 @@ def test_links_reproduce_views_and_survive_strangers(server):
         page.locator("#model-card").get_by_text("default (shipped)").wait_for()
         page.get_by_role("tab", name="Attention").click()
         clicked = _panel(page)
-        clicked.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+        clicked.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
         clicked.get_by_label("Text", exact=True).fill(ATT_TEXT)
         _set_slider(clicked, "Layer", 3)
         _set_slider(clicked, "Head", 2)
         clicked.get_by_role("button", name="Show attention").click()
-        page.wait_for_function("() => document.body.innerText.includes('bored')", timeout=120_000)
+        page.wait_for_function("() => document.body.innerText.includes('bored')", timeout=WAIT_MS)
         att_by_hand = _figures(page, "Layer 3, head 2")
         clicked.get_by_role("button", name="Copy link").click()
         link_box = clicked.locator(".bl-link-url textarea, .bl-link-url input").first
@@ -93,7 +93,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         _set_slider(clicked, "How many guesses (top-k)", 7)
         clicked.get_by_role("button", name="Predict", exact=True).click()
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(gd => "
-                               "(gd.data || []).length === 2 && gd.data[0].y.length === 7)", timeout=120_000)
+                               "(gd.data || []).length === 2 && gd.data[0].y.length === 7)", timeout=WAIT_MS)
         mask_by_hand = _figures(page, "Guesses for the [MASK]s")
 
         page.get_by_role("tab", name="Tokenize").click()
@@ -101,7 +101,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         clicked.get_by_label("Text", exact=True).fill(TOK_TEXT)
         clicked.get_by_label(TOK_PAIR_LABEL).fill("a great film")
         clicked.get_by_role("button", name="Tokenize", exact=True).click()
-        page.wait_for_function(TABLE_HAS, arg="film", timeout=120_000)
+        page.wait_for_function(TABLE_HAS, arg="film", timeout=WAIT_MS)
         page.wait_for_timeout(1000)
         table_by_hand = _table(page)
         assert "[SEP]" in table_by_hand and "##" in table_by_hand
@@ -122,7 +122,7 @@ def test_links_reproduce_views_and_survive_strangers(server):
         assert linked == mask_by_hand
 
         page.goto(server + url("tokenize", text=TOK_TEXT, pair="a great film"))
-        page.wait_for_function(TABLE_HAS, arg="film", timeout=120_000)
+        page.wait_for_function(TABLE_HAS, arg="film", timeout=WAIT_MS)
         page.wait_for_timeout(1500)
         assert _table(page) == table_by_hand
 
@@ -175,13 +175,13 @@ def test_a_reload_comes_back_to_the_open_tab(server):
     """issue 42, item 5: a reload landed on the Lessons; the address now names the open tab."""
     with chromium_page(DESKTOP) as (_, page, outside, errors):
         page.goto(server)
-        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Attention").click()
         page.wait_for_function("() => new URL(location.href).searchParams.get('tab') === 'attention'",
-                               timeout=120_000)
+                               timeout=WAIT_MS)
         page.reload()
-        page.get_by_role("tab", name="Attention", selected=True).wait_for(timeout=120_000)
-        _panel(page).locator(".js-plotly-plot").first.wait_for(timeout=120_000)  # its view drawn, not only its name
+        page.get_by_role("tab", name="Attention", selected=True).wait_for(timeout=WAIT_MS)
+        _panel(page).locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)  # its view drawn, not only its name
         page.get_by_role("tab", name="Scaling").click()  # another tab replaces it
-        page.wait_for_function("() => location.search === '?tab=scaling'", timeout=120_000)
+        page.wait_for_function("() => location.search === '?tab=scaling'", timeout=WAIT_MS)
         assert not outside and not errors, (outside, errors)

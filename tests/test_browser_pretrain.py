@@ -5,7 +5,7 @@ import re
 import time
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, new_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, new_page, shot
 
 WAIT_S = 300  # a cap on the wait for the first evaluation (~20 s on a quiet 2-core EPYC); the test checks its step
 
@@ -56,11 +56,11 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
 
         # every panel: data (guesses above, attention, unigram line) or a note in its own panel
         page.wait_for_function("() => document.querySelectorAll('#pretrain-plot .js-plotly-plot').length === 3",
-                               timeout=120_000)
+                               timeout=WAIT_MS)
         page.wait_for_timeout(2000)  # the next tick draws the evaluation
         # a figure being redrawn (a busy machine) has legend lines with no style yet: read a settled one
         page.wait_for_function("() => [...document.querySelectorAll('#pretrain-plot .legend .traces .legendlines "
-                               "path')].every(p => getComputedStyle(p).stroke)", timeout=120_000)
+                               "path')].every(p => getComputedStyle(p).stroke)", timeout=WAIT_MS)
         legends = _legend_colours(page)
         names = [t.text_content() for t in tab.locator("#pretrain-plot .legend .legendtext").all()]
         for want in ("unigram guess", "mass on previous token", "held-out MLM acc.", "train MLM loss"):
@@ -77,7 +77,7 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
         ptab.locator("#pretrain-run input").click()
         phone.get_by_role("option", name="first-run").click()
         phone.wait_for_function("() => document.querySelectorAll('#pretrain-plot .js-plotly-plot').length === 3",
-                                timeout=120_000)
+                                timeout=WAIT_MS)
         phone.wait_for_timeout(1000)
         titles = _boxes(phone, "#pretrain-plot .annotation")
         assert len(titles) >= 6, titles
@@ -102,6 +102,6 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
 
         tab.locator("#pretrain-stop").click()  # free the CPU for the next tests
         page.wait_for_function("() => /stopped/.test(document.querySelector('#pretrain-status').innerText)",
-                               timeout=120_000)
+                               timeout=WAIT_MS)
     assert not outside, f"requests left the machine: {outside[:5]}"
     assert not errors, errors

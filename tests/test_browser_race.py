@@ -4,7 +4,7 @@ a colour per recipe in a readable legend, the table and its reading, with nothin
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, figures_fit, serving, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, figures_fit, serving, shot
 from browser import box as rect
 from test_ui_race import fake_race
 
@@ -53,7 +53,7 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         tab = page.locator("[role=tabpanel]:visible").first
         estimate = tab.locator("#race-estimate")
         first = _expected(monkeypatch, ["mlm", "electra"], 3, False, 1)
-        estimate.get_by_text(first[:20]).wait_for(timeout=120_000)  # said before anything starts
+        estimate.get_by_text(first[:20]).wait_for(timeout=WAIT_MS)  # said before anything starts
         assert estimate.inner_text().strip() == first and re.match(r"About (\d+) minutes", first)
         assert int(re.match(r"About (\d+)", first).group(1)) <= 15
         tab.get_by_text("No measurements yet").first.wait_for()
@@ -68,13 +68,13 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
             tab.locator("#race-recipes").get_by_text(race_tab.LABELS[name]).click()
         estimate.get_by_text("at most 3 recipes side by side").wait_for()
         tab.locator("#race-start").click()
-        page.locator(".toast-body").filter(has_text="at most 3 recipes").first.wait_for(timeout=120_000)
+        page.locator(".toast-body").filter(has_text="at most 3 recipes").first.wait_for(timeout=WAIT_MS)
         shot(page, "race_desktop_refused.png", full_page=True)
 
         box = tab.locator("#race-run input")  # a finished race: charts, table and reading
         box.fill("fake-race")
         box.press("Enter")
-        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=120_000)
+        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=WAIT_MS)
         tab.locator("#race-plots .legend").first.wait_for()
         _table_reads(tab, DESKTOP)
         colours = tab.locator("#race-plots .js-plotly-plot").first.evaluate(
@@ -96,13 +96,13 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         page.goto(race_server)  # a new visitor on a phone: the form and its estimate first
         page.get_by_role("tab", name="Race").click()
         tab = page.locator("[role=tabpanel]:visible").first
-        tab.locator("#race-estimate").get_by_text(first[:20]).wait_for(timeout=120_000)
+        tab.locator("#race-estimate").get_by_text(first[:20]).wait_for(timeout=WAIT_MS)
         _fits(page, tab, PHONE[0])
         shot(page, "race_phone_form.png", full_page=True)
         box = tab.locator("#race-run input")  # every recipe at once: seven colours, a legend that wraps inside
         box.fill("all-seven")
         box.press("Enter")
-        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=120_000)
+        tab.locator("#race-reading").get_by_text("fine-tunes best").wait_for(timeout=WAIT_MS)
         legend = tab.locator("#race-plots .js-plotly-plot").first.locator(".legend .traces")
         assert legend.count() == 7
         _fits(page, tab, PHONE[0])

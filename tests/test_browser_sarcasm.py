@@ -4,7 +4,7 @@ tab with the sarcasm task, the method, the epochs and the sentence vector filled
 the form says what the held-out split holds and what always answering one label scores on it (the
 figure computed here by the form's own function, which splits as the run will)."""
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, shot
 
 from bertlab.app.lessons import LESSONS, course_c
 from bertlab.app.ui.shared import links
@@ -26,8 +26,8 @@ def test_lesson_11_opens_the_sarcasm_task_in_fine_tune(server, size):
     with chromium_page(size) as (browser, page, outside, errors):
         page.goto(server + f"?lesson={lesson.number}")
         body = page.locator("#lesson-body")
-        body.get_by_text(f"Lesson {lesson.number} of {len(LESSONS)}: {lesson.title}").wait_for(timeout=120_000)
-        body.get_by_text("written sentence by sentence for bertlab", exact=False).wait_for(timeout=120_000)
+        body.get_by_text(f"Lesson {lesson.number} of {len(LESSONS)}: {lesson.title}").wait_for(timeout=WAIT_MS)
+        body.get_by_text("written sentence by sentence for bertlab", exact=False).wait_for(timeout=WAIT_MS)
         assert body.locator(".katex").count() >= 1  # the standard error's formula is typeset
         page.wait_for_timeout(1000)
         _fits(page, size[0])
@@ -40,9 +40,9 @@ def test_lesson_11_opens_the_sarcasm_task_in_fine_tune(server, size):
         with page.context.expect_page() as info:
             link.click()
         new = info.value
-        new.locator("[role=tab][aria-selected=true]", has_text="Fine-tune").wait_for(timeout=120_000)
+        new.locator("[role=tab][aria-selected=true]", has_text="Fine-tune").wait_for(timeout=WAIT_MS)
         note = new.locator("#finetune-params")
-        note.get_by_text("The data").wait_for(timeout=120_000)
+        note.get_by_text("The data").wait_for(timeout=WAIT_MS)
         text = note.inner_text()
         assert "Frozen encoder" in text and "sarcasm.csv" in text
         assert f"holds out {d['held']} of them (validation share 0.2, seed 0)" in text

@@ -4,7 +4,7 @@ import re
 import time
 
 import pytest
-from browser import DESKTOP, PHONE, ROOT, chromium_page, shot
+from browser import DESKTOP, PHONE, ROOT, WAIT_MS, chromium_page, shot
 
 TABS = ["Lessons", "Tokenize", "Masking lab", "Fill-mask", "Next sentence", "Attention", "Embeddings", "Architecture",
         "Pre-train", "Fine-tune", "Distil", "Race", "Scaling", "Probing"]
@@ -15,15 +15,15 @@ def test_a_picker_typo_is_one_message_and_the_working_model_stays(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
         card = page.locator("#model-card")
-        card.get_by_text("default (shipped)").wait_for(timeout=120_000)
+        card.get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Tokenize").click()  # the app opens on Lessons
         panel = page.locator("[role=tabpanel]:visible").first
-        panel.get_by_text("tokens for").first.wait_for(timeout=120_000)  # Tokenize shows the example on load
+        panel.get_by_text("tokens for").first.wait_for(timeout=WAIT_MS)  # Tokenize shows the example on load
         box = page.get_by_role("combobox", name="Model")
         box.fill("nobody/no-such-model")
         box.press("Enter")
         toast = page.locator(".toast-body").filter(has_text="no-such-model")
-        toast.first.wait_for(timeout=120_000)
+        toast.first.wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(4000)  # time for any other handler that would also complain
         shot(page, "picker_typo.png")
         said = page.locator(".toast-body").all_inner_texts()  # at once: a toast may go between two reads
@@ -41,7 +41,7 @@ def test_a_picker_typo_is_one_message_and_the_working_model_stays(server):
             assert page.locator(".toast-body").count() <= 1 and page.locator(".error").count() == 0
         box.fill("run: not-a-run")  # a run name that is not there: one message again
         box.press("Enter")
-        page.locator(".toast-body").filter(has_text="not-a-run").first.wait_for(timeout=120_000)
+        page.locator(".toast-body").filter(has_text="not-a-run").first.wait_for(timeout=WAIT_MS)
         assert box.input_value() == "default (shipped)"
     assert not outside, outside[:5]
     assert not errors, errors
@@ -51,7 +51,7 @@ def test_a_picker_typo_is_one_message_and_the_working_model_stays(server):
 def test_every_tab_is_reachable_and_fits_a_phone(server):
     with chromium_page(PHONE) as (browser, page, outside, errors):
         page.goto(server)
-        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
         for i, name in enumerate(TABS):
             tab = page.get_by_role("tab", name=name)
             assert tab.is_visible(), f"the {name} tab is hidden on a phone"
@@ -88,7 +88,7 @@ def _two_layer_run(runs) -> str:
 def _wait_for_layers(panel, n: str) -> None:
     """The attention tab's Layer slider reaches up to layer n (it is fitted to the model in use)."""
     slider = panel.locator("input[type=range]").first
-    slider.wait_for(timeout=120_000)
+    slider.wait_for(timeout=WAIT_MS)
     t0 = time.time()
     while slider.get_attribute("max") != n:
         assert time.time() - t0 < 120, f"the Layer slider goes to {slider.get_attribute('max')}, not {n}"
@@ -102,7 +102,7 @@ def test_a_new_model_redraws_the_open_tab_and_the_others_when_opened(server, pla
     choice = _two_layer_run(plain_runs)
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
-        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Attention").click()
         panel = page.locator("[role=tabpanel]:visible").first
         _wait_for_layers(panel, "4")
@@ -113,7 +113,7 @@ def test_a_new_model_redraws_the_open_tab_and_the_others_when_opened(server, pla
         asked = []  # what the page asks the server to run from here on
         page.on("request", lambda r: asked.append(r.url) if "/queue/join" in r.url else None)
         box.press("Enter")
-        page.locator("#model-card").get_by_text("two-layers").wait_for(timeout=120_000)
+        page.locator("#model-card").get_by_text("two-layers").wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(5000)
         # the pick, then Tokenize's redraw; not the tabs drawn before (7 requests in all, when they did)
         assert len(asked) <= 3, asked

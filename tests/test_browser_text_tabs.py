@@ -5,7 +5,7 @@ every layer, next sentence shows the measured accuracy and a ranking."""
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, new_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, new_page, shot
 
 pytestmark = pytest.mark.slow
 RIVER = ["We sat on the river bank.", "My phone battery died yesterday.\nThe water was cold and brown.\n"
@@ -32,7 +32,7 @@ def test_tokenize_shows_tokens_on_load_and_says_a_paste_was_cut(laptop):
     page = laptop
     panel = tab(page, "Tokenize")
     rows = panel.locator("#bl-token-table [role=row]:has([role=gridcell]):visible")
-    rows.first.wait_for(timeout=120_000)  # no click: the example's tokens are there on load
+    rows.first.wait_for(timeout=WAIT_MS)  # no click: the example's tokens are there on load
     assert rows.count() >= 5
     box = panel.get_by_label("Text", exact=True)
     box.fill("")
@@ -40,22 +40,22 @@ def test_tokenize_shows_tokens_on_load_and_says_a_paste_was_cut(laptop):
     page.keyboard.insert_text("word " * 40_001)  # 200,005 characters typed: the box keeps 200,000
     assert len(box.input_value()) == 200_000
     panel.get_by_role("button", name="Tokenize").click()
-    panel.get_by_text("your browser cut the rest off").first.wait_for(timeout=120_000)
+    panel.get_by_text("your browser cut the rest off").first.wait_for(timeout=WAIT_MS)
 
 
 def test_masking_lab_reruns_on_a_typed_seed_and_names_the_field(laptop):
     page = laptop
     panel = tab(page, "Masking lab")
-    panel.get_by_text("Draw #0").first.wait_for(timeout=120_000)
+    panel.get_by_text("Draw #0").first.wait_for(timeout=WAIT_MS)
     seed = panel.get_by_label("Seed (draw number)")
     seed.fill("7")  # typing alone re-runs: no button
-    panel.get_by_text("Draw #7").first.wait_for(timeout=120_000)
+    panel.get_by_text("Draw #7").first.wait_for(timeout=WAIT_MS)
     seed.fill("-5")
-    page.get_by_text(re.compile(r"seed \(draw number\) must be 0 or more")).first.wait_for(timeout=120_000)
+    page.get_by_text(re.compile(r"seed \(draw number\) must be 0 or more")).first.wait_for(timeout=WAIT_MS)
     page.wait_for_timeout(3000)  # time for the score section below, which re-runs on the seed too
     said = page.locator(".toast-body").all_inner_texts()  # at once: a toast may go between two reads
     assert len(said) == 1 and not re.search(r"\(\d+\)|4611686018427387904", said[0]), said  # one message
-    panel.get_by_text("Fix the draw above first").first.wait_for(timeout=120_000)  # the section's own note
+    panel.get_by_text("Fix the draw above first").first.wait_for(timeout=WAIT_MS)  # the section's own note
 
 
 def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
@@ -64,18 +64,18 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
     panel.get_by_label("Text with [MASK]").fill("the acting was [MASK] .")
     panel.get_by_role("button", name="Predict").click()
     mark = panel.locator("mark").first
-    mark.wait_for(timeout=120_000)  # the filled sentence, the guessed word highlighted
+    mark.wait_for(timeout=WAIT_MS)  # the filled sentence, the guessed word highlighted
     assert mark.inner_text().strip() and "[MASK]" not in mark.inner_text()
     assert "the acting was" in panel.locator("li:has(mark)").first.inner_text()
     # the logit lens's figure (its title, not the explanation beside it, which says "after each layer" too)
-    panel.locator("svg text", has_text=re.compile("after each layer")).first.wait_for(timeout=120_000)
-    panel.locator("svg text", has_text=re.compile("^embeddings$")).first.wait_for(timeout=120_000)
+    panel.locator("svg text", has_text=re.compile("after each layer")).first.wait_for(timeout=WAIT_MS)
+    panel.locator("svg text", has_text=re.compile("^embeddings$")).first.wait_for(timeout=WAIT_MS)
     for row in ("embeddings", "layer 1", "layer 4"):
         assert panel.locator("svg text", has_text=re.compile(f"^{row}$")).count() == 1, row
     shot(page, "text_fill_mask_desktop.png", full_page=True)
     panel.get_by_label("Text with [MASK]").fill("no gap in this one .")
     panel.get_by_role("button", name="Predict").click()
-    page.locator(".toast-body").filter(has_text="No [MASK]").first.wait_for(timeout=120_000)
+    page.locator(".toast-body").filter(has_text="No [MASK]").first.wait_for(timeout=WAIT_MS)
     seen = []  # for 2.5 s (time for the logit lens, which follows the same button), however long toasts stay
     for _ in range(10):
         said = "\n".join(page.locator(".toast-body").all_inner_texts())  # Gradio folds toasts: "Error (2)"
@@ -86,7 +86,7 @@ def test_fill_mask_shows_the_filled_sentence_and_every_layer(laptop):
     page.wait_for_function("""() => {
         const p = [...document.querySelectorAll('[role=tabpanel]')].find(e => e.offsetParent !== null);
         return p && !p.querySelector('mark') && !p.querySelector('.js-plotly-plot')
-            && !(document.querySelector('#fill-in-turn')?.innerText.trim()); }""", timeout=120_000)
+            && !(document.querySelector('#fill-in-turn')?.innerText.trim()); }""", timeout=WAIT_MS)
     assert panel.locator("mark").count() == 0 and panel.locator("svg text", has_text="after each layer").count() == 0
     assert panel.locator(".error").filter(has_text="Error").count() == 0  # no "Error" badge left on a cleared view
     shot(page, "text_fill_mask_error_desktop.png", full_page=True)
@@ -99,11 +99,11 @@ def test_next_sentence_river_bank_shows_accuracy_and_ranking(laptop):
     panel.get_by_label("Candidate sentences B (one per line)").fill(RIVER[1])
     panel.get_by_role("button", name="Rank the B's").click()
     trust = panel.get_by_text(re.compile(r"held-out sentence pairs")).first
-    trust.wait_for(timeout=120_000)  # measured once per model: 200 pairs
+    trust.wait_for(timeout=WAIT_MS)  # measured once per model: 200 pairs
     assert re.search(r"right \d+% of the time", trust.inner_text())
     ranked = panel.get_by_text("The model ranks the candidates").locator("..")
     # the page may show an earlier ranking (the example's, run on load) until this one arrives
-    ranked.filter(has_text="My phone battery").wait_for(timeout=120_000)
+    ranked.filter(has_text="My phone battery").wait_for(timeout=WAIT_MS)
     assert "1st" in ranked.inner_text() and "2nd" in ranked.inner_text() and "3rd" in ranked.inner_text()
     assert "My phone battery died yesterday." in ranked.inner_text()
     page.wait_for_timeout(300)
@@ -116,7 +116,7 @@ def test_text_tabs_on_a_phone(server, laptop):
     page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
     page.goto(server)
     panel = tab(page, "Tokenize")
-    panel.locator("#bl-token-table [role=row]:has([role=gridcell]):visible").first.wait_for(timeout=120_000)
+    panel.locator("#bl-token-table [role=row]:has([role=gridcell]):visible").first.wait_for(timeout=WAIT_MS)
     heads = panel.locator("#bl-token-table [role=columnheader]:visible")
     assert heads.count() >= 7
     line = min(h.bounding_box()["height"] for h in heads.all())
@@ -125,7 +125,7 @@ def test_text_tabs_on_a_phone(server, laptop):
     shot(page, "text_tokenize_phone.png", full_page=True)
     for name in ("Masking lab", "Fill-mask", "Next sentence"):
         panel = tab(page, name)
-        panel.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+        panel.locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(500)
         for plot in panel.locator(".js-plotly-plot").all():  # plot titles inside their plot
             frame = plot.bounding_box()
@@ -134,7 +134,7 @@ def test_text_tabs_on_a_phone(server, laptop):
                 assert frame["x"] - 1 <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1, name
         if name == "Masking lab":  # the score table's headers on one line: it broke "posi/ti/on" (issue 31, item 7)
             heads = panel.locator("#mask-score-table [role=columnheader]:visible")
-            heads.first.wait_for(timeout=120_000)
+            heads.first.wait_for(timeout=WAIT_MS)
             one_line = [h.bounding_box()["height"] for h in heads.all()]
             assert len(one_line) >= 8 and max(one_line) <= 1.3 * min(one_line) and max(one_line) < 45, one_line
         shot(page, f"text_{name.lower().replace(' ', '_')}_phone.png", full_page=True)
@@ -150,11 +150,11 @@ def test_two_masks_one_pass_against_one_at_a_time(server, laptop, size):
     page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
     page.goto(server)
     panel = tab(page, "Fill-mask")
-    panel.locator("mark").first.wait_for(timeout=120_000)  # the tab's own first result
+    panel.locator("mark").first.wait_for(timeout=WAIT_MS)  # the tab's own first result
     panel.get_by_text("i saw it in [MASK] [MASK] last year .").first.click()  # the example
     view = panel.locator("#fill-in-turn")
     rows = view.locator("tr")
-    rows.nth(2).wait_for(timeout=120_000)
+    rows.nth(2).wait_for(timeout=WAIT_MS)
     assert rows.count() == 3
     assert "the the" in rows.nth(1).inner_text() and "the the" not in rows.nth(2).inner_text()
     assert "as likely" in view.inner_text()
@@ -178,7 +178,7 @@ def test_spans_from_lesson_2s_link(server, laptop, size):
     page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
     page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
     panel = page.locator("[role=tabpanel]:visible").first
-    panel.get_by_text("spans of whole words").first.wait_for(timeout=120_000)
+    panel.get_by_text("spans of whole words").first.wait_for(timeout=WAIT_MS)
     assert page.locator("#masking-spans input[type=checkbox]").is_checked()
     said = panel.get_by_text("came in runs of").first.inner_text()
     # issue 42, item 4: the draw spends the rate's budget (35 % of this sentence was hidden before), and

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, figures_fit, serving, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, figures_fit, serving, shot
 
 from bertlab.app import classroom, jobs
 from bertlab.app.identity import new_id
@@ -241,14 +241,14 @@ def test_the_class_section_in_a_browser_and_through_the_api(classroom_app):
 
     with chromium_page(DESKTOP) as (_, page, outside, errors):  # one page load, then a phone's width
         page.goto(url)
-        page.locator("#bl-tabs").wait_for(timeout=120_000)
+        page.locator("#bl-tabs").wait_for(timeout=WAIT_MS)
         lessons = page.locator("#bl-tabs [role=tab]").filter(has_text="Lessons").first
         if lessons.get_attribute("aria-selected") != "true":  # the first tab: open already
             lessons.click()
         plot = page.locator("#class-plot")
         for size, tag in ((DESKTOP, "desktop"), (PHONE, "phone")):
             page.set_viewport_size({"width": size[0], "height": size[1]})
-            page.locator("#class-plot .legend").wait_for(timeout=120_000)
+            page.locator("#class-plot .legend").wait_for(timeout=WAIT_MS)
             plot.scroll_into_view_if_needed()
             page.wait_for_timeout(500)  # plotly redraws at the new width
             assert page.locator("#class-plot .legendtext").filter(has_text="<i>Bob</i> · bob-1").count() == 1

@@ -8,7 +8,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
-from browser import DESKTOP, PHONE, chromium_page, figures_fit, shot  # noqa: E402
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, figures_fit, shot  # noqa: E402
 
 from bertlab.app.ui.labs import architecture_variants as variants  # noqa: E402
 from bertlab.app.ui.shared import models  # noqa: E402
@@ -103,32 +103,32 @@ def test_the_three_sections_through_the_api_and_in_a_browser(server, client):
 
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(server)
-        page.get_by_role("tab", name="Masking lab").click(timeout=120_000)  # the page settles slowly on 2 busy cores
+        page.get_by_role("tab", name="Masking lab").click(timeout=WAIT_MS)  # the page settles slowly on 2 busy cores
         panel = page.locator("[role=tabpanel]:visible").first
-        panel.locator("#mask-score-said").get_by_text("Draw #0").wait_for(timeout=120_000)  # on load
+        panel.locator("#mask-score-said").get_by_text("Draw #0").wait_for(timeout=WAIT_MS)  # on load
         panel.get_by_role("button", name=masking_score.RECIPE_LABELS[1]).click()
-        panel.locator("#mask-score-said").get_by_text("100% [MASK] / 0% random").wait_for(timeout=120_000)
+        panel.locator("#mask-score-said").get_by_text("100% [MASK] / 0% random").wait_for(timeout=WAIT_MS)
         slider = panel.get_by_label("number input for random share (kept = the rest)", exact=True)  # 100 % + 50 %: one clear line
         slider.fill("0.5")
         slider.press("Enter")
-        page.get_by_text("at most 100% (kept is the rest)").first.wait_for(timeout=120_000)
+        page.get_by_text("at most 100% (kept is the rest)").first.wait_for(timeout=WAIT_MS)
         panel.get_by_role("button", name=masking_score.RECIPE_LABELS[0]).click()  # back to BERT's recipe
-        panel.locator("#mask-score-said").get_by_text("80% [MASK] / 10% random").wait_for(timeout=120_000)
+        panel.locator("#mask-score-said").get_by_text("80% [MASK] / 10% random").wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Architecture").click()
-        page.locator("#arch-variants-table").get_by_text("ALBERT", exact=True).first.wait_for(timeout=120_000)
+        page.locator("#arch-variants-table").get_by_text("ALBERT", exact=True).first.wait_for(timeout=WAIT_MS)
         page.get_by_role("tab", name="Attention").click()
         panel = page.locator("[role=tabpanel]:visible").first
         panel.get_by_role("tab", name="Head finder").click()
-        panel.locator("#finder-caption").get_by_text("Strongest").wait_for(timeout=120_000)
-        page.locator("#finder-ranking").get_by_text("long-range").first.wait_for(timeout=120_000)
+        panel.locator("#finder-caption").get_by_text("Strongest").wait_for(timeout=WAIT_MS)
+        page.locator("#finder-ranking").get_by_text("long-range").first.wait_for(timeout=WAIT_MS)
         shoot(page, DESKTOP, "desktop")
         assert not outside and not errors, (outside, errors)
     with chromium_page(PHONE) as (browser, page, outside, errors):  # a fresh page: a phone lays out on load
         page.goto(server)
-        page.get_by_role("tab", name="Attention").click(timeout=120_000)
+        page.get_by_role("tab", name="Attention").click(timeout=WAIT_MS)
         panel = page.locator("[role=tabpanel]:visible").first
         panel.get_by_role("tab", name="Head finder").click()
-        page.locator("#finder-ranking").get_by_text("long-range").first.wait_for(timeout=120_000)
+        page.locator("#finder-ranking").get_by_text("long-range").first.wait_for(timeout=WAIT_MS)
         shoot(page, PHONE, "phone")
         assert not outside and not errors, (outside, errors)
 
@@ -138,7 +138,7 @@ def shoot(page, size, tag):
     for name, plots in (("Masking lab", ["#mask-score-plot"]), ("Architecture", ["#arch-variants-plot"]),
                         ("Attention", ["#finder-grid", "#finder-rank-plot"])):
         page.get_by_role("tab", name=name, exact=True).first.click()
-        page.locator(plots[0]).locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+        page.locator(plots[0]).locator(".js-plotly-plot").first.wait_for(timeout=WAIT_MS)
         page.locator(plots[0]).scroll_into_view_if_needed()
         page.wait_for_timeout(700)
         for plot in plots:

@@ -1,7 +1,7 @@
 """Probing tab: its API (/probe) with good and bad input, and the default probe run in Chromium."""
 
 import pytest
-from browser import chromium_page, shot
+from browser import WAIT_MS, chromium_page, shot
 
 from bertlab.cache import LRU
 
@@ -39,13 +39,13 @@ def test_default_probe_in_chromium(server):
         page.goto(server)  # not "networkidle": Gradio keeps a heartbeat stream open
         page.get_by_role("tab", name="Probing").click()
         panel = page.locator("[role=tabpanel]:visible").first
-        panel.get_by_text("What does each layer know?").wait_for(timeout=120_000)
+        panel.get_by_text("What does each layer know?").wait_for(timeout=WAIT_MS)
         panel.get_by_role("button", name="Run probes").click()  # the defaults: POS, 1,000 sentences, + random init
         try:
             panel.locator(".js-plotly-plot").first.wait_for(timeout=150_000)
         finally:
             shot(page, "7_probing.png", full_page=True)
-        panel.get_by_text("most selective layer").first.wait_for(timeout=120_000)
+        panel.get_by_text("most selective layer").first.wait_for(timeout=WAIT_MS)
         page.wait_for_timeout(800)
         traces = panel.locator(".js-plotly-plot .scatterlayer .trace").count()
         assert traces >= 6  # accuracy, control, selectivity for each of two models

@@ -4,7 +4,7 @@ and its /scaling endpoint through gradio_client."""
 import gradio as gr
 import orjson
 import pytest
-from browser import DESKTOP, PHONE, box, chromium_page, figures_fit, shot
+from browser import DESKTOP, PHONE, WAIT_MS, box, chromium_page, figures_fit, shot
 
 from bertlab.analysis import compute
 from bertlab.app.ui.labs import scaling_tab
@@ -114,10 +114,10 @@ def test_the_scaling_tab_in_a_browser_and_its_api(server, client):
             page.goto(server)
             page.get_by_role("tab", name="Scaling").click()
             tab = page.locator("[role=tabpanel]:visible").first
-            tab.locator("#scaling-summary").get_by_text("4.0 days").first.wait_for(timeout=120_000)  # on load
+            tab.locator("#scaling-summary").get_by_text("4.0 days").first.wait_for(timeout=WAIT_MS)  # on load
             tab.get_by_role("button", name="BERT-large").click()
-            tab.locator("#scaling-summary").get_by_text("1.9e20").wait_for(timeout=120_000)
-            tab.locator("#scaling-formulas .katex").first.wait_for(timeout=120_000)  # the LaTeX is typeset
+            tab.locator("#scaling-summary").get_by_text("1.9e20").wait_for(timeout=WAIT_MS)
+            tab.locator("#scaling-formulas .katex").first.wait_for(timeout=WAIT_MS)  # the LaTeX is typeset
             tab.locator("#scaling-plots .js-plotly-plot").first.wait_for()
             page.wait_for_timeout(500)
             figures_fit(page, tab.locator("#scaling-plots"), size[0])

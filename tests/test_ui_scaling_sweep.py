@@ -6,7 +6,7 @@ import time
 
 import gradio as gr
 import pytest
-from browser import DESKTOP, PHONE, chromium_page, figures_fit, kill_runs_under, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, figures_fit, kill_runs_under, shot
 
 from bertlab.app.identity import new_id
 from bertlab.app.ui.labs import scaling_sweep
@@ -132,16 +132,16 @@ def test_the_sweep_section_in_a_browser(server, plain_runs):
     for size, png in ((DESKTOP, "scaling_sweep_desktop.png"), (PHONE, "scaling_sweep_phone.png")):
         with chromium_page(size) as (browser, page, outside, errors):
             page.goto(server + "?tab=scaling")  # the app's deep link opens the tab
-            page.get_by_role("tab", name="Scaling", selected=True).wait_for(timeout=120_000)
+            page.get_by_role("tab", name="Scaling", selected=True).wait_for(timeout=WAIT_MS)
             tab = page.locator("[role=tabpanel]:visible").first
-            tab.locator("#sweep-estimate").get_by_text("About").wait_for(timeout=120_000)
+            tab.locator("#sweep-estimate").get_by_text("About").wait_for(timeout=WAIT_MS)
             if size == DESKTOP:  # an example fills the form, and the estimate follows
                 tab.get_by_role("button", name="data: 2x64 × 4 budgets").click()
-                tab.locator("#sweep-estimate").get_by_text("size 2x64 × 4 token budgets").wait_for(timeout=120_000)
+                tab.locator("#sweep-estimate").get_by_text("size 2x64 × 4 token budgets").wait_for(timeout=WAIT_MS)
             picker = tab.locator("#sweep-run input")
             picker.fill("fake-sweep")
             picker.press("Enter")
-            tab.locator("#sweep-fit").get_by_text("Kaplan's α = 0.076").wait_for(timeout=120_000)
+            tab.locator("#sweep-fit").get_by_text("Kaplan's α = 0.076").wait_for(timeout=WAIT_MS)
             tab.locator("#sweep-plots .js-plotly-plot").nth(1).wait_for()
             page.wait_for_timeout(500)
             figures_fit(page, tab.locator("#sweep-plots"), size[0])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from browser import chromium_page, new_page, shot
+from browser import WAIT_MS, chromium_page, new_page, shot
 from conftest import write_corpus
 
 from bertlab.app.ui.training import finetune_tab, pretrain_tab
@@ -244,7 +244,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.get_by_label("Upload a file").check()
         page.locator("#pretrain-upload").wait_for(state="visible")  # shown by the server's answer to the tick
         page.locator("#pretrain-upload input[type=file]").set_input_files(str(corpus))
-        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for(timeout=120_000)
+        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for(timeout=WAIT_MS)
         page.get_by_label("Steps").fill("5000")
         page.get_by_label("Run name").first.fill("ui-tiny")
         page.locator("#pretrain-start").click()
@@ -264,7 +264,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         other.get_by_role("option", name="ui-tiny").click()
         _wait_status(other, "#pretrain-status", "another visitor's run")
         other.locator("#pretrain-stop").click()
-        other.get_by_text("started in another browser").first.wait_for(timeout=120_000)
+        other.get_by_text("started in another browser").first.wait_for(timeout=WAIT_MS)
         shot(other, "8_pretrain_other_session.png")
         assert "running" in page.locator("#pretrain-status").inner_text()
 
@@ -272,7 +272,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.get_by_role("tab", name="Pre-train").click()
         _wait_status(page, "#pretrain-status", r"ui-tiny · running .*started in this browser")
         page.wait_for_function("() => document.querySelector('#pretrain-recipe input').value.startsWith('The settings')",
-                               timeout=120_000)
+                               timeout=WAIT_MS)
         assert page.get_by_label("Steps").input_value() == "5000"  # not the recipe's 2,000
         page.locator("#pretrain-model").get_by_text("Model", exact=True).click()
         assert page.get_by_label("Vocabulary").input_value() == "300" and page.get_by_label("Layers").input_value() == "2"
@@ -294,7 +294,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.wait_for_timeout(1500)  # the browser stores what it shows
         page.reload()  # the overlay comes back with the run it was laid on
         page.get_by_role("tab", name="Pre-train").click()
-        page.locator("#pretrain-overlay").get_by_text("ui-copy").wait_for(timeout=120_000)
+        page.locator("#pretrain-overlay").get_by_text("ui-copy").wait_for(timeout=WAIT_MS)
         assert page.locator("#pretrain-run input").input_value() == "ui-tiny"
 
         page.get_by_role("tab", name="Fine-tune").click()
@@ -304,10 +304,10 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.locator("#finetune-params").get_by_text("parameters").wait_for()
         page.locator("#finetune-start").click()
         _wait_status(page, "#finetune-status", r"finished", timeout=180)
-        page.locator("#finetune-confusion").get_by_text("Confusion matrix (validation").wait_for(timeout=120_000)
+        page.locator("#finetune-confusion").get_by_text("Confusion matrix (validation").wait_for(timeout=WAIT_MS)
         assert page.locator("#finetune-confusion .heatmaplayer, #finetune-confusion .hm").count() >= 1
         page.locator("#finetune-try").click()
-        page.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=120_000)
+        page.locator("#finetune-label").get_by_text(re.compile("positive|negative")).first.wait_for(timeout=WAIT_MS)
         assert "finetune-" in page.locator("#finetune-summary").inner_text()
         shot(page, "9_finetune.png", full_page=True)
         assert page.get_by_text("Traceback").count() == 0

@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from browser import DESKTOP, chromium_page, shot
+from browser import DESKTOP, WAIT_MS, chromium_page, shot
 
 SKIP = {"/pretrain_start", "/pretrain_stop", "/pretrain_resume", "/pretrain_delete", "/finetune_start",
         "/finetune_stop", "/finetune_compare", "/finetune_delete", "/finetune_try", "/probe"}
@@ -98,7 +98,7 @@ def test_family_members_in_the_browser(family_server, folders):
     url, _ = family_server
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
         page.goto(url)
-        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=120_000)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
         box = page.get_by_role("combobox", name="Model")
         for kind in ("electra", "roberta"):
             if kind == "roberta":  # a text for a masked-LM again before the switch (else: "No [MASK] in the text")
@@ -107,19 +107,19 @@ def test_family_members_in_the_browser(family_server, folders):
             box.fill(folders[kind])
             box.press("Enter")
             page.locator("#model-card").get_by_text({"electra": "ELECTRA discriminator",
-                                                     "roberta": "RoBERTa"}[kind]).wait_for(timeout=120_000)
+                                                     "roberta": "RoBERTa"}[kind]).wait_for(timeout=WAIT_MS)
             page.get_by_role("tab", name="Fill-mask").click()
             panel = page.locator("[role=tabpanel]:visible").first
             panel.locator("textarea").first.fill("the chef ate the meal ." if kind == "electra" else "the film was [MASK] .")
             panel.get_by_role("button", name="Predict", exact=True).click()
             want = "ELECTRA discriminator" if kind == "electra" else "top guess"
-            panel.get_by_text(want).first.wait_for(timeout=120_000)
+            panel.get_by_text(want).first.wait_for(timeout=WAIT_MS)
             page.wait_for_timeout(1000)
             shot(page, f"family_{kind}_fill_mask.png", full_page=True)
             page.get_by_role("tab", name="Next sentence").click()
             panel = page.locator("[role=tabpanel]:visible").first
             panel.get_by_role("button", name="Rank the B's").click()
-            panel.get_by_text("without a sentence-pair task").first.wait_for(timeout=120_000)
+            panel.get_by_text("without a sentence-pair task").first.wait_for(timeout=WAIT_MS)
             page.get_by_role("tab", name="Tokenize").click()
             page.wait_for_timeout(1000)
             shot(page, f"family_{kind}_tokenize.png", full_page=True)

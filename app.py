@@ -32,6 +32,10 @@ your own: pre-train a small BERT, fine-tune it, and probe what each layer learne
 # Gradio scopes `css` inside the page's content box; the box's own margins need a plain style sheet.
 HEAD = "<style>@media (max-width: 640px) {.gradio-container .main.app {padding: 8px 10px !important}}</style>"
 CSS = """
+/* a Markdown table too wide for its box scrolls sideways; its words are never cut (the Scaling tables
+   read "quantit|y", "parameter|s" on a phone) */
+.prose table {display: block; max-width: 100%; overflow-x: auto}
+.prose table td, .prose table th {overflow-wrap: normal !important; word-break: normal !important}
 #bl-intro h1 {margin: 0 0 6px}
 #bl-intro p {margin: 0}
 #model-card p {margin: 2px 0 0}
@@ -39,6 +43,7 @@ CSS = """
   #bl-intro h1 {font-size: 1.5rem}
   #bl-intro p {font-size: 0.9rem}
   #bl-tabs [role=tablist] button {padding: 4px 8px}
+  .prose table td, .prose table th {padding: 6px 8px !important}
   /* a tab's explanation and examples go under its results: controls, then results, on one screen */
   .bl-form {display: contents}
   .bl-side {order: 10}

@@ -17,6 +17,18 @@ def calc(*values, picker=None):
     return scaling_tab.calculate(**dict(zip((*scaling_tab.INPUTS, "picker"), (*values, picker)[:13])))
 
 
+CUT_WORDS = """(sel) => {  // the words of a table's cells wider than their cell: the browser cut them
+    const out = [], ctx = document.createElement('canvas').getContext('2d');
+    for (const cell of document.querySelectorAll(sel + ' td, ' + sel + ' th')) {
+        const st = getComputedStyle(cell);
+        ctx.font = `${st.fontWeight} ${st.fontSize} ${st.fontFamily}`;
+        const room = cell.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+        for (const w of cell.innerText.split(/\\s+/)) if (w && ctx.measureText(w).width > room + 1) out.push(w);
+    }
+    return out;
+}"""
+
+
 def test_bert_base_example_reads_four_days_and_electras_figure():
     summary, table_md, formulas, fig, data = calc(*scaling_tab.example_row("bert-base"))
     table = {r[0]: r[1] for r in data["table"]}
@@ -126,5 +138,6 @@ def test_the_scaling_tab_in_a_browser_and_its_api(server, client):
                 assert b["x"] >= 0 and b["x"] + b["w"] <= size[0] + 1, (size, b, m.inner_text()[:80])
             table = box(tab.locator("#scaling-table table"))
             assert table["x"] + table["w"] <= size[0] + 1, table
+            assert not page.evaluate(CUT_WORDS, "#scaling-table"), size  # issue 42, item 7: "quantit|y"
             shot(page, name, full_page=True)
             assert not outside and not errors, (outside, errors)

@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from bertlab.app import traffic
+from bertlab.app import quota, traffic
 
 
 def event(session: str, address: str, limit):
@@ -130,7 +130,7 @@ def test_the_upload_folder_is_swept_whoever_stored_the_files(tmp_path):
         with open(d / "f.csv", "wb") as f:
             f.truncate(143_000_000)  # sparse: counted in full, as the upload guard counts
         os.utime(d / "f.csv", (time.time() - age,) * 2)
-    assert traffic.sweep_uploads(tmp_path, 3600) == 143_000_000
+    assert quota.sweep(tmp_path, 3600) == 143_000_000
     assert not old.exists() and (fresh / "f.csv").exists()
 
 

@@ -176,26 +176,25 @@ class JobManager:
         fit is refused (ValueError), and nothing of theirs was removed for it."""
         quota.sweep(self.root / UPLOADS)
         live = {n for n, j in self._jobs.items() if j.state in ("queued", "running")} | {keep}
-        info = {}
+        info: dict[str, dict | None] = {}  # a folder's job.json once it is known to have ended, else None
 
-        def ended(d: Path) -> bool:
-            if not (_NAME.match(d.name) and d.name not in live and (d / JOB).exists()):
-                return False
-            info[d.name] = _read_json(d / JOB)
-            return self._running_pid(d.name) is None
+        def ended(d: Path) -> bool:  # read once a folder: job.json, and whether anyone trains it
+            if d.name not in info:
+                info[d.name] = _read_json(d / JOB) if (_NAME.match(d.name) and d.name not in live
+                                                       and (d / JOB).exists() and self._running_pid(d.name) is None) else None
+            return info[d.name] is not None
 
         def started(d: Path) -> float:
-            return info.get(d.name, {}).get("started") or 0
+            return info[d.name].get("started") or 0
         cutoff = time.time() - limits().keep_days * 86400
         removed = quota.remove_old(self.root, lambda d: ended(d) and (info[d.name].get("ended") or started(d)) < cutoff)
         anyone = owner is None or owner == TEACHER
-        mine = None if anyone else (lambda d: ended(d) and info[d.name].get("owner") == owner)
-        if not anyone and not quota.fits(self.root, mine):
-            raise ValueError(
-                f"this server's disk for runs (BERTLAB_DISK_BUDGET_MB) is full of other visitors' runs, and "
-                f"deleting all of your finished ones would not make room: ask your teacher to clear old runs "
-                f"(finished runs are kept {limits().keep_days:g} days, BERTLAB_KEEP_DAYS)")
-        removed += quota.free_disk(self.root, ended if anyone else mine, started)
+        refuse = None if anyone else (
+            f"this server's disk for runs (BERTLAB_DISK_BUDGET_MB) is full of other visitors' runs, and "
+            f"deleting all of your finished ones would not make room: ask your teacher to clear old runs "
+            f"(finished runs are kept {limits().keep_days:g} days, BERTLAB_KEEP_DAYS)")
+        removed += quota.free_disk(self.root, lambda d: ended(d) and (anyone or info[d.name].get("owner") == owner),
+                                   started, refuse)
         for n in removed:
             self._jobs.pop(n, None)
         return removed

@@ -47,23 +47,23 @@ def check_visitor(busy: int, kept: list[Path], new: bool, everyone: int = 0) -> 
                          f"per visitor (BERTLAB_MAX_VISITOR_MB): delete one of yours first")
 
 
-def sweep(folder: Path, max_age_s: float = 3600) -> None:
-    """Remove files older than `max_age_s` (uploads staged by a form that failed afterwards)."""
-    for f in folder.glob("*"):
-        with contextlib.suppress(OSError):  # another start may take or remove it meanwhile
-            if f.stat().st_mtime < time.time() - max_age_s:
-                f.unlink()
-
-
-def _sizes(root: Path) -> dict[Path, int]:
-    return {d: folder_bytes(d) if d.is_dir() else d.stat().st_size
-            for d in (root.iterdir() if root.is_dir() else [])}
-
-
-def fits(root: Path, removable: Callable[[Path], bool]) -> bool:
-    """Would everything under root fit BERTLAB_DISK_BUDGET_MB once the `removable` folders were gone?"""
-    sizes = _sizes(root)
-    return sum(n for d, n in sizes.items() if not removable(d)) <= limits().disk_budget_mb * 1e6
+def sweep(folder: Path, max_age_s: float = 3600) -> int:
+    """Remove the files under `folder` older than `max_age_s`, whoever wrote them, and the folders they
+    leave empty; the bytes freed. Uploads staged by a form that failed afterwards, and Gradio's upload
+    folder (its own cleaning deletes only the files of the server that stored them: a killed server's
+    uploads stayed for good, counted against the total, and a later upload got 507 for everyone)."""
+    freed, cutoff = 0, time.time() - max_age_s
+    for root, _, files in os.walk(folder, topdown=False):
+        for name in files:
+            with contextlib.suppress(OSError):  # gone meanwhile (another start took it), or not ours
+                st = os.lstat(p := os.path.join(root, name))
+                if st.st_mtime < cutoff:
+                    os.unlink(p)
+                    freed += st.st_size
+        if root != str(folder):
+            with contextlib.suppress(OSError):
+                os.rmdir(root)  # only if empty
+    return freed
 
 
 def remove_old(root: Path, old: Callable[[Path], bool]) -> list[str]:
@@ -74,14 +74,19 @@ def remove_old(root: Path, old: Callable[[Path], bool]) -> list[str]:
     return sorted(d.name for d in gone)
 
 
-def free_disk(root: Path, removable: Callable[[Path], bool], age: Callable[[Path], float]) -> list[str]:
+def free_disk(root: Path, removable: Callable[[Path], bool], age: Callable[[Path], float],
+              refuse: str | None = None) -> list[str]:
     """Past BERTLAB_DISK_BUDGET_MB, remove the `removable` run folders under root, oldest `age` first,
-    until everything under root fits again. The names removed."""
-    budget, sizes = limits().disk_budget_mb * 1e6, _sizes(root)
+    until everything under root fits again. The names removed. With `refuse`, when removing them all
+    would still not fit, nothing is removed and ValueError(refuse) is raised."""
+    budget = limits().disk_budget_mb * 1e6
+    sizes = {d: folder_bytes(d) if d.is_dir() else d.stat().st_size for d in (root.iterdir() if root.is_dir() else [])}
     total, removed = sum(sizes.values()), []
     if total <= budget:
         return removed
     candidates: Iterable[Path] = [d for d in sizes if removable(d)]
+    if refuse is not None and total - sum(sizes[d] for d in candidates) > budget:
+        raise ValueError(refuse)
     for d in sorted(candidates, key=age):
         if total <= budget:
             break

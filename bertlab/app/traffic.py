@@ -33,7 +33,7 @@ from pathlib import Path
 
 from starlette.responses import JSONResponse
 
-from .quota import folder_bytes
+from .quota import folder_bytes, sweep
 
 HEAVY_LIMIT = 2  # an event whose concurrency limit is this or lower is heavy
 
@@ -147,35 +147,12 @@ def upload_dir() -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
 
 
-def sweep_uploads(folder: Path, max_age_s: float) -> int:
-    """Delete the files under the upload folder older than `max_age_s`, whoever wrote them, and the
-    folders they leave empty; the bytes freed. Gradio's own cache cleaning deletes only the files of
-    the server that stored them: a killed server's uploads stayed for good, counted against the total,
-    and a later upload got 507 for everyone."""
-    freed, cutoff = 0, time.time() - max_age_s
-    for root, dirs, files in os.walk(folder, topdown=False):
-        for name in files:
-            p = os.path.join(root, name)
-            try:
-                st = os.lstat(p)
-                if st.st_mtime < cutoff:
-                    os.unlink(p)
-                    freed += st.st_size
-            except OSError:  # gone meanwhile, or not ours to delete
-                continue
-        if root != str(folder):
-            try:
-                os.rmdir(root)  # only if empty
-            except OSError:
-                pass
-    return freed
-
-
 def keep_swept(max_age_s: float, folder=upload_dir) -> threading.Thread:
-    """Sweep the upload folder now and then every `max_age_s / 4` (at most 10 min), in a daemon thread."""
+    """Sweep the upload folder (quota.sweep) now and then every `max_age_s / 4` (at most 10 min), in a
+    daemon thread."""
     def loop():
         while True:
-            sweep_uploads(folder(), max_age_s)
+            sweep(folder(), max_age_s)
             time.sleep(max(1.0, min(600.0, max_age_s / 4)))
     t = threading.Thread(target=loop, name="bertlab-upload-sweep", daemon=True)
     t.start()

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from bertlab.app import identity, jobs
+from bertlab.app import identity, jobs, quota
 from bertlab.app.jobs import JobManager
 from bertlab.train import runs
 from bertlab.train.specs import PretrainSpec, ProbeSpec
@@ -410,7 +410,7 @@ def test_one_network_gets_a_bounded_number_of_new_ids(monkeypatch):
 
     from bertlab.app.ui.training import jobs_ui
     clock = [0.0]
-    monkeypatch.setattr(identity, "MINTS", identity.MintLimit(clock=lambda: clock[0]))
+    monkeypatch.setattr(identity, "MINTS", quota.Window(identity.WINDOW_S, clock=lambda: clock[0]))
     monkeypatch.setenv("BERTLAB_NEW_IDS_PER_HOUR", "3")
     warned = []
     monkeypatch.setattr(jobs_ui.common, "warn", warned.append)

@@ -11,14 +11,14 @@ outlive a restart.
 """
 from __future__ import annotations
 
-import collections
 import hashlib
 import hmac
 import os
 import secrets
-import threading
 import time
 from pathlib import Path
+
+from .quota import Window
 
 PREFIX = "v1."
 SECRET_FILE = ".secret"
@@ -61,27 +61,4 @@ def valid_id(owner, root: Path) -> bool:
     return hmac.compare_digest(mac.encode(), _mac(secret(root), nonce).encode())
 
 
-class MintLimit:
-    """New ids per address within an hour: past `per_hour`, that address gets none until old ones age out."""
-
-    def __init__(self, clock=time.monotonic):
-        self.clock, self._lock = clock, threading.Lock()
-        self._minted: dict[str, collections.deque] = {}
-
-    def take(self, address: str, per_hour: int) -> bool:
-        now = self.clock()
-        with self._lock:
-            for a in list(self._minted):  # forget addresses whose mints aged out (bounded by active ones)
-                q = self._minted[a]
-                while q and q[0] <= now - WINDOW_S:
-                    q.popleft()
-                if not q:
-                    del self._minted[a]
-            mine = self._minted.setdefault(address, collections.deque())
-            if len(mine) >= per_hour:
-                return False
-            mine.append(now)
-            return True
-
-
-MINTS = MintLimit()
+MINTS = Window(WINDOW_S)  # new ids per address: MINTS.take(address, 1, per_hour) is None while allowed

@@ -2,10 +2,12 @@
 disk budget. The job manager asks; these functions only count and remove folders."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,6 +26,33 @@ def folder_bytes(path: Path) -> int:
                 continue
             total += st.st_size if stat.S_ISREG(st.st_mode) else 0
     return total
+
+
+class Window:
+    """Amounts per key (an address) within the last `window_s` seconds: what one network uploaded, the
+    browser ids it was given. Keys whose amounts all aged out are forgotten (bounded by active keys)."""
+
+    def __init__(self, window_s: float, clock=time.monotonic):
+        self.window_s, self.clock, self._lock = window_s, clock, threading.Lock()
+        self._taken: dict[str, collections.deque] = {}
+
+    def take(self, key: str, amount: float, limit: float) -> float | None:
+        """Count `amount` against `key` when its total stays within `limit` (None); else, counting
+        nothing, the total it already has."""
+        now = self.clock()
+        with self._lock:
+            for k in list(self._taken):
+                q = self._taken[k]
+                while q and q[0][0] <= now - self.window_s:
+                    q.popleft()
+                if not q:
+                    del self._taken[k]
+            mine = self._taken.get(key, ())
+            used = sum(a for _, a in mine)
+            if used + amount > limit:
+                return used
+            self._taken.setdefault(key, collections.deque()).append((now, amount))
+        return None
 
 
 def check_visitor(busy: int, kept: list[Path], new: bool, everyone: int = 0) -> None:

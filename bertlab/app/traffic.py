@@ -33,7 +33,7 @@ from pathlib import Path
 
 from starlette.responses import JSONResponse
 
-from .quota import folder_bytes, sweep
+from .quota import Window, folder_bytes, sweep
 
 HEAVY_LIMIT = 2  # an event whose concurrency limit is this or lower is heavy
 
@@ -167,30 +167,16 @@ class UploadGuard:
     def __init__(self, app, mb_per_hour: float, total_mb: float, window_s: float = 3600.0, clock=time.monotonic,
                  folder=upload_dir):
         self.app, self.mb_per_hour, self.total_mb, self.window_s = app, mb_per_hour, total_mb, window_s
-        self.clock, self.folder = clock, folder
+        self.folder = folder
         self.share_mb = min(mb_per_hour, total_mb / 4)  # one address's megabytes within the window
-        self.sent: dict[str, collections.deque] = {}
-        self.lock = threading.Lock()
+        self.sent = Window(window_s, clock)  # megabytes per address
 
     def charge(self, address: str, mb: float) -> str | None:
         """Count `mb` against `address`, or say why not."""
-        now = self.clock()
-        with self.lock:
-            for a in list(self.sent):  # forget what fell out of the window (bounded by active addresses)
-                q = self.sent[a]
-                while q and q[0][0] <= now - self.window_s:
-                    q.popleft()
-                if not q:
-                    del self.sent[a]
-            mine = self.sent.setdefault(address, collections.deque())
-            used = sum(m for _, m in mine)
-            if used + mb > self.share_mb:
-                if not mine:
-                    del self.sent[address]
-                return (f"You have uploaded {used:.0f} MB in the last hour; this server takes "
-                        f"{self.share_mb:g} MB an hour from one network. Try again later.")
-            mine.append((now, mb))
-        return None
+        if (used := self.sent.take(address, mb, self.share_mb)) is None:
+            return None
+        return (f"You have uploaded {used:.0f} MB in the last hour; this server takes "
+                f"{self.share_mb:g} MB an hour from one network. Try again later.")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST" or not scope.get("path", "").endswith("/upload"):

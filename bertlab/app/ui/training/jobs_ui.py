@@ -70,7 +70,7 @@ async def browser_id(current: str | None, request: gr.Request | None = None) -> 
             common.warn(f"{e}: this page opens as a student's. Check the link your host gave you.")
     if is_teacher(current) or identity.valid_id(current, manager().root):
         return current  # (an old teacher id, after the token changed, is no id: a new one follows)
-    if identity.MINTS.take(_client(request), limits().new_ids_per_hour):
+    if identity.MINTS.take(_client(request), 1, limits().new_ids_per_hour) is None:
         return identity.new_id(manager().root)
     common.warn(f"This network was given {limits().new_ids_per_hour} new browser ids within the hour, the most "
                 f"this server gives one network (BERTLAB_NEW_IDS_PER_HOUR): the views work, but training from "

@@ -19,16 +19,18 @@ def _open(page, server, name, drawn=True):
     return panel
 
 
-def _top_of(page, panel, css: str, timeout: float = 30.0) -> float:
-    """Viewport y of the first visible `css` in the panel, once the page stopped scrolling."""
+def _top_of(page, panel, css: str) -> float:
+    """Viewport y of the first visible `css` in the panel, once the page stopped scrolling. The answer
+    may replace the element between two reads (a chart redrawn): then wait for its successor."""
     loc = panel.locator(f"{css}:visible").first
-    loc.wait_for(timeout=timeout * 1000)
-    last, t0 = None, time.time()
-    while time.time() - t0 < 5:
-        y = loc.bounding_box()["y"]
-        if y == last:
-            break
+    last, still, t0 = None, 0, time.time()
+    while still < 2:
+        loc.wait_for(timeout=WAIT_MS)
+        box = loc.bounding_box()
+        y = box["y"] if box else None
+        still = still + 1 if (y is not None and y == last) else 0
         last = y
+        assert time.time() - t0 < WAIT_MS / 1000, f"{css} never came to rest"
         page.wait_for_timeout(300)
     return last
 
@@ -43,7 +45,7 @@ def test_results_come_into_view_on_a_laptop(server):
             assert y < DESKTOP[1] - SEEN, f"{name}: the chart starts at y = {y:.0f}"
         panel = _open(page, server, "Probing", drawn=False)
         panel.get_by_role("button", name="Run probes").click()
-        y = _top_of(page, panel, ".js-plotly-plot", timeout=180)  # the accuracy-by-layer chart
+        y = _top_of(page, panel, ".js-plotly-plot")  # the accuracy-by-layer chart
         assert y < DESKTOP[1] - SEEN, f"Probing: the results start at y = {y:.0f}"
     assert not errors, errors
 

@@ -292,11 +292,12 @@ def test_visitor_caps_disk_budget_and_delete(tmp_path, monkeypatch):
 
 
 def bid(current, request=None):
-    """jobs_ui.browser_id, the page-load event (a coroutine: a wrong token's delay is awaited)."""
-    import asyncio
+    """jobs_ui.browser_id, the page-load event (a coroutine: a wrong token's delay is awaited), run in a
+    thread of its own (a shared browser in this worker keeps an event loop running in this one)."""
+    from browser import run_async
 
     from bertlab.app.ui.training import jobs_ui
-    return asyncio.run(jobs_ui.browser_id(current, request))
+    return run_async(jobs_ui.browser_id(current, request))
 
 
 def test_teacher_page_ids(monkeypatch):

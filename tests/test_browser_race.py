@@ -20,6 +20,8 @@ def race_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("race-app")
     fake_race(folder / "runs")
     fake_race(folder / "runs", "all-seven", recipes=tuple(RECIPES), seeds=1, accs=[(0.7 + i / 100,) for i in range(7)])
+    fake_race(folder / "runs", "learned-nothing", seeds=1, accs=((0.487,), (0.487,)),  # issue 42, item 1
+              line={"majority": 0.509, "val_examples": 1000})
     with serving(["app.py"], folder, env={"BERTLAB_JOB_THREADS": THREADS}) as (url, log):
         yield url
     text = log.read_text(errors="replace")
@@ -27,8 +29,14 @@ def race_server(tmp_path_factory):
 
 
 def _expected(monkeypatch, *form) -> str:
+    """The estimate as the page shows it, its minutes left out: they come from the server's own measure of
+    its speed (bertlab.train.speed), which this process cannot repeat to the minute."""
     monkeypatch.setenv("BERTLAB_JOB_THREADS", THREADS)
-    return re.sub(r"\*\*", "", race_tab.estimate_md(*form))
+    return _minutes_out(re.sub(r"\*\*", "", race_tab.estimate_md(*form)))
+
+
+def _minutes_out(text: str) -> str:
+    return re.sub(r"\b([Aa]bout) \d+ min", r"\1 N min", text)
 
 
 def _fits(page, tab, width: int) -> None:
@@ -53,17 +61,16 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         tab = page.locator("[role=tabpanel]:visible").first
         estimate = tab.locator("#race-estimate")
         first = _expected(monkeypatch, ["mlm", "electra"], 3, False, 1)
-        estimate.get_by_text(first[:20]).wait_for(timeout=WAIT_MS)  # said before anything starts
-        assert estimate.inner_text().strip() == first and re.match(r"About (\d+) minutes", first)
-        assert int(re.match(r"About (\d+)", first).group(1)) <= 15
+        estimate.get_by_text(re.compile("About")).wait_for(timeout=WAIT_MS)  # said before anything starts
+        assert _minutes_out(estimate.inner_text().strip()) == first and first.startswith("About N minutes")
         tab.get_by_text("No measurements yet").first.wait_for()
         assert tab.locator("#race-plots .xtick").count() == 0, "empty axes before any race"
         shot(page, "race_desktop_form.png", full_page=True)
 
         tab.locator("#race-minutes").get_by_text("5", exact=True).click()  # every change re-estimates
         tab.locator("#race-side").get_by_role("checkbox").check()
-        estimate.get_by_text(_expected(monkeypatch, ["mlm", "electra"], 5, True, 1)[:20]).wait_for()
-        assert "side by side, one CPU thread each" in estimate.inner_text()
+        estimate.get_by_text("side by side, one CPU thread each").wait_for()
+        assert _minutes_out(estimate.inner_text().strip()) == _expected(monkeypatch, ["mlm", "electra"], 5, True, 1)
         for name in ("roberta", "albert"):  # four recipes, three threads: refused beside the form, said why
             tab.locator("#race-recipes").get_by_text(race_tab.LABELS[name]).click()
         estimate.get_by_text("at most 3 recipes side by side").wait_for()
@@ -84,6 +91,15 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         _fits(page, tab, DESKTOP[0])
         tab.locator("#race-status").scroll_into_view_if_needed()
         shot(page, "race_desktop_finished.png", full_page=True)
+        box.fill("learned-nothing")  # issue 42, item 1: both at 48.7 %, the line to beat at 50.9 %
+        box.press("Enter")
+        reading = tab.locator("#race-reading")
+        reading.get_by_text("No winner").wait_for(timeout=WAIT_MS)
+        assert "fine-tunes best" not in reading.inner_text() and "50.9%" in reading.inner_text()
+        shot(page, "race_desktop_no_winner.png", full_page=True)
+        box.fill("fake-race")
+        box.press("Enter")
+        reading.get_by_text("fine-tunes best").wait_for(timeout=WAIT_MS)
 
         page.set_viewport_size({"width": PHONE[0], "height": PHONE[1]})
         page.wait_for_timeout(1500)
@@ -96,7 +112,7 @@ def test_the_race_tab_reads_at_both_sizes(race_server, monkeypatch):
         page.goto(race_server)  # a new visitor on a phone: the form and its estimate first
         page.get_by_role("tab", name="Race").click()
         tab = page.locator("[role=tabpanel]:visible").first
-        tab.locator("#race-estimate").get_by_text(first[:20]).wait_for(timeout=WAIT_MS)
+        tab.locator("#race-estimate").get_by_text(re.compile("About")).wait_for(timeout=WAIT_MS)
         _fits(page, tab, PHONE[0])
         shot(page, "race_phone_form.png", full_page=True)
         box = tab.locator("#race-run input")  # every recipe at once: seven colours, a legend that wraps inside

@@ -14,6 +14,7 @@ from bertlab.app.identity import new_id
 from bertlab.app.ui.shared import models
 from bertlab.app.ui.training import distill_tab, jobs_ui
 from bertlab.checkpoint import save_pretrained
+from bertlab.train import speed
 from bertlab.train.distill import student_from_teacher
 from bertlab.train.runs import Run, write_json_atomic, write_status
 from bertlab.train.specs import DistillSpec, PretrainSpec
@@ -115,7 +116,8 @@ def test_the_step_cap_comes_from_the_environment(runs_root, monkeypatch):
 
 def test_the_estimate_grows_with_steps_and_layers():
     c = models.get(models.DEFAULT)[0].config
-    short, long_, deep = (distill_tab.estimate_s(c, n, s, 1) for n, s in ((2, 300, ), (2, 3000), (3, 3000)))
+    short, long_, deep = (distill_tab.estimate_s(c, n, s, 1, machine=speed.REFERENCE_RATE)  # the reference machine
+                          for n, s in ((2, 300, ), (2, 3000), (3, 3000)))
     assert 60 < short < 20 * 60 and long_ > 5 * short and deep > long_
 
 

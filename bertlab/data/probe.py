@@ -23,7 +23,7 @@ from . import tasks as fd
 from .corpus import check_text_file
 
 TASKS = ("pos", "polarity", "sentiment", "position")
-# sentences: ~35 s a model on 2 CPU cores (probe_tab.TIME_NOTE); polarity: all of them (~1 polar word a sentence)
+# sentences: ~35 s a model on one thread of the reference machine (probe_tab.PROBE_S); polarity: all of them (~1 polar word a sentence)
 DEFAULT_SAMPLE = {"pos": 1000, "polarity": 8530, "sentiment": 4000, "position": 500}
 DEFAULT_FILE_SAMPLE = 2000
 MIN_SENTENCES = tables.MIN_ROWS

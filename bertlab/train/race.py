@@ -20,20 +20,24 @@ from pathlib import Path
 
 import torch
 
-from ..analysis.sizing import flops
 from ..checkpoint import load_pretrained
 from ..config import BertConfig, preset
-from . import runs
+from . import runs, speed
 from .finetune import finetune
 from .loop import resolve_device
 from .pretrain import pretrain
 from .specs import RECIPES, FinetuneSpec, PretrainSpec, RaceSpec
+from .speed import flops_per_step
 
 TRIAL_STEPS = 15  # timed steps per recipe before its run (the first five are left out: warm-up)
 TRIAL_LOG = 5  # a log row reads the loss back, which waits for the GPU: one every 5 steps, near a real run's
 # rhythm (a row every 1 % of it); a row a step timed an H200's steps 1.4-1.8x slower than the run took
 EVALS = 8  # held-out evaluations per run: enough points for a curve, little time taken from training
-FINETUNE_S = {"tiny": 40, "mini": 120, "small": 400}  # seconds per fine-tuning epoch on sentiment, 2-core EPYC
+# at speed.py's reference machine, one thread (bench/ESTIMATES.md): a fine-tuning epoch on sentiment (mini
+# timed; tiny and small scaled by their FLOPs), what a recipe takes besides its minutes (its timing trial,
+# building the model, the last evaluation past its budget), and the race's own start (data, folders)
+FINETUNE_S = {"tiny": 25, "mini": 72, "small": 240}
+RECIPE_SETUP_S, RACE_SETUP_S = 33, 23
 GPU_FINETUNE_S = 15  # the same on a GPU (an H200: 11-15 s for two epochs of mini)
 
 
@@ -53,21 +57,12 @@ def recipe_spec(race: RaceSpec, name: str, **kw) -> PretrainSpec:
     return PretrainSpec(**{**base, **own, **kw})
 
 
-def flops_per_step(spec: PretrainSpec, config: BertConfig, generator: BertConfig | None = None) -> int:
-    """Training FLOPs of one batch at full length (masked-LM logits only at the masked positions)."""
-    per = flops(config, spec.max_len, training=True)["total_sparse"]
-    if generator is not None:  # ELECTRA: the generator's MLM too; the discriminator has no vocabulary head
-        per = flops(config, spec.max_len, training=True, heads=False)["total"] + \
-            flops(generator, spec.max_len, training=True)["total_sparse"]
-    return int(per * spec.batch_size)
-
-
-def estimate_minutes(race: RaceSpec) -> float:
+def estimate_minutes(race: RaceSpec, machine: float | None = None) -> float:
     """What the race will take, said before it starts: training, trials, data and fine-tuning."""
     n = len(race.recipes)
     train = race.minutes * (1 if race.side_by_side else n)
-    setup = n * 0.5 + 0.5  # trials and building models; prepared data are cached after the first race
-    per_epoch = GPU_FINETUNE_S if resolve_device(race.device).type == "cuda" else FINETUNE_S[race.preset]
+    setup = speed.here(n * RECIPE_SETUP_S + RACE_SETUP_S, race.device, machine) / 60
+    per_epoch = GPU_FINETUNE_S if resolve_device(race.device).type == "cuda" else speed.here(FINETUNE_S[race.preset], machine=machine)
     tune = n * race.seeds * race.epochs * per_epoch / 60
     return train + setup + tune
 

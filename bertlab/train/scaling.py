@@ -28,9 +28,7 @@ from ..analysis import scaling_fit
 from ..analysis.compute import non_embedding_params
 from ..analysis.sizing import flops, param_counts
 from ..config import BertConfig, preset
-from . import runs
-from .loop import resolve_device
-from .precision import bf16_is_fast
+from . import runs, speed
 from .pretrain import pretrain
 from .specs import PretrainSpec, ScalingSpec, parse_size
 
@@ -40,10 +38,6 @@ RESULTS, TABLE, PARTS = "results.json", "table.md", "parts"
 # ran in fp32)
 REUSE_IGNORES = ("threads", "bf16", "log_every", "eval_every", "eval_early", "save_every", "save_every_s", "keep_last", "device",
                  "compile")
-OVERHEAD_S = 0.03  # seconds a step costs beyond its matmuls (optimizer, masking, small ops): tiny models' floor
-# share of this CPU's 512x512 matmul rate that small BERTs sustain when training: the default sweep said
-# 14 min at 0.25 and took 8.4 (bf16, 2 threads; bench/SCALING.md); the first run's time corrects the rest
-RATE_SHARE = 0.4
 
 
 def parse_tokens(text) -> float:
@@ -92,42 +86,19 @@ def flops_per_token(spec: PretrainSpec) -> float:
     return flops(config_of(spec), spec.max_len, training=True)["total_sparse"] / spec.max_len
 
 
-def matmul_rate(seconds: float = 0.2, n: int = 512, bf16: bool = False, device: str = "cpu") -> float:
-    """This machine's matmul rate (FLOP/s) with torch's threads, or a GPU's: fp32, or bf16 where training
-    will use it."""
-    dev = resolve_device(device)
-    dtype = torch.bfloat16 if bf16 and bf16_is_fast(dev.type) else torch.float32
-    if dev.type == "cuda":
-        n = max(n, 4096)  # a GPU needs big matrices to show its rate
-    a, b = torch.randn(n, n, dtype=dtype, device=dev), torch.randn(n, n, dtype=dtype, device=dev)
-    torch.mm(a, b)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    sync()
-    t0, reps = time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
-        torch.mm(a, b)
-        reps += 1
-        sync()
-    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+def run_seconds(rs: PretrainSpec, machine: float | None = None) -> float:
+    """A run's seconds here (speed.pretrain_s), its data already prepared: the sweep prepares them once."""
+    return speed.pretrain_s(rs, config_of(rs), machine=machine)
 
 
-def sustained_rate(bf16: bool, device: str = "cpu") -> float:
-    """FLOP/s a sweep's runs sustain here: RATE_SHARE of the matmul rate in the precision they train in."""
-    return RATE_SHARE * matmul_rate(bf16=bf16, device=device)
-
-
-def run_seconds(rs: PretrainSpec, rate: float) -> float:
-    """A run's seconds at `rate` sustained FLOP/s: its steps' matmuls and overhead, evaluations, start-up."""
-    return rs.steps * (OVERHEAD_S + rs.batch_size * rs.max_len * flops_per_token(rs) / rate) + 10
-
-
-def estimate_s(spec: ScalingSpec, out: str | os.PathLike | None = None, rate: float | None = None) -> float:
+def estimate_s(spec: ScalingSpec, out: str | os.PathLike | None = None, machine: float | None = None) -> float:
     """Seconds the sweep will take here (runs already finished in `out` cost nothing), from the FLOPs of
-    each run at a share of this CPU's measured matmul rate; plus preparing the data once."""
-    rate = rate or sustained_rate(spec.bf16, spec.device)
+    each run at this machine's measured matmul rate (speed.py); plus preparing the data once."""
     done = {p["name"] for p in current(out)[1]} if out is not None and Path(out).is_dir() else set()
-    todo = [run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in points(spec) if name not in done]
-    return sum(todo) + (60 if todo and not done else 0)
+    todo = [run_spec(spec, shape, t) for name, shape, t in points(spec) if name not in done]
+    prep = speed.pretrain_s(todo[0], config_of(todo[0]), prepared=False, machine=machine) - run_seconds(todo[0], machine) \
+        if todo and not done else 0
+    return sum(run_seconds(rs, machine) for rs in todo) + prep
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -241,8 +212,7 @@ def sweep(out: str | os.PathLike, spec: ScalingSpec, log=print, stop_event=None,
     if spec.threads:
         torch.set_num_threads(spec.threads)
     t0, pts, parts = time.time(), points(spec), []
-    rate = sustained_rate(spec.bf16, spec.device)
-    guess = {name: run_seconds(run_spec(spec, shape, t), rate) for name, shape, t in pts}
+    guess = {name: run_seconds(run_spec(spec, shape, t)) for name, shape, t in pts}
     took: dict[str, float] = {}  # seconds each run trained in this sitting: the ETA learns from them
 
     def eta(i: int) -> float:

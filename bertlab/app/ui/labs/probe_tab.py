@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from ....cache import LRU
 from ....checkpoint import weights_stamp
 from ....data import probe as probe_data
-from ....train import probing
+from ....train import probing, speed
 from ....train.probing import per_tag, public
 from ... import traffic, workers
 from ...limits import limits
@@ -41,10 +41,14 @@ PROBES = [("linear (logistic regression)", "linear"), ("MLP (1 hidden layer)", "
 RANDOM = "random init (same config)"
 MAX_SAMPLE = 8530  # every Rotten Tomatoes sentence
 MAX_MODELS = 4
-# measured: the default probe (part of speech, 1,000 sentences, linear) on the shipped model and on a
-# random init in the worker (1 thread) on a busy 2-core AMD EPYC: after a first run that also reads the
-# data (109 s), four runs took 18 to 41 s, median 34 s
-TIME_NOTE = "the default takes about 35 s a model on a 2-core CPU"
+# seconds at speed.py's reference machine, in the worker (one thread), its data already read (the server's
+# first probe also starts the worker and reads them): the default probe (part of speech, 1,000 sentences,
+# linear), and the layer story (bench/ESTIMATES.md)
+PROBE_S, STORY_S = 13.0, 11.0
+
+
+def time_note(machine: float | None = None) -> str:
+    return f"the default takes about {speed.say(speed.here(PROBE_S, machine=machine))} a model here"
 COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
 EXAMPLES = [["pos", "first", "linear", 1000], ["pos", "mean", "mlp", 1000], ["sentiment", "first", "linear", 4000],
             ["position", "first", "linear", 500]]
@@ -66,8 +70,8 @@ gravity*, the expected layer of its gains: Σ l·Δₗ / Σ Δₗ, with Δₗ ho
 rose at layer l. Pipeline order means pos's ◆ left of polarity's, sentiment's at the right.
 
 **Caution:** a probe measures what is *decodable*, not what the model uses; and a model fine-tuned on
-Rotten Tomatoes has seen some of these sentences with their labels. About 45 s a model on a 2-core CPU,
-then cached."""
+Rotten Tomatoes has seen some of these sentences with their labels. About {{story}} a model here, then
+cached."""
 STORY_COLORS = {"pos": "#2563eb", "polarity": "#ea580c", "sentiment": "#16a34a"}
 
 
@@ -306,7 +310,7 @@ def build(picker: gr.Textbox) -> None:
         with gr.Row():
             kind = gr.Radio(PROBES, value="linear", label="Probe")
             sample = gr.Slider(probe_data.MIN_SENTENCES, MAX_SAMPLE, value=probe_data.DEFAULT_SAMPLE["pos"], step=10,
-                               label="Sentences to use", info=f"more: steadier numbers, slower ({TIME_NOTE})")
+                               label="Sentences to use", info=f"more: steadier numbers, slower ({time_note()})")
         upload = gr.File(label="Your file: .conll/.txt (token tag per line), .jsonl (tokens + tags), .csv (text,label)",
                          file_types=[".conll", ".conllu", ".txt", ".tags", ".bio", ".iob", ".csv", ".tsv", ".json",
                                      ".jsonl"], type="filepath", visible=False)
@@ -327,7 +331,7 @@ def build(picker: gr.Textbox) -> None:
         common.examples(side, EXAMPLES, [task, feature, kind, sample])
     with gr.Accordion("The layer story: syntax low, semantics higher, the task on top?", open=False,
                       elem_id="probe-story") as story:
-        gr.Markdown(STORY_EXPLAIN)
+        gr.Markdown(STORY_EXPLAIN.format(story=speed.say(speed.here(STORY_S))))
         story_btn = gr.Button("Tell the layer story", variant="primary")
         common.scroll_to_results(story_btn)  # the chart comes under the button, below a phone's fold
         story_text = gr.Markdown()

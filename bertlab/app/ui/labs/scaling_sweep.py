@@ -6,7 +6,6 @@ the page does not stop it, and each chart grows as each run finishes."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import numbers
 import time
@@ -55,11 +54,6 @@ EXAMPLES = [[["1x64", "2x128", "3x192", "4x256"], ["4M"]], [["2x64"], ["250k", "
 KAPLAN = "#9ca3af"
 
 
-@functools.lru_cache(maxsize=1)
-def _rate() -> float:
-    return scaling.sustained_rate(ScalingSpec(**BASE).bf16)  # the precision the form's sweeps train in
-
-
 def form_spec(sizes, tokens) -> ScalingSpec:
     """The form as a ScalingSpec within this server's caps: offered sizes and budgets only, at most
     MAX_RUNS runs, the server's threads for a job."""
@@ -95,7 +89,7 @@ def estimate_md(sizes, tokens) -> str:
         spec = form_spec(sizes, tokens)
     except (ValueError, TypeError) as e:
         return f"⚠️ {e}"
-    n, s = len(scaling.points(spec)), scaling.estimate_s(spec, rate=_rate())
+    n, s = len(scaling.points(spec)), scaling.estimate_s(spec)
     what = (f"{n} sizes × {scaling.tokens_label(spec.tokens[0])} tokens each" if spec.mode == "size" else
             f"size {spec.sizes[0]} × {n} token budgets")
     return (f"**About {max(1, round(s / 60))} minutes** on this server ({what}; estimated from the FLOPs of each "

@@ -18,7 +18,7 @@ from ....checkpoint import DEFAULT_MODEL_DIR, is_hub_id
 from ....config import BertConfig
 from ....family import family_name
 from ....train.distill import check_teacher, teacher_layers
-from ....train.loop import early_evals
+from ....train import speed
 from ....train.runs import Run, read_status
 from ....train.specs import DistillSpec
 from ...jobs import check_name
@@ -54,7 +54,8 @@ and the *agreement* rise: how often the student's top guess is the teacher's."""
 
 BASE = dict(batch_size=32, max_len=32)  # DistillSpec fields the form does not show (a test makes them tiny)
 WEIGHTS = ("temperature", "alpha_kl", "alpha_mlm", "alpha_cos")  # the advanced fields, DistillSpec's own
-GFLOPS_PER_THREAD = 35e9  # measured: the shipped teacher into 2 layers, ~1 s a step on one busy EPYC thread
+RATE_SHARE = 0.75  # of one thread's matmul rate a distillation step sustains (bench/ESTIMATES.md)
+START_S = 5.0  # starting the job, at speed.py's reference machine
 # (split, key, label, colour, marker): the teacher grey, the student blue, their agreement orange
 PANELS = [
     ("Soft-target KL to the teacher (lower: closer)",
@@ -146,16 +147,19 @@ def schedule(steps: int) -> dict:
                 save_every=max(50, steps // 4))
 
 
-def estimate_s(c: BertConfig, layers: int, steps: int, threads: int, eval_batches: int = 8) -> float:
-    """Seconds the run will take: training FLOPs (teacher forward, student forward and backward, full
-    vocabulary logits at every position), evaluations (both models, twice), and reading the data."""
+def estimate_s(c: BertConfig, layers: int, steps: int, threads: int, eval_batches: int = 8,
+               machine: float | None = None) -> float:
+    """Seconds the run will take here: training FLOPs (teacher forward, student forward and backward, full
+    vocabulary logits at every position), evaluations (both models, twice), at the share of this machine's
+    measured matmul rate (speed.py) a distillation sustains; and starting and reading the data."""
     T, B, sc = BASE["max_len"], BASE["batch_size"], student_config(c, layers)
     teacher_fwd, student_fwd = sizing.flops(c, T)["total"], sizing.flops(sc, T)["total"]
     s = schedule(steps)
-    n_evals = len({e for e in early_evals(s["eval_early"], s["eval_every"]) if e <= steps}
-                  | set(range(s["eval_every"], steps + 1, s["eval_every"])) | {steps})
+    n_evals = speed.evaluations(steps, s["eval_every"], s["eval_early"])
     work = steps * B * (teacher_fwd + 3 * student_fwd) + n_evals * eval_batches * B * 2 * (teacher_fwd + student_fwd)
-    return work / (GFLOPS_PER_THREAD * max(1, threads)) + 5 + (data_docs(steps) or 25_000) / 700
+    one = machine or speed.rate()
+    slow = speed.factor(machine=one)
+    return work / (RATE_SHARE * one * max(1, threads) ** speed.THREADS_EXP) + slow * (START_S + (data_docs(steps) or 25_000) / 700)
 
 
 def plan_md(teacher, layers, steps) -> str:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import gradio as gr
 
@@ -21,7 +22,7 @@ from ....data.tasks import TASK_CORPUS
 from ....train.electra import generator_config
 from ....train.pretrain import cache_dir as pretrain_cache_dir
 from ....train.runs import Run
-from ....train import objectives
+from ....train import objectives, speed
 from ....train.specs import PretrainSpec
 from ... import classroom, traffic
 from ...jobs import check_name
@@ -59,24 +60,25 @@ they are cached, so the next run with the same data starts at once), then measur
 the start (steps 10, 25, 50, ...), where the curves move most, and regularly after that."""
 
 SCRATCH = "scratch (random weights)"
-# Recipes are partial specs: the fields they set; the form keeps every other one.
+# Recipes are partial specs: the fields they set; the form keeps every other one. Their labels add how
+# long each takes on this machine (recipe_choices).
 RECIPES = {
     # The two short recipes read the first 12,000 of the 25,000 reviews (~95,000 examples): preparing
     # them from scratch takes 16 s instead of 33 s (2-core EPYC), and both share that one cache.
-    "Quick demo: mini BERT, 32-token examples, ~6 min": dict(
+    "Quick demo: mini BERT, 32-token examples": dict(
         preset="mini", max_len=32, batch_size=128, steps=800, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0,
         max_docs=12_000),
-    "Class model: 4,000 short steps, as the shipped model began, ~30 min": dict(
+    "Class model: 4,000 short steps, as the shipped model began": dict(
         preset="mini", max_len=32, batch_size=128, steps=4000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0),
     "Textbook BERT: 128-token examples (slow to leave the plateau on a CPU)": dict(
         preset="mini", max_len=128, batch_size=32, steps=1500, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.1),
     # bench/RECIPE.md: tiny runs ~4x more tokens/s than mini and leads it for the first ~10 minutes.
     # Continued pre-training (TAPT): the shipped model reads the sentiment task's unlabelled sentences, then
     # fine-tunes from this run; a smaller rate than from scratch, dropout as the model was fine-tuned with.
-    "Adapt the shipped model to the sentiment task (TAPT), ~4 min": dict(
+    "Adapt the shipped model to the sentiment task (TAPT)": dict(
         start_from=models.DEFAULT, corpus=TASK_CORPUS + "sentiment", max_len=32, batch_size=64, steps=300, lr=3e-4,
         mask_rate=0.15, objective="mlm", dropout=0.1),
-    "Tiny and fast: a 2-layer model, ~5 min (~25 % of masks right)": dict(
+    "Tiny and fast: a 2-layer model (~25 % of masks right)": dict(
         preset="tiny", max_len=32, batch_size=128, steps=2000, lr=1e-3, mask_rate=0.15, objective="nsp", dropout=0.0,
         max_docs=12_000),
 }
@@ -128,6 +130,24 @@ RECIPE_FIELDS = tuple(dict.fromkeys(k for r in RECIPES for k in recipe_values(r)
 def default_spec() -> PretrainSpec:
     """The run the form starts when nothing is changed: the first recipe, on the shipped reviews."""
     return form_spec(**recipe_values(next(iter(RECIPES))), bf16=True)
+
+
+def recipe_seconds(recipe: str, machine: float | None = None, **change) -> float:
+    """How long the recipe's run (with fields `change`d) takes on this machine (speed.pretrain_s), its
+    data prepared first unless they are cached or are the default recipe's, which the server prepares as
+    it starts."""
+    spec = form_spec(**{**recipe_values(recipe), **change})
+    config = (BertConfig.from_json_file(Path(spec.init_from) / "config.json") if spec.init_from else
+              model_config(spec))
+    gen = generator_config(config, spec.generator_size) if spec.arch == "electra" else None
+    ready = spec.init_from is not None or (pretrain_cache_dir(spec) in (pretrain_cache_dir(default_spec()), None)
+                                          or pretrain_cache_dir(spec).is_dir())
+    return speed.pretrain_s(spec, config, gen, prepared=ready, machine=machine)
+
+
+def recipe_choices() -> list[tuple[str, str]]:
+    """The recipe box's (label, value) pairs: each name with its time here, measured, not promised."""
+    return [(f"{r}, about {speed.say(recipe_seconds(r))} here", r) for r in RECIPES]
 
 
 def warm_default_recipe() -> subprocess.Popen | None:
@@ -358,7 +378,7 @@ def build(picker: gr.Dropdown) -> None:
     form = forms.Form(PretrainSpec, "pretrain", values=recipe_values(first))
     with gr.Row():
         with gr.Column(scale=3):
-            recipe = gr.Dropdown(list(RECIPES), value=first, label="Recipe", elem_id="pretrain-recipe",
+            recipe = gr.Dropdown(recipe_choices(), value=first, label="Recipe", elem_id="pretrain-recipe",
                                  info="fills in the settings below; change any of them afterwards")
             with gr.Row():
                 name = gr.Textbox(label="Run name", placeholder="blank: pretrain-<date>-<time>", max_length=64,
@@ -466,7 +486,7 @@ def build(picker: gr.Dropdown) -> None:
     def show_run(run):  # the form as the shown run was started; the recipe box says so
         v = form_values(run)
         return {**form.fill(v), electra_row: gr.Row(visible=v["arch"] == "electra"),
-                recipe: gr.update(choices=[*RECIPES, FROM_RUN], value=FROM_RUN)} if v else gr.skip()
+                recipe: gr.update(choices=[*recipe_choices(), (FROM_RUN, FROM_RUN)], value=FROM_RUN)} if v else gr.skip()
 
     shown = [recipe, electra_row, *[x for k, x in w.items() if k not in OWN or k == "hub_name"]]
     jobs_ui.wire_run_view("pretrain", (owner, opened), watch, overlay, timer, view, outs, (show_run, shown))

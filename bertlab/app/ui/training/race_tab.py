@@ -17,7 +17,8 @@ from ....cache import LRU
 from ....tokenizer import SubwordTokenizer
 from ....train.electra import generator_config
 from ....train.pretrain import model_config
-from ....train.race import estimate_minutes, flops_per_step, table_md
+from ....train.race import estimate_minutes, table_md
+from ....train.speed import flops_per_step
 from ....train.runs import Run
 from ....data.masking import taught_per_example
 from ....train.specs import RECIPES, PretrainSpec, RaceSpec

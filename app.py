@@ -30,6 +30,10 @@ text becomes tokens, how pre-training hides words, what the model guesses, where
 your own: pre-train a small BERT, fine-tune it, and probe what each layer learned."""
 
 # Gradio scopes `css` inside the page's content box; the box's own margins need a plain style sheet.
+# Gradio's bundled Source Sans Pro SemiBold, the face its bold text uses, holds 55 glyphs: "C" to "Z"
+# came from a fallback font, so "ALBERT" in bold read "ALʙERT". The full Bold file serves weight 600 up.
+THEME = gr.themes.Default(font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif",
+                                "system-ui", "sans-serif"])
 HEAD = "<style>@media (max-width: 640px) {.gradio-container .main.app {padding: 8px 10px !important}}</style>"
 CSS = """
 /* a Markdown table too wide for its box scrolls sideways; its words are never cut (the Scaling tables
@@ -147,7 +151,7 @@ def main() -> None:
     demo.launch(app_kwargs={"middleware": [address, Middleware(traffic.VisitorCookie), serving.compressed(), uploads]},
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD,  # Gradio refuses bigger uploads before storing them
+        max_file_size=int(limits().max_upload_mb * 1e6), css=CSS, head=HEAD, theme=THEME,  # Gradio refuses bigger uploads before storing them
         # Gradio kept 10,000 sessions: the least recently used go first, and a page that comes back
         # starts a fresh one
         state_session_capacity=limits().max_sessions)

@@ -122,3 +122,38 @@ def test_a_new_model_redraws_the_open_tab_and_the_others_when_opened(server, pla
         shot(page, "model_switch_attention.png")
     assert not outside, outside[:5]
     assert not errors, errors
+
+
+FONT_CHECK = """async ([weight, text]) => {
+  await document.fonts.ready;
+  await document.fonts.load(`${weight} 20px "Source Sans Pro"`, text);
+  const width = (fallback, c) => {
+    const s = document.createElement("span");
+    s.style.cssText = `font: ${weight} 20px "Source Sans Pro", ${fallback}; position: absolute; white-space: pre`;
+    s.textContent = c;
+    document.body.appendChild(s);
+    const w = s.getBoundingClientRect().width;
+    s.remove();
+    return w;
+  };
+  // the letters the page's font lacks at this weight: they take the fallback's width
+  return [...text].filter(c => c.trim() && Math.abs(width("serif", c) - width("monospace", c)) > 0.01);
+}"""
+
+
+@pytest.mark.slow
+def test_bold_text_is_one_font(server):
+    """Issue 42, item 10: Gradio's bundled semibold face holds 55 glyphs, so bold "ALBERT" took C to Z
+    from a fallback font and read "ALʙERT". A letter drawn from the page's font is as wide whatever the
+    fallback; one the font lacks changes width with it."""
+    with chromium_page(DESKTOP) as (browser, page, outside, errors):
+        page.goto(server)
+        page.locator("#model-card").get_by_text("default (shipped)").wait_for(timeout=WAIT_MS)
+        text = "ABCDEFGHIJKLMNOPQRSTUVWXYZ abcdefghijklmnopqrstuvwxyz 0123456789 %-.,:()"
+        for weight in (400, 600, 700):  # the prose's normal, Gradio's bold (semibold) and <b>
+            missing = page.evaluate(FONT_CHECK, [weight, text])
+            assert not missing, f"weight {weight}: {''.join(missing)} drawn from another font"
+        bold = page.locator("#bl-intro strong, #bl-intro b").first  # a bold word the page shows
+        if bold.count():
+            assert "Source Sans Pro" in bold.evaluate("e => getComputedStyle(e).fontFamily")
+    assert not errors, errors

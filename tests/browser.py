@@ -210,3 +210,19 @@ def figures_fit(page, plots, width: int, parts: str = ".legend, .annotation-text
             b = box(part)
             assert frame["x"] - 1 <= b["x"] and b["x"] + b["w"] <= frame["x"] + frame["w"] + 1, (b, frame)
             assert b["y"] + b["h"] <= frame["y"] + frame["h"] + 1, f"cut off at the bottom: {b} in {frame}"
+
+
+def overlapping_labels(plot) -> list[tuple[str, str]]:
+    """Pairs of a plotly figure's point labels (and notes) drawn over each other (issue 42, item 8: "S3"
+    under "S4", "base" over "base")."""
+    return plot.evaluate("""el => {
+      const b = [...el.querySelectorAll('.textpoint text, .annotation-text')].filter(t => t.textContent.trim())
+        .map(t => [t.textContent, t.getBoundingClientRect()]).filter(([, r]) => r.width > 0);
+      const out = [];
+      for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
+        const [p, q] = [b[i][1], b[j][1]];
+        if (Math.min(p.right, q.right) - Math.max(p.left, q.left) > 1 &&
+            Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top) > 1) out.push([b[i][0], b[j][0]]);
+      }
+      return out;
+    }""")

@@ -3,7 +3,7 @@ phone width): the numbers the student sees, read from the plotly figures in the 
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, overlapping_labels, shot
 
 FIGURES = """els => els.map(e => ({data: e.data.map(t => ({type: t.type, zmin: t.zmin, zmax: t.zmax,
     ticks: t.colorbar && t.colorbar.tickvals, text: t.text})), width: e._fullLayout.xaxis._length}))"""
@@ -43,6 +43,7 @@ def test_embeddings_architecture_probing_desktop(server):
         pca = figures(panel)[-1]["data"]  # labels only for the followed word: one per sentence
         assert sum(1 for t in pca for x in t["text"] if x) == len(pca) == 4
         assert sorted(x for t in pca for x in t["text"] if x) == ["S1", "S2", "S3", "S4"]  # not "bank" piled x4
+        assert not overlapping_labels(panel.locator(".js-plotly-plot").last)  # issue 42, item 8: S3 hid under S4
         shot(page, "embeddings_desktop.png", full_page=True)
         # new views: other contexts of a token, position embeddings
         panel.get_by_role("tab", name="Other contexts of a token").click()
@@ -91,6 +92,12 @@ def test_embeddings_architecture_probing_desktop(server):
         page.wait_for_timeout(3000)
         assert panel.locator(".error:visible").count() == 0
         shot(page, "architecture_after_a_mistake_desktop.png", full_page=True)
+        panel.get_by_role("button", name="Compare the variants").click()  # issue 42, item 8: "base" over "base"
+        variants = panel.locator("#arch-variants-plot .js-plotly-plot")
+        variants.locator(".textpoint text").first.wait_for(timeout=WAIT_MS)
+        page.wait_for_timeout(1000)
+        assert variants.locator(".textpoint text").count() >= 9
+        assert not overlapping_labels(variants), overlapping_labels(variants)
         # probing: the per-label layer slider goes to the picked model's 4 layers, not 24
         page.get_by_role("tab", name="Probing", exact=True).click()
         panel = page.locator("[role=tabpanel]:visible").first

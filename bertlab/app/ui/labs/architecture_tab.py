@@ -290,8 +290,9 @@ def flops_figure(c: BertConfig, seq_len: int) -> tuple[go.Figure, list[dict]]:
         fig.add_annotation(x=math.log10(limit), y=0.98, xref="x", yref="y domain",
                            showarrow=False, xanchor="left", yanchor="top", font=dict(size=11, color="dimgray"),
                            text=" longer than this<br> model can read")
-    fig.update_xaxes(type="log", title="sequence length (tokens)", exponentformat="SI")
-    fig.update_yaxes(type="log", title="FLOPs", exponentformat="SI", row=1, col=1)
+    totals = [r["total"] for r in rows]  # every tick labelled in full (plotly's own writes a bare "2" under 200)
+    fig.update_xaxes(type="log", title="sequence length (tokens)", **common.log_ticks(Ts[0], Ts[-1]))
+    fig.update_yaxes(type="log", title="FLOPs", **common.log_ticks(min(totals), max(totals), common.si), row=1, col=1)
     fig.update_yaxes(title="% of forward FLOPs", range=[0, 100], row=2, col=1)
     fig.update_layout(height=680, legend=dict(orientation="h", y=-0.12, font=dict(size=11)),
                       margin=dict(l=60, r=20, t=50, b=40))

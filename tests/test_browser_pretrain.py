@@ -59,9 +59,10 @@ def test_first_pretraining_run_is_alive_early_and_readable(server):
                                timeout=WAIT_MS)
         page.wait_for_timeout(2000)  # the next tick draws the evaluation
         # a figure being redrawn (a busy machine) has legend lines with no style yet: read a settled one
-        page.wait_for_function("() => [...document.querySelectorAll('#pretrain-plot .legend .traces .legendlines "
-                               "path')].every(p => getComputedStyle(p).stroke)", timeout=WAIT_MS)
-        legends = _legend_colours(page)
+        legends, t = _legend_colours(page), time.time()
+        while not all(c and c != "none" for f in legends for c in f) and time.time() - t < WAIT_MS / 1000:
+            page.wait_for_timeout(500)
+            legends = _legend_colours(page)
         names = [t.text_content() for t in tab.locator("#pretrain-plot .legend .legendtext").all()]
         for want in ("unigram guess", "mass on previous token", "held-out MLM acc.", "train MLM loss"):
             assert want in names, (want, names)

@@ -274,7 +274,8 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         _wait_status(page, "#pretrain-status", r"ui-tiny · running .*started in this browser")
         page.wait_for_function("() => document.querySelector('#pretrain-recipe input').value.startsWith('The settings')",
                                timeout=WAIT_MS)
-        assert page.get_by_label("Steps").input_value() == "5000"  # not the recipe's 2,000
+        steps = page.get_by_label("Steps")  # not the recipe's 2,000: the run's own (the box may fill a tick later)
+        page.wait_for_function("e => e.value === '5000'", arg=steps.element_handle(), timeout=WAIT_MS)
         page.locator("#pretrain-model").get_by_text("Model", exact=True).click()
         assert page.get_by_label("Vocabulary").input_value() == "300" and page.get_by_label("Layers").input_value() == "2"
         page.locator("#pretrain-stop").click()

@@ -40,6 +40,12 @@ CSS = """
    read "quantit|y", "parameter|s" on a phone) */
 .prose table {display: block; max-width: 100%; overflow-x: auto}
 .prose table td, .prose table th {overflow-wrap: normal !important; word-break: normal !important}
+/* a phone: the token table's seven columns fit its width (no sort menu, tight cells) */
+@media (max-width: 640px) {
+  #bl-token-table .cell-menu-button {display: none !important}
+  #bl-token-table th, #bl-token-table td, #bl-token-table .cell-wrap {padding-left: 2px !important;
+    padding-right: 2px !important; font-size: 13px}
+}
 #bl-intro h1 {margin: 0 0 6px}
 #bl-intro p {margin: 0}
 #model-card p {margin: 2px 0 0}

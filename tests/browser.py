@@ -226,3 +226,18 @@ def overlapping_labels(plot) -> list[tuple[str, str]]:
       }
       return out;
     }""")
+
+
+def cut_columns(table) -> list[str]:
+    """A Gradio Dataframe's column headers not wholly in sight: past the right edge of the table's box
+    (hidden until scrolled to), their words cut short, or broken over lines ("p|o|s") (issue 42, item 7)."""
+    return table.evaluate("""el => {
+      const box = el.getBoundingClientRect();
+      const lines = e => { const r = document.createRange(); r.selectNodeContents(e);
+                           return new Set([...r.getClientRects()].map(q => Math.round(q.top))).size; };
+      return [...el.querySelectorAll('[role=columnheader], thead th')].filter(h => h.offsetParent).filter(h => {
+        const r = h.getBoundingClientRect();
+        const clipped = [...h.querySelectorAll('span, div')].some(s => s.scrollWidth > s.clientWidth + 1);
+        return r.right > box.right + 1 || clipped || lines(h.querySelector('span.header') || h) > 1;
+      }).map(h => h.innerText.trim());
+    }""")

@@ -12,7 +12,7 @@ AXES_JS = """() => [...document.querySelectorAll('[role=tabpanel] .js-plotly-plo
 
 # each log axis's ticks whose label is not their value: (axis title, label, value); d3 keeps a tick's
 # datum on its element: x is log10 of the value on a log axis
-LOG_JS = """() => {
+LOG_JS = r"""() => {
   const SI = {k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, m: 1e-3, "µ": 1e-6, "μ": 1e-6, n: 1e-9};
   const value = t => {
     const s = t.replace(/<[^>]*>/g, "").replace(/\u2212/g, "-").replace(/[%,\s]/g, "");

@@ -3,7 +3,7 @@ phone width): the numbers the student sees, read from the plotly figures in the 
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, overlapping_labels, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, cut_columns, overlapping_labels, shot
 
 FIGURES = """els => els.map(e => ({data: e.data.map(t => ({type: t.type, zmin: t.zmin, zmax: t.zmax,
     ticks: t.colorbar && t.colorbar.tickvals, text: t.text})), width: e._fullLayout.xaxis._length}))"""
@@ -92,6 +92,9 @@ def test_embeddings_architecture_probing_desktop(server):
         page.wait_for_timeout(3000)
         assert panel.locator(".error:visible").count() == 0
         shot(page, "architecture_after_a_mistake_desktop.png", full_page=True)
+        known = panel.locator("#arch-known-table")  # issue 42, item 7: "published" and "diff" were hidden
+        known.scroll_into_view_if_needed()
+        assert known.locator("[role=columnheader], thead th").count() >= 11 and not cut_columns(known), cut_columns(known)
         panel.get_by_role("button", name="Compare the variants").click()  # issue 42, item 8: "base" over "base"
         variants = panel.locator("#arch-variants-plot .js-plotly-plot")
         variants.locator(".textpoint text").first.wait_for(timeout=WAIT_MS)

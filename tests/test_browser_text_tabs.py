@@ -5,7 +5,7 @@ every layer, next sentence shows the measured accuracy and a ranking."""
 import re
 
 import pytest
-from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, new_page, shot
+from browser import DESKTOP, PHONE, WAIT_MS, chromium_page, cut_columns, new_page, shot
 
 pytestmark = pytest.mark.slow
 RIVER = ["We sat on the river bank.", "My phone battery died yesterday.\nThe water was cold and brown.\n"
@@ -122,6 +122,10 @@ def test_text_tabs_on_a_phone(server, laptop):
     line = min(h.bounding_box()["height"] for h in heads.all())
     for h in heads.all():  # a header on one line, never broken into 2-letter pieces
         assert h.bounding_box()["height"] <= line * 1.3, h.inner_text()
+    assert not cut_columns(panel.locator("#bl-token-table")), cut_columns(panel.locator("#bl-token-table"))
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= PHONE[0] + 2, f"the page is {wide} px wide"  # the examples too (a 2-column table was cut)
+    assert panel.locator("button").filter(has_text="the plot , however").count() == 1  # an example, as a button
     shot(page, "text_tokenize_phone.png", full_page=True)
     for name in ("Masking lab", "Fill-mask", "Next sentence"):
         panel = tab(page, name)

@@ -273,5 +273,5 @@ def table_md(res: dict) -> str:
     how = "side by side, one thread each" if res["side_by_side"] else \
         f"one after another, {n} thread{'s' if n > 1 else ''} each"
     return "\n".join(lines) + f"\n\nPre-trained {how}; the race took {res['minutes_total']:g} min in all " \
-                              f"(estimated {res['estimate_minutes']:g}). Forward: one batch of 8 × 64 tokens, one thread." \
+                              f"(estimated {res['estimate_minutes']:.0f}). Forward: one batch of 8 × 64 tokens, one thread." \
                               + beat + "\n"

@@ -320,6 +320,7 @@ def known_rows(c: BertConfig) -> list[list]:
 
 KNOWN_HEADERS = ["model", "layers", "hidden", "E", "heads", "vocab", "parameters", "as a BERT", "published",
                  "diff", "FLOPs/128 tokens"]
+KNOWN_WIDTHS = ["190px", "72px", "72px", "56px", "68px", "84px", "108px", "100px", "100px", "84px", "180px"]
 
 
 def picked_card(choice) -> tuple[str, dict]:
@@ -437,12 +438,14 @@ def build(picker: gr.Textbox) -> None:
             gr.Markdown("*Training* = AdamW, at the step's peak: often the output layer's backward, before any "
                         "weight has a gradient. *bf16* training is mixed precision (fp32 master weights).")
         with gr.Column(scale=5, min_width=320):
-            table = gr.Dataframe(known_rows(preset("base")), headers=KNOWN_HEADERS, interactive=False, wrap=False,
-                                 label="Published models, each beside a BERT of its shape")
-            gr.Markdown("*parameters*: encoder parameters from each model's config (no pre-training heads); "
-                        "*as a BERT*: a plain BERT of the same layers, widths and vocabulary; *E*: the "
-                        "embedding width where it differs from the hidden width.\n\n" + family_note()
-                        + "\n\n" + KNOWN_NOTE + gaps_note() + "\n\n" + deberta_note())
+            gr.Markdown(family_note() + "\n\n" + KNOWN_NOTE + gaps_note() + "\n\n" + deberta_note())
+    # the table has the page's width: beside the chart it hid "published" and "diff" on a laptop
+    table = gr.Dataframe(known_rows(preset("base")), headers=KNOWN_HEADERS, interactive=False, wrap=True,
+                         column_widths=KNOWN_WIDTHS, label="Published models, each beside a BERT of its shape",
+                         elem_id="arch-known-table")
+    gr.Markdown("*parameters*: encoder parameters from each model's config (no pre-training heads); *as a BERT*: a "
+                "plain BERT of the same layers, widths and vocabulary; *E*: the embedding width where it differs "
+                "from the hidden width; *published*: the paper's count, and *diff* ours against it.")
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="parameters, memory (bytes), FLOPs")
     architecture_moe.build(lambda family="bert", **shape: make_config(family, **shape),

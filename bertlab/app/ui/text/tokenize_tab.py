@@ -108,8 +108,9 @@ def tokenize(text: str, pair: str, choice: str | None):
     return view, pd.DataFrame(rows), data
 
 
-# wide enough for each short header on one line: at a phone's width the table scrolls sideways instead
-COLUMN_WIDTHS = ["52px", "110px", "64px", "52px", "64px", "72px", "110px"]
+# shares of the table's width, so that all seven columns fit a phone (at 524 px of fixed widths the
+# "chars" and "text" columns were cut off at 390 px); app.py's CSS tightens the cells there
+COLUMN_WIDTHS = ["9%", "19%", "12%", "9%", "11%", "15%", "25%"]
 TABLE_KEY = ("**pos** = position in the input · **seg** = segment (A or B) · **word** = which word of "
              "the text the piece belongs to · **chars** = where it is in your text")
 
@@ -132,7 +133,9 @@ def build(picker: gr.Dropdown) -> None:
         gr.Markdown(TABLE_KEY, elem_classes="bl-table-key")
     with gr.Accordion("JSON (tokens, ids, token_type_ids, offsets, truncated)", open=False):
         raw = gr.JSON(label="tokenize JSON")
-    ex = common.examples(side, EXAMPLES, [text, pair])
+    # labelled buttons, not a two-column table: its "Second sentence" column was cut on a phone
+    ex = common.examples(side, EXAMPLES, [text, pair],
+                         example_labels=[t if not p else f"{t}  +  {p}" for t, p in EXAMPLES])
     links.register("tokenize", text=text, pair=pair)
     common.wire(tokenize, [text, pair, picker], [view, table, raw], go, "tokenize",
                 [text.submit, pair.submit, picker.change], ex)

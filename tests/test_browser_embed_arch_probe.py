@@ -124,6 +124,10 @@ def test_phone_width(server):
             if tab == "Embeddings":
                 for sub in ("Other contexts of a token", "Position embeddings"):
                     assert page.get_by_role("tab", name=sub).is_visible()
+                panel.get_by_role("button", name="bank: river or money?").click()  # issue 42, item 8, on a phone
+                panel.get_by_text("separate the senses").first.wait_for(timeout=WAIT_MS)
+                page.wait_for_timeout(1000)
+                assert not overlapping_labels(panel.locator(".js-plotly-plot").last)
             if tab == "Architecture":  # each of the two FLOPs charts gets the phone's width
                 compute = panel.locator(".js-plotly-plot").nth(1)
                 compute.wait_for(timeout=WAIT_MS)

@@ -75,7 +75,7 @@ def figure(rows: list[dict], seq_len: int) -> go.Figure:
     # each label away from its nearest neighbour, as drawn (log axes): BERT's and RoBERTa's sizes nearly meet
     where = dict(zip(map(id, rows), away_from_neighbours([(math.log10(r["parameters"]), math.log10(r["flops"]))
                                                           for r in rows])))
-    def span(key):  # the axis's range, with the room plotly leaves around the points
+    def span(key):  # the axis's range, with room around the points for their labels
         return min(r[key] for r in rows) / 1.5, max(r[key] for r in rows) * 1.5
 
     for family in MODEL_TYPES:
@@ -93,7 +93,8 @@ def figure(rows: list[dict], seq_len: int) -> go.Figure:
         title={"text": f"Parameters against forward FLOPs<br><sub>one sequence of {seq_len} tokens</sub>",
                "font": {"size": 15}},
         height=460, margin=dict(l=60, r=10, t=60, b=10), plot_bgcolor="white",
-        xaxis={"type": "log", "title": "parameters", "gridcolor": "#e5e7eb", **common.log_ticks(*span("parameters"), common.si)},
+        xaxis={"type": "log", "title": "parameters", "gridcolor": "#e5e7eb", **common.log_ticks(*span("parameters"), common.si),
+               "range": [math.log10(v) for v in span("parameters")]},  # a label at the right edge was cut on a phone
         yaxis={"type": "log", "title": "FLOPs", "gridcolor": "#e5e7eb", **common.log_ticks(*span("flops"), common.si)},
         legend={"orientation": "h", "y": -0.2, "x": 0})
     return fig

@@ -122,11 +122,13 @@ def follow(page, lesson, i: int):
     boxes = _panel(new).locator("textarea, input")
     for v in texts:  # long texts and choices: in a text box or a dropdown of the opened tab
         shown = {v, *(label for label, key in finetune_form.TASKS.items() if key == v)}  # a dropdown shows its label
+        # a Pre-train recipe's label adds its time on this server: "<recipe>, about 9 min here"
+        seen = lambda: {b.split(", about ")[0] for b in boxes.evaluate_all("ts => ts.map(t => t.value)")}  # noqa: E731
         for _ in range(60):
-            if shown & set(boxes.evaluate_all("ts => ts.map(t => t.value)")):
+            if shown & seen():
                 break
             new.wait_for_timeout(500)
-        assert shown & set(boxes.evaluate_all("ts => ts.map(t => t.value)")), (t.tab, v)
+        assert shown & seen(), (t.tab, v)
     return new
 
 

@@ -299,15 +299,22 @@ def wire(fn, inputs, outputs, button, api_name: str, triggers: list, examples=No
     if examples is not None:
         events.append(examples.load_input_event.then(_asked(auto, key), inputs, outputs, api_name=False, **by_name))
     events.append(on_open(_opening(auto, key, len(outputs)), inputs, outputs, **by_name))
-    clear_on_failure(events, outputs)
+    clear_on_failure(events, outputs, key)
     return events
 
 
-def clear_on_failure(events: list, outputs: list) -> None:
+def clear_on_failure(events: list, outputs: list, key: str | None = None) -> None:
     """When one of `events` fails (a bad input: its one message), empty `outputs`: the results of the
-    previous input must not stay on screen as if they answered this one."""
+    previous input must not stay on screen as if they answered this one. With the view's `key`: unless
+    the student asked again after the failed run began (a slider's Enter fires two events; the second's
+    clearing wiped the result of the recipe clicked after it)."""
     n = len(outputs)
-    empty = (lambda: None) if n == 1 else (lambda: (None,) * n)
+
+    def empty():
+        sv = _session_view(key) if key else None
+        if sv is not None and _ASKED.get(sv, 0.0) > _FAILED.get(sv, 0.0):
+            return [gr.skip()] * n if n > 1 else gr.skip()
+        return None if n == 1 else (None,) * n
     for event in events:
         event.failure(empty, None, outputs, api_name=False, show_progress="hidden")
 
@@ -327,6 +334,7 @@ def scroll_to_results(button: gr.Button) -> None:
 
 
 _ASKED: dict[tuple, float] = {}  # (browser session, view) -> when the student last asked it to run
+_FAILED: dict[tuple, float] = {}  # (browser session, view) -> when the last asked run that failed began
 
 
 def _session_view(key: str) -> tuple:
@@ -340,8 +348,14 @@ def _asked(fn, key: str):
     def run(*args, **kwargs):
         if len(_ASKED) > 5000:  # a bound: old sessions' entries only matter for a few seconds
             _ASKED.clear()
-        _ASKED[_session_view(key)] = time.monotonic()
-        return fn(*args, **kwargs)
+        sv = _session_view(key)
+        _ASKED[sv] = began = time.monotonic()
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            _FAILED[sv] = began  # clear_on_failure empties the view unless a newer run began since
+            _FAILED.pop(next(iter(_FAILED))) if len(_FAILED) > 5000 else None
+            raise
     return run
 
 
@@ -353,7 +367,11 @@ def _opening(fn, key: str, n_outputs: int):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         began = time.monotonic()
-        out = fn(*args, **kwargs)
+        try:
+            out = fn(*args, **kwargs)
+        except Exception:
+            _FAILED[_session_view(key)] = time.monotonic()  # its failure empties the view (clear_on_failure)
+            raise
         if _ASKED.get(_session_view(key), 0.0) > began:
             return [gr.skip()] * n_outputs if n_outputs > 1 else gr.skip()
         return out

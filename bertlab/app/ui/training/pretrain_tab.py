@@ -140,8 +140,8 @@ def recipe_seconds(recipe: str, machine: float | None = None, **change) -> float
     config = (BertConfig.from_json_file(Path(spec.init_from) / "config.json") if spec.init_from else
               model_config(spec))
     gen = generator_config(config, spec.generator_size) if spec.arch == "electra" else None
-    ready = spec.init_from is not None or (pretrain_cache_dir(spec) in (pretrain_cache_dir(default_spec()), None)
-                                          or pretrain_cache_dir(spec).is_dir())
+    cache = pretrain_cache_dir(spec)
+    ready = spec.init_from is not None or cache is None or cache.is_dir() or cache == pretrain_cache_dir(default_spec())
     return speed.pretrain_s(spec, config, gen, prepared=ready, machine=machine)
 
 

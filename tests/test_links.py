@@ -196,6 +196,10 @@ def test_a_linked_inputs_change_listeners_run_once_the_link_is_applied(demo):
     assert "LoRA" in out[slot[method_out[0]._id]]  # the method's note
     out = run.fn("")
     assert all(isinstance(v, type(gr.skip())) for v in out)  # no link: nothing changes
+    # a reload keeps ?tab=pretrain alone: refilling the form from the default recipe raced the settings of
+    # the run the reopened page shows (Steps 800 under "The settings of the run shown below")
+    out = run.fn(json.dumps({"tab": "pretrain", "values": {}}))
+    assert all(isinstance(v, type(gr.skip())) for v in out)
 
 
 def test_a_links_warning_shows_what_it_quotes_as_text(demo, monkeypatch):

@@ -351,9 +351,9 @@ def _follow_changes(demo, filled, held, registered: dict, model_ids: set):
     owner = {c._id: (tab, name) for tab, r in registered.items() for name, c in r.get("inputs", {}).items()}
     follow = []
     for f in list(demo.fns.values()):
-        tabs = {owner[t[0]][0] for t in f.targets if t[1] == "change" and t[0] in owner}
-        if tabs and f.outputs and _plain(f.fn):
-            follow.append((tabs, f))
+        triggers = {owner[t[0]] for t in f.targets if t[1] == "change" and t[0] in owner}
+        if triggers and f.outputs and _plain(f.fn):
+            follow.append((triggers, f))
     outputs = list({id(c): c for _, f in follow for c in f.outputs}.values())
     slot = {id(c): i for i, c in enumerate(outputs)}
 
@@ -361,8 +361,10 @@ def _follow_changes(demo, filled, held, registered: dict, model_ids: set):
         out = [gr.skip()] * len(outputs)
         tab, values = _held(chosen)
         linked_model = json.loads(chosen or "{}").get("model") if tab else None
-        for tabs, f in follow:
-            if tab not in tabs:
+        for triggers, f in follow:
+            # only the listeners of inputs the link set: a bare ?tab= (a reload) changes nothing, and
+            # refilling the Pre-train form from the default recipe raced the run it shows on reload
+            if not any(t == tab and name in values for t, name in triggers):
                 continue
             args = []
             for c in f.inputs:

@@ -64,6 +64,29 @@ def _fill_in_turn(model, tok, a) -> int:
     return 0
 
 
+# when in a training step each of sizing.training_phases' moments is, for `info`'s memory heading
+INFO_PEAK = {"head": "the start of backward (at the loss)", "top layer": "backward through the top layer",
+             "bottom layer": "backward through the bottom layer", "optimizer": "the optimizer step"}
+
+
+def info_note(key: str, value: int, phases: dict) -> str:
+    """A word on an `info` memory line that would puzzle: no gradients at the peak, all of them, or a
+    figure left out of the total."""
+    every = phases["optimizer"]["gradients"]
+    if key == "gradients" and value == 0:
+        return (f"  (none yet: backward makes them after this moment, and the last step's were freed; "
+                f"all of them take {sizing.humanize(every, 'B')}, at the optimizer step)")
+    if key == "gradients" and value == every:
+        return "  (all of them: one a weight)"
+    if key == "gradients":
+        return f"  (those backward has made so far, of {sizing.humanize(every, 'B')})"
+    if key == "weight_copies" and value == 0:
+        return "  (half-precision copies of the weights: none in fp32)"
+    if key == "activations_per_layer":
+        return "  (one layer's, for comparison: not added to the total)"
+    return ""
+
+
 def cmd_info(a) -> int:
     if a.model in PRESETS:
         config, where = preset(a.model), f"preset {a.model!r}"
@@ -72,10 +95,12 @@ def cmd_info(a) -> int:
         config, where = BertConfig.from_json_file(folder / "config.json"), str(folder)
     counts = sizing.param_counts(config)
     mem = sizing.memory(config, batch_size=a.batch_size, seq_len=a.seq_len, training=True)
+    phases = sizing.training_phases(config, batch_size=a.batch_size, seq_len=a.seq_len)
+    peak = max(phases, key=lambda k: phases[k]["total"])  # the phase sizing.memory reports
     fl = sizing.flops(config, seq_len=a.seq_len)
     if a.json:
         print(json.dumps({"source": where, "config": config.to_dict(), "params": counts,
-                          "train_memory_bytes": mem, "forward_flops": fl}, indent=2))
+                          "train_memory_bytes": mem, "train_memory_peak": peak, "forward_flops": fl}, indent=2))
         return 0
     print(f"{where}\n")
     for k, v in config.to_dict().items():
@@ -83,9 +108,10 @@ def cmd_info(a) -> int:
     print("\nparameters")
     for k, v in counts.items():
         print(f"  {k:<30} {v:>14,}  ({sizing.humanize(v)})")
-    print(f"\ntraining memory, batch {a.batch_size} x {a.seq_len} tokens, fp32 + AdamW")
+    print(f"\ntraining memory, batch {a.batch_size} x {a.seq_len} tokens, fp32 + AdamW: what is live at the "
+          f"step's peak, {INFO_PEAK[peak]}")
     for k, v in mem.items():
-        print(f"  {k:<30} {sizing.humanize(v, 'B')}")
+        print(f"  {k:<30} {sizing.humanize(v, 'B')}{info_note(k, v, phases)}")
     print(f"\nforward FLOPs per sequence of {a.seq_len} tokens: {sizing.humanize(fl['total'])}")
     return 0
 

@@ -97,6 +97,8 @@ def report(res: dict, as_json: bool) -> int:
     fit, rule = res["chinchilla_fit"], res["chinchilla_rule"]
     print(f"  Chinchilla, budget {sci(res['budget'])} FLOPs: 20 tokens/param -> N {humanize(rule['n'])}, "
           f"D {sci(rule['d'])}; fitted L(N, D) -> N {humanize(fit['n'])}, D {sci(fit['d'])}, L {fit['loss']:.3f}")
+    print(f"  (the fit's own best is {fit['tokens_per_param']:.1f} tokens/param here: its loss falls faster in N "
+          f"than in D, so its ratio grows with the budget, while the 20 is Chinchilla's ratio at its own size)")
     return 0
 
 

@@ -2,9 +2,12 @@
 
 LoRA (Hu et al. 2021) learns a low-rank change to a frozen weight: W' = W + (alpha / r) · B A with
 A (r × in) and B (out × r). B starts at zero, so training starts from exactly the pre-trained model.
-IA3 (Liu et al. 2022) learns one scale per channel: keys and values are multiplied by a vector
-(out), the feed-forward's input by another (in), all starting at 1. Both fold into the weights
-(`merge`), after which the model is a plain classifier again (no extra cost at all).
+IA3 (Liu et al. 2022) learns one scale per channel, a vector starting at 1, in four places a layer
+as peft's IA3Config puts it on BERT (IA3_TARGETS): it scales the outputs of the keys and the values,
+and the inputs of the attention's output layer and the feed-forward's output layer. That last input
+is the feed-forward's inner activations; the paper scales three places (keys, values and those inner
+activations), peft adds the attention's output layer. Both fold into the weights (`merge`), after
+which the model is a plain classifier again (no extra cost at all).
 BitFit (Ben Zaken et al. 2022) trains the encoder's biases alone (LayerNorm's included).
 
 Targets are named by what they are (query, key, value, attention_output, ffn, embeddings) and found

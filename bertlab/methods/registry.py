@@ -59,8 +59,10 @@ RECORDS = (
     Method("ia3", "IA³", "learned rescaling",
            "One learned scale per channel multiplies what BERT computes: on the keys, the values and the "
            "feed-forward layer's inner activations, as in the paper (Liu et al., 2022), and, as peft does for "
-           "BERT, on the input of the attention's output layer too: four vectors a layer, the fewest "
-           "parameters of all.", 1e-2, ("#9467bd", "star"),
+           "BERT, on the input of the attention's output layer too: four vectors a layer. That is fewer "
+           "than BitFit, LoRA, prefix tuning or adapters train. Prompt tuning at its default 20 virtual "
+           "tokens trains fewer still on the shipped model and on BERT-base (not on the 2-layer tiny "
+           "shapes), and the frozen encoder fewest of all.", 1e-2, ("#9467bd", "star"),
            lambda model, spec: add_ia3(model), peft=True, mergeable=True),
     Method("prefix", "Prefix tuning", "prefix tuning",
            "Every layer gets keys and values of a few learned *virtual tokens* that each real token can "

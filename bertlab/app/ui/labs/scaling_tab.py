@@ -17,14 +17,51 @@ from ..shared import common, forms, links
 from ..shared.common import mistakes, wire
 from . import scaling_memory, scaling_sweep
 
-EXPLAIN = """**What does pre-training cost?** Each token meets every weight once forward (a multiply and
+# Chinchilla itself (Hoffmann et al. 2022): 70 B parameters on 1.4 T tokens, the 20 tokens a parameter
+CHINCHILLA_N, CHINCHILLA_D = 70e9, 1.4e12
+SMALL_BUDGET = 1e18  # FLOPs: the first budget the note quotes
+
+
+def fit_ratios() -> dict:
+    """Tokens a parameter at the fitted loss's minimum at three budgets (SMALL_BUDGET, BERT-base's as
+    published, Chinchilla's own 6ND); the exponent of C they grow with, (α - β)/(α + β); the rule's
+    ratio; and the budget where the two agree."""
+    k = compute.CHINCHILLA
+    budgets = {"small": SMALL_BUDGET, "bert": compute.worked_example("bert-base")["flops_exact"]["flops"],
+               "chinchilla": 6 * CHINCHILLA_N * CHINCHILLA_D}
+    out = {name: {**compute.chinchilla_fit(b), "budget": b} for name, b in budgets.items()}
+    e, rule = (k["alpha"] - k["beta"]) / (k["alpha"] + k["beta"]), CHINCHILLA_D / CHINCHILLA_N
+    out |= {"exponent": e, "rule": rule, "agree": SMALL_BUDGET * (rule / out["small"]["tokens_per_param"]) ** (1 / e)}
+    return out
+
+
+def fit_note() -> str:
+    """Why the two Chinchilla rows differ, in the fit's own numbers."""
+    r, k, sci = fit_ratios(), compute.CHINCHILLA, compute.sci
+    s, b, c = r["small"], r["bert"], r["chinchilla"]
+    return (f"**Why two Chinchilla rows differ.** The row *{r['rule']:.0f} tokens/param* is Chinchilla's own "
+            f"ratio ({CHINCHILLA_N / 1e9:.0f} B parameters on {CHINCHILLA_D / 1e12:.1f} T tokens). It follows "
+            f"Hoffmann et al.'s Approaches 1 and 2, where parameters and tokens grow at the same rate, so the "
+            f"ratio does not change with the budget. The row *fitted L* is the minimum of their Approach 3, a fitted loss "
+            f"E + A/N^α + B/D^β. There α = {k['alpha']:g} is larger than β = {k['beta']:g}, so the best ratio "
+            f"grows as C^{r['exponent']:.3f}: {s['tokens_per_param']:.1f} tokens a parameter at "
+            f"{sci(s['budget'], 0)} FLOPs, {b['tokens_per_param']:.1f} at BERT-base's {sci(b['budget'])} and "
+            f"{c['tokens_per_param']:.1f} at Chinchilla's own {sci(c['budget'])}, where it picks "
+            f"{c['n'] / 1e9:.1f} B parameters on {c['d'] / 1e12:.2f} T tokens. The two rows agree only near "
+            f"{sci(r['agree'], 1)} FLOPs. Besiroglu et al. 2024 refit Approach 3 and found the published "
+            f"constants rounded and the fit stopped early; their refit agrees with Approaches 1 and 2.")
+
+
+EXPLAIN = f"""**What does pre-training cost?** Each token meets every weight once forward (a multiply and
 an add: 2 FLOPs) and twice backward (4 more), so compute is about **6 FLOPs per parameter per
 token** (C ≈ 6ND). Divide by
 how many FLOPs a second your hardware *sustains* (its peak × a utilisation, rarely above 50 %) to
 get the time, and multiply the hours by a price. The **scaling laws** then say what more parameters
-(N) or more tokens (D) buy: Kaplan's curves on their own, Chinchilla's fit for the best split of a
-FLOP budget (about 20 tokens a parameter). Click a published BERT below: its row says how far our
-count is from the paper's 4 days."""
+(N) or more tokens (D) buy: Kaplan's curves on their own, and Chinchilla's best split of a FLOP
+budget in two rows: the rule of thumb ({CHINCHILLA_D / CHINCHILLA_N:.0f} tokens a parameter) and the
+fitted loss ({fit_ratios()['small']['tokens_per_param']:.1f} tokens a parameter at {compute.sci(SMALL_BUDGET, 0)}
+FLOPs, more at larger budgets; the note under the formulas says why). Click a published BERT below:
+its row says how far our count is from the paper's 4 days."""
 
 NOTES = """**Sources.** BERT's recipe: Devlin et al. 2019, appendix A.2 (1M steps of 256 sequences, 128
 tokens for 90 % of the steps and 512 for the rest; base on 16 TPU chips, large on 64, 4 days each;
@@ -35,7 +72,8 @@ embedding look-ups as matmuls). Kaplan et al. 2020: α_N 0.076,
 N_c 8.8e13 non-embedding parameters, α_D 0.095, D_c 5.4e13 tokens; their loss is nats per token of
 GPT-style models on WebText2, so read it as a **shape** (how fast loss falls), not a prediction of
 BERT's masked-LM loss. Hoffmann et al. 2022, Approach 3: E 1.69, A 406.4, B 410.7, α 0.34, β 0.28.
-Chinchilla itself: 70B parameters on 1.4T tokens. Peak FLOP/s: TPU v2 45 T (180 T a 4-chip board, Google I/O
+Chinchilla itself: 70B parameters on 1.4T tokens. Besiroglu et al. 2024 (Epoch AI, arXiv:2404.10102): the
+Approach 3 refit. Peak FLOP/s: TPU v2 45 T (180 T a 4-chip board, Google I/O
 2017), TPU v3 123 T (Google Cloud docs), V100 15.7 / 125,
 T4 8.1 / 65, A100 19.5 / 312, H100 67 / 989 (NVIDIA datasheets; dense, no 2:4 sparsity). *Exact*
 FLOPs are the Architecture tab's size model: matmuls only, training = 3 × forward, vocabulary logits
@@ -192,7 +230,8 @@ def calculate(**form):
                   f"{humanize(res['chinchilla_rule']['n'])}, {sci(res['chinchilla_rule']['d'])}",
                   f"budget {sci(res['budget'])} FLOPs"),
              _row("Chinchilla N, D (fitted L)", f"{humanize(res['chinchilla_fit']['n'])}, "
-                  f"{sci(res['chinchilla_fit']['d'])}", f"loss {res['chinchilla_fit']['loss']:.3f}")]
+                  f"{sci(res['chinchilla_fit']['d'])}", f"{res['chinchilla_fit']['tokens_per_param']:.1f} tokens/param, "
+                  f"loss {res['chinchilla_fit']['loss']:.3f} (Approach 3: see the note under the formulas)")]
     summary = (f"**{label}**: {sci(res['flops_exact']['flops'])} FLOPs to pre-train on {sci(tok['tokens'])} "
                f"tokens (6ND says {sci(res['flops_6nd']['flops'])}) · **{compute.human_time(res['time']['seconds'])}** "
                f"at {sci(rate['flops_per_second'])} FLOP/s")
@@ -256,6 +295,7 @@ def build(picker: gr.Textbox) -> None:
         plot = gr.Plot(label="Kaplan's L(N), this model marked")
     with gr.Accordion("The formulas, with this run's numbers", open=True):
         formulas = gr.Markdown(elem_id="scaling-formulas", latex_delimiters=LATEX)
+    gr.Markdown(fit_note(), elem_id="scaling-fit-note")
     gr.Markdown(NOTES)
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="every number and formula")

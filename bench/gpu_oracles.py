@@ -30,13 +30,16 @@ V = 97
 SMALL = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=70, max_position_embeddings=40)
 EXTRA = {"bert": dict(type_vocab_size=3), "albert": dict(embedding_size=16, hidden_act="gelu_new"),
          "electra": dict(embedding_size=16), "distilbert": {},
-         "roberta": dict(type_vocab_size=1, max_position_embeddings=42, pad_token_id=1, bos_token_id=0, eos_token_id=2)}
-METHODS = {"lora": tuple(family.MEMBERS), "ia3": tuple(family.MEMBERS), "prompt": tuple(family.MEMBERS),
+         "roberta": dict(type_vocab_size=1, max_position_embeddings=42, pad_token_id=1, bos_token_id=0, eos_token_id=2),
+         "deberta-v2": dict(type_vocab_size=2, relative_attention=True, position_buckets=8, pos_att_type=("c2p", "p2c"),
+                            norm_rel_ebd="layer_norm", position_biased_input=False)}
+VIRTUAL = tuple(n for n, m in family.MEMBERS.items() if not m.no_virtual)  # members that take virtual tokens
+METHODS = {"lora": tuple(family.MEMBERS), "ia3": tuple(family.MEMBERS), "prompt": VIRTUAL,
            "prefix": ("bert", "electra", "roberta")}  # transformers' ALBERT and DistilBERT take no cache
 
 
 def config(member: str) -> BertConfig:
-    return BertConfig(vocab_size=V, model_type=member, **(SMALL | EXTRA[member]))
+    return family.config_class(member)(vocab_size=V, model_type=member, **(SMALL | EXTRA[member]))
 
 
 def noisy(params, scale=0.1, seed=5):

@@ -1,4 +1,4 @@
-"""bertlab: see and train BERT (and ALBERT, ELECTRA, DistilBERT, RoBERTa) end to end, on a laptop CPU."""
+"""bertlab: see and train BERT (and ALBERT, ELECTRA, DistilBERT, RoBERTa, DeBERTa) end to end, on a laptop CPU."""
 from . import family
 from .checkpoint import DEFAULT_MODEL_DIR, load_model, load_pretrained, save_pretrained
 from .config import PRESETS, BertConfig, preset

@@ -160,7 +160,8 @@ def params_at_most(c: BertConfig) -> int:
     per_layer = 4 * H * H + 2 * H * I + 16 * H + 2 * I
     tables = (V + c.max_position_embeddings + c.type_vocab_size) * E + 8 * E
     heads = 3 * H * H + 2 * H * E + V * E + 2 * V + 16 * (H + E)
-    return tables + E * H + layers * per_layer + heads + 1024
+    own = sum(v for v in family.own_sizing(c)[0].values() if v > 0)  # a member's extras (DeBERTa's relative table)
+    return tables + E * H + layers * per_layer + heads + own + 1024
 
 
 def count_params(config: BertConfig) -> int:

@@ -1,6 +1,8 @@
 """One dataclass describes every model of the BERT family we build (BERT, ALBERT, ELECTRA, DistilBERT,
 RoBERTa); field names are Hugging Face's so config.json round-trips. `model_type` says which family
-member; the few fields only one member reads say so in their comment."""
+member; the few fields only one member reads say so in their comment. A member with many fields of its
+own has a subclass in its model file, named by its record (family.Member.config_class): from_dict and
+preset build it."""
 from __future__ import annotations
 
 import json
@@ -162,6 +164,9 @@ class BertConfig:
         if kind not in MODEL_TYPES + ("megatron-bert",):
             raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)} (or 'megatron-bert', "
                              f"a pre-LN BERT), got {kind!r}")
+        own = family.config_class(kind) if kind in MODEL_TYPES else BertConfig
+        if own is not cls and issubclass(own, cls):  # a member with its own config class reads its own fields
+            return own.from_dict(d)
         if kind == "distilbert":
             if d.get("sinusoidal_pos_embds"):
                 raise ValueError("DistilBERT with sinusoidal position embeddings is not supported")
@@ -217,4 +222,4 @@ def preset(name: str, model_type: str = "bert", **overrides) -> BertConfig:
         what = "preset" if model_type == "bert" else f"{model_type} preset"
         raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(names)}")
     kw = dict(family.MEMBERS[model_type].presets[name], model_type=model_type)
-    return BertConfig(**(kw | overrides))
+    return family.config_class(model_type)(**(kw | overrides))

@@ -36,6 +36,10 @@ _ALBERT = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu_new", hidd
                attention_probs_dropout_prob=0.0, bos_token_id=2, eos_token_id=3)  # v2: no dropout
 _ROBERTA = dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
                 bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5)  # 512 tokens after 2 unused rows
+# DeBERTa-v3: relative positions only (256 log buckets), shared keys, c2p + p2c, no token types
+_DEBERTA_V3 = dict(vocab_size=128100, type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True,
+                   position_buckets=256, max_relative_positions=-1, pos_att_type=("p2c", "c2p"), share_att_key=True,
+                   norm_rel_ebd="layer_norm", position_biased_input=False)
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,29 @@ class Member:
     dropout_key: str = "classifier_dropout"  # config.json key of its classifier's dropout
     lora: dict = field(default_factory=lambda: BERT_LORA)  # LoRA target -> module paths inside one layer
     ia3: dict = field(default_factory=lambda: BERT_IA3)  # IA3's module paths -> scales the input?
+    adapters: tuple = ("attention.output.dense", "output.dense")  # Houlsby adapters' places: the two output projections
+    no_virtual: str = ""  # why prompt and prefix tuning (virtual tokens) do not work on it; "": they do
     objective: str | None = None  # its pair task when pre-trained here (nsp | sop | mlm = none); None: not here
     pretrain_note: str = ""  # the Pre-train form's word on it
+    arch: str = ""  # a shorter name `--arch` also takes ("deberta" for "deberta-v2")
+    config_class: str = "bertlab.config:BertConfig"  # "module:Class" of its config: BertConfig or its subclass
+    # its sequence head past the encoder (the pooled members' is the pooler): "classifier.dense" = dropout, dense,
+    # act, dropout, out_proj (ELECTRA, RoBERTa); "pre_classifier" = dense, ReLU, dropout, classifier (DistilBERT);
+    # "pooler.dense" = DeBERTa's ContextPooler (dense, act), then dropout, classifier
+    seq_head: str = "classifier.dense"
+    head_act: str = "tanh"  # that head's activation: gelu, tanh, relu (heads_family.HEAD_ACTS)
+    colour: str = "#7f7f7f"  # its colour in the family charts
+    recipe: str = ""  # its race recipe's label (named by its short name), where the specs' own table has none
+    sizing: str = ""  # "module:function" (config, tokens) -> (parameters, FLOPs) by part that BERT's formulas miss
 
     @property
     def encoder_class(self) -> str:
         return self.stem + "Model"
+
+    @property
+    def pair_head(self) -> bool:
+        """Its fullest class scores sentence pairs (BERT's next sentence, ALBERT's sentence order)."""
+        return "nsp" in self.architectures[self.model_class.split(":")[1]]
 
 
 RECORDS = (
@@ -67,7 +88,7 @@ RECORDS = (
            {name: shape(L, H, A) for name, (L, H, A) in {
                "tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
                "base": (12, 768, 12), "large": (24, 1024, 16)}.items()},  # Turc et al. 2019's small BERTs
-           pooled=True, objective="nsp"),
+           pooled=True, objective="nsp", colour="#1f77b4"),
     Member("albert", "ALBERT", "Albert", "bertlab.variants.albert:AlbertForPreTraining",
            {"AlbertModel": {"pooler"}, "AlbertForPreTraining": {"pooler", "mlm", "nsp"}, "AlbertForMaskedLM": {"mlm"}},
            # one layer's weights shared across all layers (num_hidden_groups = 1)
@@ -80,7 +101,8 @@ RECORDS = (
                  "attention_output": ("attention.dense",), "ffn": ("ffn", "ffn_output"), "embeddings": _WORDS,
                  "dense": ("attention.dense", "ffn", "ffn_output")},
            ia3={"attention.key": False, "attention.value": False, "attention.dense": True, "ffn_output": True},
-           objective="sop", pretrain_note="factorised embeddings, shared layers; WordPiece, not SentencePiece"),
+           adapters=("attention.dense", "ffn_output"),
+           colour="#2ca02c", objective="sop", pretrain_note="factorised embeddings, shared layers; WordPiece, not SentencePiece"),
     Member("electra", "ELECTRA", "Electra", "bertlab.variants.electra:ElectraForPreTraining",  # the discriminator
            {"ElectraModel": set(), "ElectraForPreTraining": {"rtd"}, "ElectraForMaskedLM": {"mlm"}},  # + generator
            # discriminators; the *-generator entries are the released generators: the paper's 1/4 width for
@@ -90,26 +112,47 @@ RECORDS = (
             "small-generator": shape(12, 256, 4, embedding_size=128),
             "base-generator": shape(12, 256, 4, embedding_size=768),
             "large-generator": shape(24, 256, 4, embedding_size=1024)},
-           only=("embedding_size",), objective="mlm",
+           only=("embedding_size",), objective="mlm", head_act="gelu",
+           colour="#d62728",
            pretrain_note="a 1/4-width generator fills the masks, the discriminator spots its replacements"),
     Member("distilbert", "DistilBERT", "DistilBert", "bertlab.variants.distilbert:DistilBertForMaskedLM",
            {"DistilBertModel": set(), "DistilBertForMaskedLM": {"mlm"}},
            {"tiny": shape(2, 128, 2), "mini": shape(4, 256, 4), "base": shape(6, 768, 12)},
-           dropout_key="seq_classif_dropout",
+           dropout_key="seq_classif_dropout", seq_head="pre_classifier", head_act="relu",
            lora={"query": ("attention.q_lin",), "key": ("attention.k_lin",), "value": ("attention.v_lin",),
                  "attention_output": ("attention.out_lin",), "ffn": ("ffn.lin1", "ffn.lin2"), "embeddings": _WORDS,
                  "dense": ("attention.out_lin", "ffn.lin1", "ffn.lin2")},
-           ia3={"attention.k_lin": False, "attention.v_lin": False, "attention.out_lin": True, "ffn.lin2": True}),
+           ia3={"attention.k_lin": False, "attention.v_lin": False, "attention.out_lin": True, "ffn.lin2": True},
+           adapters=("attention.out_lin", "ffn.lin2"), colour="#9467bd"),
     Member("roberta", "RoBERTa", "Roberta", "bertlab.variants.roberta:RobertaForMaskedLM",
            {"RobertaModel": {"pooler"}, "RobertaForMaskedLM": {"mlm"}},
            {"tiny": shape(2, 128, 2, **_ROBERTA), "mini": shape(4, 256, 4, **_ROBERTA),
             "base": shape(12, 768, 12, **_ROBERTA), "large": shape(24, 1024, 16, **_ROBERTA)},
            specials=("<pad>", "<unk>", "<s>", "</s>", "<mask>"), layout="roberta", objective="mlm",
-           pretrain_note="byte-level BPE, MLM only"),
+           pretrain_note="byte-level BPE, MLM only", colour="#ff7f0e"),
+    Member("deberta-v2", "DeBERTa-v3", "DebertaV2", "bertlab.variants.deberta:DebertaV2ForMaskedLM",
+           {"DebertaV2Model": set(), "DebertaV2ForMaskedLM": {"mlm"}},
+           # the released v3 sizes (microsoft/deberta-v3-*); tiny and mini train on a CPU
+           {name: shape(L, H, A, **_DEBERTA_V3) for name, (L, H, A) in {
+               "tiny": (2, 128, 2), "mini": (4, 256, 4), "xsmall": (12, 384, 6), "small": (6, 768, 12),
+               "base": (12, 768, 12), "large": (24, 1024, 16)}.items()},
+           dropout_key="cls_dropout", seq_head="pooler.dense", head_act="gelu",
+           lora={"query": ("attention.self.query_proj",), "key": ("attention.self.key_proj",),
+                 "value": ("attention.self.value_proj",), "attention_output": ("attention.output.dense",),
+                 "ffn": ("intermediate.dense", "output.dense"), "embeddings": _WORDS,
+                 "dense": ("attention.output.dense", "intermediate.dense", "output.dense")},
+           ia3={"attention.self.key_proj": False, "attention.self.value_proj": False, "attention.output.dense": True,
+                "output.dense": True},
+           no_virtual="its relative positions have no place for virtual tokens (not implemented)",
+           objective="mlm", arch="deberta", config_class="bertlab.variants.deberta:DebertaV2Config",
+           sizing="bertlab.variants.deberta:sizing",
+           recipe="DeBERTa: disentangled attention over relative positions, MLM only", colour="#8c564b",
+           pretrain_note="disentangled attention, relative positions; MLM, WordPiece (v3: RTD, SentencePiece)"),
 )
 MEMBERS: dict[str, Member] = {m.name: m for m in RECORDS}
 MODEL_TYPES = tuple(MEMBERS)
 PRETRAINED_HERE = tuple(n for n, m in MEMBERS.items() if m.objective)  # the Pre-train tab's; DistilBERT distils
+ARCHS = {m.arch: n for n, m in MEMBERS.items() if m.arch}  # short names -> model_type
 ELECTRA_GENERATOR = "bertlab.variants.electra:ElectraForMaskedLM"
 # the tables other modules read, each from the records
 CLASSES = {n: m.model_class for n, m in MEMBERS.items()}
@@ -119,6 +162,28 @@ NAMES = {n: m.label for n, m in MEMBERS.items()}
 def _load(where: str) -> type:
     module, name = where.split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def own_sizing(config, tokens: int = 128) -> tuple[dict, dict]:
+    """A member's (parameters, FLOPs) by part beyond BERT's formulas (its record's `sizing`); none for most."""
+    where = MEMBERS[config.model_type].sizing
+    return _load(where)(config, tokens) if where else ({}, {})
+
+
+def config_class(model_type: str) -> type:
+    """The config dataclass of a member: BertConfig, or the subclass its record names."""
+    return _load(MEMBERS[model_type].config_class)
+
+
+def bare_class(model_type: str) -> type:
+    """Our bare encoder of a member (BertModel, DebertaV2Model, ...), beside its fullest class."""
+    m = MEMBERS[model_type]
+    return _load(m.model_class.split(":")[0] + ":" + m.encoder_class)
+
+
+def model_class_named(model_type: str) -> type:
+    """Our fullest class of a member (its record's model_class)."""
+    return _load(CLASSES[model_type])
 
 
 def model_class(config, architectures=()) -> type:

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from . import heads_family as fam
 from .checkpoint import read_weights, resolve_folder, save_pretrained, to_pretraining_keys
 from .config import BertConfig, read_json_config
+from . import family
 from .family import encoder_of
 from .heads_family import ALBERT_LAYERWISE
 from .tokenizer import SubwordTokenizer
@@ -135,60 +136,6 @@ class _Classifier(nn.Module):
         return ClassifierOutput(loss, logits, out.hidden_states if output_hidden_states else None, out.attentions)
 
 
-class BertForSequenceClassification(_Classifier):
-    """[CLS] -> pooler (dense + tanh) -> dropout -> linear: one label per text (or text pair)."""
-    architecture = "BertForSequenceClassification"
-
-
-class BertForTokenClassification(_Classifier):
-    """Every token's last hidden state -> dropout -> linear: one label per token (no pooler, as in HF).
-    Labels of -100 (padding, specials, a word's later pieces) are left out of the loss."""
-    architecture = "BertForTokenClassification"
-    per_token = True
-
-
-class AlbertForSequenceClassification(_Classifier):
-    """As BERT's: the pooled [CLS] -> dropout (classifier_dropout_prob) -> linear."""
-    architecture, model_type, base_model_prefix = "AlbertForSequenceClassification", "albert", "albert"
-
-
-class AlbertForTokenClassification(_Classifier):
-    architecture, model_type, base_model_prefix = "AlbertForTokenClassification", "albert", "albert"
-    per_token = True
-
-
-class ElectraForSequenceClassification(_Classifier):
-    """Token 0 -> dropout -> dense -> gelu -> dropout -> out_proj (no pooler)."""
-    architecture, model_type, base_model_prefix = "ElectraForSequenceClassification", "electra", "electra"
-
-
-class ElectraForTokenClassification(_Classifier):
-    architecture, model_type, base_model_prefix = "ElectraForTokenClassification", "electra", "electra"
-    per_token = True
-
-
-class RobertaForSequenceClassification(_Classifier):
-    """Token 0 (<s>) -> dropout -> dense -> tanh -> dropout -> out_proj (no pooler)."""
-    architecture, model_type, base_model_prefix = "RobertaForSequenceClassification", "roberta", "roberta"
-
-
-class RobertaForTokenClassification(_Classifier):
-    architecture, model_type, base_model_prefix = "RobertaForTokenClassification", "roberta", "roberta"
-    per_token = True
-
-
-class DistilBertForSequenceClassification(_Classifier):
-    """Token 0 -> pre_classifier -> ReLU -> dropout (seq_classif_dropout) -> classifier."""
-    architecture, model_type, base_model_prefix = ("DistilBertForSequenceClassification", "distilbert",
-                                                   "distilbert")
-
-
-class DistilBertForTokenClassification(_Classifier):
-    """Token head with DistilBERT's `dropout` (transformers saves no classifier dropout for it)."""
-    architecture, model_type, base_model_prefix = "DistilBertForTokenClassification", "distilbert", "distilbert"
-    per_token = True
-
-
 class _QuestionAnswering(_Classifier):
     """Extractive QA: every token's last hidden state -> qa_outputs Linear(H, 2) -> a start and an end
     logit per token (no pooler; DistilBERT's qa_dropout first). Question as segment A, context as B."""
@@ -228,27 +175,23 @@ class _QuestionAnswering(_Classifier):
         return ClassifierOutput(loss, torch.stack([start, end], -1), out.hidden_states, out.attentions, start, end)
 
 
-class BertForQuestionAnswering(_QuestionAnswering):
-    architecture = "BertForQuestionAnswering"
+def _member_heads() -> dict[str, type[_Classifier]]:
+    """Each member's three heads, from its record: Hugging Face's names (<stem>ForSequenceClassification,
+    <stem>ForTokenClassification, <stem>ForQuestionAnswering) over the shared classes above, the encoder
+    under its full model's base_model_prefix (heads_family.py: how the members' heads differ)."""
+    out = {}
+    for m in family.RECORDS:
+        own = dict(model_type=m.name, base_model_prefix=family.model_class_named(m.name).base_model_prefix,
+                   __module__=__name__)
+        for what, base, per_token in (("SequenceClassification", _Classifier, False),
+                                      ("TokenClassification", _Classifier, True),
+                                      ("QuestionAnswering", _QuestionAnswering, False)):
+            name = f"{m.stem}For{what}"
+            out[name] = type(name, (base,), own | dict(architecture=name, per_token=per_token, __qualname__=name))
+    return out
 
 
-class AlbertForQuestionAnswering(_QuestionAnswering):
-    architecture, model_type, base_model_prefix = "AlbertForQuestionAnswering", "albert", "albert"
-
-
-class ElectraForQuestionAnswering(_QuestionAnswering):
-    architecture, model_type, base_model_prefix = "ElectraForQuestionAnswering", "electra", "electra"
-
-
-class RobertaForQuestionAnswering(_QuestionAnswering):
-    architecture, model_type, base_model_prefix = "RobertaForQuestionAnswering", "roberta", "roberta"
-
-
-class DistilBertForQuestionAnswering(_QuestionAnswering):
-    architecture, model_type, base_model_prefix = ("DistilBertForQuestionAnswering", "distilbert",
-                                                   "distilbert")
-
-
+globals().update(_member_heads())  # BertForSequenceClassification, ..., DebertaV2ForQuestionAnswering
 HEADS = {c.architecture: c for c in [*_Classifier.__subclasses__(), *_QuestionAnswering.__subclasses__()]
          if c.architecture}
 ARCHITECTURES = tuple(HEADS)

@@ -7,6 +7,9 @@ Each member's Hugging Face classes put the encoder under its own name (`bert`, `
   ELECTRA        token 0 -> dropout -> classifier.dense -> gelu -> dropout -> classifier.out_proj
   RoBERTa        the same with tanh (no pooler: HF builds RobertaModel without one)
   DistilBERT     token 0 -> pre_classifier -> ReLU -> dropout (seq_classif_dropout) -> classifier
+  DeBERTa        token 0 -> pooler.dense -> gelu -> dropout (cls_dropout) -> classifier (its ContextPooler)
+
+A record says which (family.Member: pooled, seq_head, head_act, dropout_key).
 
 Token heads are the same everywhere: every last hidden state -> dropout -> classifier. The dropout
 before a head defaults, as in transformers, to the hidden dropout (BERT, ELECTRA, RoBERTa,
@@ -37,8 +40,6 @@ from . import family
 from .config import BertConfig
 from .model import BertModel, init_weights
 from .variants.albert import AlbertModel
-from .variants.distilbert import DistilBertModel
-from .variants.electra import ElectraModel
 from .variants.roberta import RobertaModel
 
 MEMBERS = family.MEMBERS  # each member's stem, pooler, classifier-dropout key: its record in family.py
@@ -61,7 +62,23 @@ def encoder(config: BertConfig, pooler: bool) -> nn.Module:
         return model
     if kind == "roberta":
         return RobertaModel(config, add_pooling_layer=False)
-    return {"electra": ElectraModel, "distilbert": DistilBertModel}[kind](config)
+    return family.bare_class(kind)(config)  # ELECTRA, DistilBERT, DeBERTa: no pooler at all
+
+
+HEAD_ACTS = {"gelu": nn.GELU, "tanh": nn.Tanh, "relu": nn.ReLU}  # a record's head_act (gelu: exact, as HF)
+
+
+class ContextPooler(nn.Module):
+    """DeBERTa's sequence head's first half (`pooler.dense`): token 0 -> dense -> act. Its own dropout
+    (pooler_dropout) is 0 in every released config, so there is none."""
+
+    def __init__(self, c: BertConfig, activation: nn.Module, width: int | None = None):
+        super().__init__()
+        self.dense = nn.Linear(width or c.hidden_size, c.hidden_size)
+        self.activation = activation
+
+    def forward(self, v):  # (B, H) or (B, 4H) last4
+        return self.activation(self.dense(v))  # (B, H)
 
 
 class ClassificationHead(nn.Module):
@@ -100,17 +117,19 @@ def add_head(model: nn.Module, config: BertConfig, num_labels: int, per_token: b
              pooling: str = "auto") -> None:
     """Give `model` its member's head modules, under HF's attribute names; the first reads
     layers_pooled x H numbers."""
-    kind, H = config.model_type, config.hidden_size
+    m, H = MEMBERS[config.model_type], config.hidden_size
     width = H * layers_pooled(config, pooling)
-    if per_token or MEMBERS[kind].pooled:
+    if per_token or m.pooled:
         model.dropout, model.classifier = nn.Dropout(dropout), nn.Linear(width, num_labels)
-    elif kind == "distilbert":
+    elif m.seq_head == "pre_classifier":
         model.pre_classifier, model.classifier = nn.Linear(width, H), nn.Linear(H, num_labels)
         model.dropout = nn.Dropout(dropout)
+    elif m.seq_head == "pooler.dense":
+        model.pooler, model.classifier = ContextPooler(config, HEAD_ACTS[m.head_act](), width), nn.Linear(H, num_labels)
+        model.dropout = nn.Dropout(dropout)
     else:
-        model.classifier = ClassificationHead(config, num_labels, dropout,
-                                              nn.GELU() if kind == "electra" else nn.Tanh(), width)  # HF: exact gelu
-    for name in ("pre_classifier", "classifier"):
+        model.classifier = ClassificationHead(config, num_labels, dropout, HEAD_ACTS[m.head_act](), width)
+    for name in ("pre_classifier", "pooler", "classifier"):
         if hasattr(model, name):
             getattr(model, name).apply(lambda m: init_weights(m, config))
 
@@ -153,8 +172,10 @@ def head_logits(model: nn.Module, out, per_token: bool, attention_mask=None) -> 
         v = pool(out.last_hidden_state, attention_mask, how or "cls")  # (B, H)
     if MEMBERS[kind].pooled:  # cls / mean / max / last4 without the pooler
         return model.classifier(model.dropout(v))
-    if kind == "distilbert":
+    if MEMBERS[kind].seq_head == "pre_classifier":
         return model.classifier(model.dropout(F.relu(model.pre_classifier(v))))
+    if MEMBERS[kind].seq_head == "pooler.dense":
+        return model.classifier(model.dropout(model.pooler(v)))
     return model.classifier(v)
 
 
@@ -189,7 +210,7 @@ def dropout_config(config: BertConfig, per_token: bool, given: float | None) -> 
         return {} if per_token else {"seq_classif_dropout": head_dropout(config, False, given)}
     if kind == "albert":
         return {"classifier_dropout_prob": head_dropout(config, per_token, given)}
-    return {"classifier_dropout": given}
+    return {MEMBERS[kind].dropout_key: given}  # classifier_dropout, DeBERTa's cls_dropout
 
 
 def dropout_from_config(raw: dict, model_type: str, per_token: bool) -> float | None:

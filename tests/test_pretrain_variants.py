@@ -207,7 +207,7 @@ def test_a_recipe_keeps_the_architectures_own_objective():
     from bertlab.app.ui.training import pretrain_tab as tab
     recipe = next(iter(tab.RECIPES))
     said = {a: tab.recipe_values(recipe, a)["objective"] for a in tab.ARCHS.values()}
-    assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm"}
+    assert said == {"bert": "nsp", "roberta": "mlm", "albert": "sop", "electra": "mlm", "deberta-v2": "mlm"}
 
 
 def test_the_electra_masking_rule_masks_or_keeps_and_never_draws_a_random_word(full_run, small_corpus):

@@ -28,6 +28,7 @@ from bertlab.analysis.sizing import (
 )
 from bertlab.config import PRESETS, BertConfig, preset, preset_names
 from bertlab.model import BertForPreTraining, BertModel
+from bertlab.variants.deberta import DebertaV2Config
 
 ODD = dict(vocab_size=1003, hidden_size=96, num_attention_heads=3, intermediate_size=200,
            num_hidden_layers=3, max_position_embeddings=77, type_vocab_size=3)
@@ -221,6 +222,9 @@ FAMILY = {  # odd shapes: E != H, ALBERT's groups and inner layers, RoBERTa's of
     "electra": BertConfig(**ODD, model_type="electra", embedding_size=40),
     "distilbert": BertConfig(**{**ODD, "type_vocab_size": 2}, model_type="distilbert"),
     "roberta": BertConfig(**{**ODD, "type_vocab_size": 1}, model_type="roberta", pad_token_id=1),
+    "deberta-v2": DebertaV2Config(**{**ODD, "type_vocab_size": 0}, relative_attention=True, position_buckets=8,
+                                  pos_att_type=("c2p", "p2c"), share_att_key=False, norm_rel_ebd="layer_norm",
+                                  position_biased_input=False, embedding_size=40, conv_kernel_size=3),
 }
 ARCHS = [(kind, arch) for arch, (kind, _) in ARCHITECTURES.items()]
 PUBLISHED = {"ALBERT-large": (17.65e6, 18e6, "17.7M"), "ELECTRA-small": (13.45e6, 14e6, "13.5M"),
@@ -239,8 +243,12 @@ def hf_model(c: BertConfig, arch: str, **kw):
 
 def hf_part(name: str) -> str:
     """Which param_counts key a transformers parameter of any family member belongs to."""
-    if "embedding_hidden_mapping_in" in name or "embeddings_project" in name:
+    if any(k in name for k in ("embedding_hidden_mapping_in", "embeddings_project", "embed_proj")):
         return "projection"
+    if "encoder.conv." in name:  # DeBERTa's convolution over the embeddings
+        return "embeddings"
+    if "rel_embeddings" in name or "encoder.LayerNorm" in name:  # DeBERTa's relative table and its norm
+        return "attention"
     if ".embeddings." in name or name.startswith("embeddings."):
         return "embeddings"
     if "pooler." in name:
@@ -486,6 +494,16 @@ def test_deberta_counts_match_transformers(name):
     assert numel(p for n, p in hf.named_parameters() if "pos_proj" in n or "pos_q_proj" in n) == d["projections"]
     if d["published"]:  # the v3 paper's 86 M in the layers and 98 M in the word table, to their rounding
         assert all(abs(x - p) / p < 0.01 for x, p in zip((d["layers"], d["embeddings"]), d["published"]))
+
+
+def test_the_trainable_deberta_counts_as_the_released_one():
+    """The deberta-v2 record's base preset, sized by the general formulas plus its model file's own terms,
+    is the DeBERTa-v3-base the Architecture tab describes: the same parameters, and the same forward FLOPs
+    but BERT-base's pooler (DeBERTa's encoder has none)."""
+    from bertlab.analysis.sizing import deberta
+    c, d = preset("base", model_type="deberta-v2"), deberta("DeBERTa-v3-base", 128)
+    assert param_counts(c, heads=False)["encoder_total"] == d["total"]
+    assert flops(c, 128, heads=False)["total"] == d["bert_flops"] + d["extra_flops"] - 2 * 768 * 768
 
 
 @pytest.mark.parametrize("v3, k, tokens", [(False, 512, 24), (False, 16, 24), (True, 32, 24)])

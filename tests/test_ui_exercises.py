@@ -58,7 +58,8 @@ def test_score_a_draw_mistakes_are_one_message(args, message):
 
 def test_variants_section_draws_every_family():
     table, fig, data = variants.variants(128, variants.SCOPES[0])
-    assert {t.name for t in fig.data} == {"BERT", "ALBERT", "ELECTRA", "DistilBERT", "RoBERTa"}
+    from bertlab import family
+    assert {t.name for t in fig.data} == set(family.NAMES.values())  # BERT, ALBERT, ..., every record's
     assert sum(len(t.x) for t in fig.data) == len(table) == len(data["variants"])
     for bad, message in ((0, "sequence length"), (100_000, "sequence length"), ("x", "whole number")):
         with pytest.raises(gr.Error, match=message):

@@ -244,3 +244,143 @@ def test_config_round_trips_through_transformers(tmp_path):
     assert (hf.conv_kernel_size, hf.conv_act, hf.embedding_size, hf.type_vocab_size) == (3, "gelu", 16, 0)
     assert hf.pos_att_type == ["p2c", "c2p"] and hf.layer_norm_eps == 1e-7 and hf.pad_token_id == 2
     assert DebertaV2Config.from_dict(hf.to_dict()) == c
+
+
+# ---- the record: config, load_model, pre-training, fine-tuning ---------------------------------------
+
+def test_the_record_builds_v3_configs_and_reads_config_json():
+    from bertlab.config import BertConfig, preset, preset_names
+    assert preset_names("deberta-v2") == ["tiny", "mini", "xsmall", "small", "base", "large"]
+    base = preset("base", "deberta-v2")
+    assert type(base) is DebertaV2Config and base.to_hf_dict() | {"architectures": None} == base.to_hf_dict() | dict(
+        architectures=None, vocab_size=128100, hidden_size=768, num_hidden_layers=12, intermediate_size=3072,
+        type_vocab_size=0, layer_norm_eps=1e-7, relative_attention=True, position_buckets=256,
+        max_relative_positions=-1, pos_att_type=["p2c", "c2p"], share_att_key=True, norm_rel_ebd="layer_norm",
+        position_biased_input=False)
+    assert [(c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size)
+            for c in (preset(n, "deberta-v2") for n in ("xsmall", "small", "large"))] == [
+        (12, 384, 6, 1536), (6, 768, 12, 3072), (24, 1024, 16, 4096)]
+    back = BertConfig.from_dict(base.to_hf_dict("DebertaV2ForMaskedLM"))  # the member's own class, by its record
+    assert type(back) is DebertaV2Config and back == base
+    assert type(BertConfig.from_dict({"model_type": "bert"})) is BertConfig
+    assert family.ARCHS == {"deberta": "deberta-v2"} and "deberta-v2" in family.PRETRAINED_HERE
+
+
+def test_our_load_model_and_save_pretrained_both_ways_from_a_preset(tmp_path):
+    import transformers
+    from bertlab.checkpoint import load_model
+    from bertlab.config import preset
+    torch.manual_seed(3)
+    ours = perturb(family.build(preset("tiny", "deberta-v2", vocab_size=V, num_hidden_layers=1)), 3).eval()
+    assert type(ours) is DebertaV2ForMaskedLM
+    save_pretrained(ours, None, tmp_path / "m")
+    again = load_model(tmp_path / "m")
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "m", attn_implementation="eager").eval()
+    assert type(again) is DebertaV2ForMaskedLM and type(hf).__name__ == "DebertaV2ForMaskedLM"
+    assert max(diffs(*run_both(again, hf))) <= TOL
+    ids, _, am = batch(0)
+    with torch.no_grad():
+        assert torch.equal(ours(ids, None, am).mlm_logits, again(ids, None, am).mlm_logits)
+
+
+@pytest.mark.parametrize("kind", ["SequenceClassification", "TokenClassification", "QuestionAnswering"])
+def test_heads_from_the_record_equal_transformers_both_ways(kind, tmp_path):
+    """DebertaV2For* are generated from the record (heads.py); the sequence head is the ContextPooler's."""
+    import transformers
+    from bertlab.checkpoint import read_weights, to_pretraining_keys
+    from bertlab.config import BertConfig
+    from bertlab.heads import HEADS, read_head_config, save_classifier
+    hf = hf_model(f"DebertaV2For{kind}", **CONFIGS["v3-shared-b256"], num_labels=2)
+    hf.save_pretrained(tmp_path / "hf")
+    arch, labels, raw = read_head_config(tmp_path / "hf")
+    ours = HEADS[arch](BertConfig.from_dict(raw), 2, labels).eval()
+    ours.load_state_dict(to_pretraining_keys(read_weights(tmp_path / "hf"), "deberta"), strict=True)
+    save_classifier(ours, None, tmp_path / "ours")
+    back = getattr(transformers, f"DebertaV2For{kind}").from_pretrained(tmp_path / "ours",
+                                                                        attn_implementation="eager").eval()
+    ids, _, am = batch(0)
+
+    def logits(m, **kw):
+        o = m(input_ids=ids, attention_mask=am, **kw)
+        return torch.stack([o.start_logits, o.end_logits], -1) if kind == "QuestionAnswering" else o.logits
+    with torch.no_grad():
+        a = logits(ours)
+        assert (a - logits(hf)).abs().max() <= TOL and (a - logits(back)).abs().max() <= TOL
+
+
+COMMON = ["--preset", "tiny", "--layers", "1", "--hidden", "32", "--heads", "2", "--vocab-size", "300",
+          "--max-len", "32", "--batch-size", "8", "--eval-batches", "1", "--steps", "4", "--log-every", "2",
+          "--eval-every", "4", "--save-every", "4", "--eval-early", "0"]
+
+
+@pytest.fixture(scope="module")
+def deberta_run(small_corpus, tmp_path_factory):
+    """`python -m bertlab pretrain --arch deberta ...` for 4 steps, through cli.main in this process."""
+    from bertlab.app.cli import main
+    run = tmp_path_factory.mktemp("deberta") / "run"
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert main(["pretrain", "--arch", "deberta", "--corpus", str(small_corpus), *COMMON, "--out", str(run)]) == 0
+    finally:
+        torch.set_num_threads(n)
+    return run
+
+
+def test_cli_pretrains_deberta_and_transformers_loads_its_model(deberta_run, capsys):
+    import transformers
+    from bertlab import load_pretrained
+    from bertlab.train.specs import PretrainSpec
+    spec = json.loads((deberta_run / "spec.json").read_text())
+    assert (spec["arch"], spec["objective"]) == ("deberta-v2", "mlm")
+    ours, tok = load_pretrained(deberta_run)
+    theirs = transformers.DebertaV2ForMaskedLM.from_pretrained(deberta_run / "model",
+                                                                attn_implementation="eager").eval()
+    assert type(ours) is DebertaV2ForMaskedLM and theirs.config.vocab_size == tok.vocab_size
+    assert theirs.config.position_buckets == 256 and theirs.config.share_att_key
+    enc = tok.encode_batch(["the film was great and i would really recommend it .", "the soup was cold ."])
+    with torch.no_grad():
+        d = ours(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]).mlm_logits - theirs(
+            input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits
+    assert d[enc["attention_mask"].bool()].abs().max() <= TOL
+    for kw, match in [(dict(arch="deberta", objective="nsp"), "objective must be mlm for deberta-v2"),
+                      (dict(arch="deberta", embedding_size=64), "albert and electra option")]:
+        with pytest.raises(ValueError, match=match):
+            PretrainSpec(**kw)
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "ia3", "adapter"])
+def test_finetune_deberta_with_each_method(method, deberta_run, tmp_path):
+    import transformers
+    from bertlab.heads import classifier_class, load_classifier
+    from bertlab.train.finetune import finetune
+    from test_finetune_family import write_csv
+    lines = []
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        res = finetune(tmp_path / "run", model=str(deberta_run), task=str(write_csv(tmp_path / "t.csv")), epochs=1,
+                       batch_size=8, max_len=24, seed=0, method=method, log=lines.append)
+    finally:
+        torch.set_num_threads(n)
+    assert res["state"] == "finished", lines
+    net, _ = load_classifier(res["model_dir"])
+    assert type(net) is classifier_class(net.config, "sequence") and type(net).__name__ == \
+        "DebertaV2ForSequenceClassification"
+    if method == "adapter":  # a bertlab folder: no transformers class holds adapters
+        return
+    theirs = transformers.DebertaV2ForSequenceClassification.from_pretrained(
+        res["model_dir"], attn_implementation="eager").eval()
+    ids, _, am = batch(0)
+    with torch.no_grad():
+        assert (net(ids, None, am).logits - theirs(input_ids=ids, attention_mask=am).logits).abs().max() <= TOL
+
+
+def test_prompt_and_prefix_tuning_refuse_deberta_in_one_sentence():
+    from bertlab.config import preset
+    from bertlab.heads import classifier_class
+    from bertlab.methods.virtual import add_prefix, add_prompt
+    c = preset("tiny", "deberta-v2", vocab_size=V, num_hidden_layers=1)
+    for add in (add_prompt, add_prefix):
+        with pytest.raises(ValueError, match="prompt and prefix tuning do not work on DeBERTa"):
+            add(classifier_class(c, "sequence")(c, 2), 3)

@@ -29,7 +29,7 @@ def need_mlm_head(model, what: str = "guess masked words") -> None:
 
 
 def need_pair_head(model) -> None:
-    if model.config.model_type not in ("bert", "albert"):
+    if not family.MEMBERS[model.config.model_type].pair_head:
         raise ValueError(f"{family.family_name(model.config)} was pre-trained without a sentence-pair task "
                          f"(no next-sentence or sentence-order head): pick a BERT or ALBERT model")
 

@@ -8,6 +8,8 @@ it saves parameters, not compute); DistilBERT has no token types and no pooler; 
 table has 2 rows more than it reads. `architecture` names the Hugging Face class being sized."""
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 from .. import family
@@ -73,8 +75,11 @@ def layers_run(c: BertConfig) -> int:
 
 
 def as_bert(c: BertConfig) -> BertConfig:
-    """A plain BERT of the same shape (L, H, heads, FFN, vocabulary, positions): what a member saves."""
-    return c.replace(model_type="bert", embedding_size=None, num_hidden_groups=1, inner_group_num=1)
+    """A plain BERT of the same shape (L, H, heads, FFN, vocabulary, positions): what a member saves.
+    A member's own config fields (its record's config_class) are left behind; no token types become BERT's 2."""
+    shared = {f.name: getattr(c, f.name) for f in dataclasses.fields(BertConfig)}
+    return BertConfig(**shared | dict(model_type="bert", embedding_size=None, num_hidden_groups=1, inner_group_num=1,
+                                      type_vocab_size=c.type_vocab_size or 2))
 
 
 # ---- parameters ---------------------------------------------------------------------------------
@@ -110,6 +115,8 @@ def param_counts(c: BertConfig, heads: bool = True, architecture: str | None = N
          "mlm_head": _linear(H, W) + _layer_norm(W) + c.vocab_size if "mlm" in parts else 0,
          "nsp_head": _linear(H, 2) if "nsp" in parts else 0,
          "rtd_head": _linear(H, H) + _linear(H, 1) if "rtd" in parts else 0}
+    for k, v in family.own_sizing(c)[0].items():
+        d[k] += v
     total = sum(d.values())
     core = d["embeddings"] + d["projection"] + d["attention"] + d["feed_forward"]
     d["encoder_total"] = core + (_linear(H, H) if "pooler" in ARCHITECTURES[ENCODER[c.model_type]][1] else 0)
@@ -285,6 +292,8 @@ def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool
          "mlm_head": mlm,
          "nsp_head": 2 * H * 2 if "nsp" in parts else 0,
          "rtd_head": 2 * T * H * H + 2 * T * H if "rtd" in parts else 0}
+    for k, v in family.own_sizing(c, T)[1].items():
+        d[k] += v
     d["total"] = sum(d.values())
     d["mlm_head_sparse"] = round(MLM_FRACTION * mlm)
     d["total_sparse"] = d["total"] - mlm + d["mlm_head_sparse"]

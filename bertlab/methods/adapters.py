@@ -16,16 +16,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..family import encoder_of
+from ..family import MEMBERS, encoder_of
 from .lowrank import encoder_prefix, replace_module, freeze_encoder, in_layer
 
-# per member: the output projections of attention and feed-forward, by their path inside a layer
-ADAPTER_TARGETS = {
-    "bert": ("attention.output.dense", "output.dense"),
-    "albert": ("attention.dense", "ffn_output"),
-    "distilbert": ("attention.out_lin", "ffn.lin2"),
-}
-ADAPTER_TARGETS["electra"] = ADAPTER_TARGETS["roberta"] = ADAPTER_TARGETS["bert"]
+# per member: the output projections of attention and feed-forward, by their path inside a layer (its record)
+ADAPTER_TARGETS = {n: m.adapters for n, m in MEMBERS.items()}
 
 
 class Adapter(nn.Module):

@@ -117,7 +117,8 @@ def adapter_tensors(model: nn.Module, pooler: bool = False) -> dict[str, torch.T
         sd["prompt_embeddings"] = enc.prefix if method == "prefix" else enc.prompt
     own = model.state_dict()
     for h in head_modules(model, pooler):
-        name = f"{model.base_model_prefix}.pooler" if h == "pooler" else h
+        own_child = h in dict(model.named_children())  # DeBERTa's head has a `pooler` of its own
+        name = h if own_child else f"{model.base_model_prefix}.{h}"  # else the encoder's (BERT's, ALBERT's)
         sd.update({f"{pre}{k}": v for k, v in own.items() if k.startswith(name + ".")})
     return {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in sd.items()}
 

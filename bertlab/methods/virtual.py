@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..family import encoder_of
+from ..family import MEMBERS, encoder_of
 from ..model import check_length
 from .lowrank import freeze_encoder
 
@@ -30,6 +30,9 @@ def _check(encoder: nn.Module, n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"virtual tokens must be a positive integer, got {n!r}")
     c = encoder.config
+    if why := MEMBERS[c.model_type].no_virtual:
+        raise ValueError(f"prompt and prefix tuning do not work on {MEMBERS[c.model_type].label}: {why}; "
+                         f"choose another method")
     if n + 2 > c.max_tokens:
         raise ValueError(f"{n} virtual tokens leave no room for text in this model's {c.max_tokens} positions")
     if getattr(encoder, "prompt", None) is not None or getattr(encoder, "prefix", None) is not None:

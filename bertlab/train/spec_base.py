@@ -31,13 +31,14 @@ def between(lo: float, hi: float, text: str = "") -> Check:
 
 
 def opt(default: Any, help: str, check: Check | tuple | None = None, choices: tuple | None = None,
-        aliases: tuple[str, ...] = (), label: str = "") -> Any:
+        aliases: tuple[str, ...] = (), label: str = "", spellings: dict | None = None) -> Any:
     """A spec field: its default, the help text its flag and form show, what values it accepts, and the
-    short label a web form gives it (default: its name in words)."""
+    short label a web form gives it (default: its name in words). `spellings`: other names a flag or a
+    spec.json may give a choice ({"deberta": "deberta-v2"}); the spec keeps the choice, a form lists only it."""
     if check is not None and not isinstance(check, Check):
         check = Check(*check)
     return field(default=default, metadata={"help": help, "check": check, "choices": choices, "aliases": aliases,
-                                            "label": label})
+                                            "label": label, "spellings": spellings or {}})
 
 
 def label_of(f: dataclasses.Field) -> str:
@@ -80,6 +81,7 @@ class Spec:
             if v is None and optional:
                 continue
             v = _coerce(f.name, kind, v)
+            v = f.metadata.get("spellings", {}).get(v, v) if isinstance(v, str) else v
             check, choices = f.metadata.get("check"), f.metadata.get("choices")
             if choices and v not in choices:
                 raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}, got {v!r}")
@@ -124,7 +126,10 @@ class Spec:
             item = {"int": int, "float": float}.get(kind.removeprefix("tuple[").split(",")[0].rstrip("]"), str)
             if kind.startswith("tuple"):
                 kw["nargs"] = 2 if "float, float" in kind else "+"
-            p.add_argument(*names, type=item, choices=m.get("choices"), **kw)
+            if m.get("spellings"):  # argparse converts before it checks the choices
+                item = lambda v, known=m["spellings"]: known.get(v, v)  # noqa: E731
+            choices = m.get("choices") and (*m["choices"], *m.get("spellings", ()))  # listed in --help too
+            p.add_argument(*names, type=item, choices=choices, **kw)
 
     @classmethod
     def given(cls, ns: argparse.Namespace) -> dict:

@@ -22,7 +22,7 @@ PRESET_CHOICES = ("tiny", "mini", "small", "medium", "base", "large")
 
 @dataclass
 class PretrainSpec(TrainArgs):
-    """Pre-train a BERT, RoBERTa, ALBERT or ELECTRA: model, corpus, objective, and the CPU recipe's
+    """Pre-train a BERT, RoBERTa, ALBERT, ELECTRA or DeBERTa (family.PRETRAINED_HERE): model, corpus, objective, and the CPU recipe's
     defaults (bench/RECIPE.md). Distillation is another job."""
     KIND: ClassVar[str] = "pretrain"
     ARCHS: ClassVar[tuple[str, ...]] = family.PRETRAINED_HERE  # the members with a pre-training objective
@@ -30,11 +30,10 @@ class PretrainSpec(TrainArgs):
     # sentence order
     DEFAULT_OBJECTIVE: ClassVar[dict] = {n: family.MEMBERS[n].objective for n in family.PRETRAINED_HERE}
     # model
-    arch: str = opt("bert", "architecture: bert (WordPiece, MLM + NSP) | roberta (byte-level BPE trained on the "
-                            "corpus, MLM only) | albert (factorised embeddings, shared layers, MLM + sentence order; "
-                            "WordPiece here where real ALBERT uses SentencePiece) | electra (a small MLM generator "
-                            "and a discriminator that spots its replacements; the discriminator is the model kept). "
-                            "Distillation is another command", choices=ARCHS, label='Architecture')
+    arch: str = opt("bert", "architecture: " + " | ".join(
+        f"{n}{f' (or {m.arch})' if m.arch else ''} ({m.label}, {m.objective}"
+        f"{'; ' + m.pretrain_note if m.pretrain_note else ''})" for n, m in family.MEMBERS.items() if m.objective)
+        + ". Distillation is another command", choices=ARCHS, label='Architecture', spellings=family.ARCHS)
     preset: str = opt("mini", "model size (roberta, albert: tiny mini base large; electra: tiny mini small base "
                               "large, the discriminator's)",
                       choices=PRESET_CHOICES, label='Size preset')
@@ -111,6 +110,7 @@ class PretrainSpec(TrainArgs):
                                        "heldout", "init_from", "seed", "arch")
 
     def check(self) -> None:
+        own = family.MEMBERS[self.arch]
         if self.objective is None:
             self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
@@ -118,11 +118,11 @@ class PretrainSpec(TrainArgs):
         if self.arch == "electra" and self.loss != "mlm":
             raise ValueError("electra trains its own pair of losses (the generator's masked words, the "
                              f"discriminator's replaced tokens); loss {self.loss!r} is for bert, roberta and albert")
-        if self.arch in ("roberta", "electra") and self.objective != "mlm":
+        if own.objective == "mlm" and self.objective != "mlm":
             raise ValueError(f"objective must be mlm for {self.arch} (it has no pair task), got {self.objective!r}")
-        if self.arch != "albert" and self.layer_groups != 1:
+        if "num_hidden_groups" not in own.only and self.layer_groups != 1:
             raise ValueError(f"layer_groups is an albert option, not {self.arch}'s")
-        if self.arch not in ("albert", "electra") and self.embedding_size is not None:
+        if "embedding_size" not in own.only and self.embedding_size is not None:
             raise ValueError(f"embedding_size is an albert and electra option, not {self.arch}'s")
         if self.arch == "electra" and self.init_from is not None:
             raise ValueError("electra pre-training starts from scratch (a generator and a discriminator); "
@@ -323,6 +323,7 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
     "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),
 }
+RECIPES |= {m.arch or n: (m.recipe, dict(arch=n)) for n, m in family.MEMBERS.items() if m.recipe}  # a record's own
 
 
 def _race_objective(o: objectives.Objective) -> None:

@@ -1,1 +1,1 @@
-"""ALBERT, ELECTRA, DistilBERT and RoBERTa: one plain file each, reusing model.py where their keys are BERT's."""
+"""ALBERT, ELECTRA, DistilBERT, RoBERTa and DeBERTa: one plain file each, reusing model.py where their keys are BERT's."""

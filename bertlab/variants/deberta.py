@@ -31,8 +31,8 @@ ACTS = ACT | {"tanh": nn.Tanh()}  # the convolution's default activation
 @dataclass
 class DebertaV2Config(BertConfig):
     """BertConfig plus DeBERTa's fields, Hugging Face's names and defaults (transformers keeps the last
-    six as loose attributes). Until bertlab.family has a "deberta-v2" record, this carries them; the
-    model only reads them by name, so a BertConfig with the same fields will do."""
+    six as loose attributes). The "deberta-v2" record names it (family.Member.config_class), so
+    BertConfig.from_dict and config.preset build it for that model_type."""
     type_vocab_size: int = 0  # no segment table: v3 sees pairs through [SEP] alone
     layer_norm_eps: float = 1e-7
     model_type: str = "deberta-v2"
@@ -356,3 +356,25 @@ class DebertaV2ForMaskedLM(nn.Module):
         out = self.deberta(input_ids, token_type_ids, attention_mask, output_attentions,
                            output_hidden_states, causal)
         return pretraining_heads(out, self.token_logits, self.config.vocab_size, labels, sparse_mlm)
+
+
+def sizing(c, T: int = 128) -> tuple[dict, dict]:
+    """What bertlab.analysis.sizing's BERT formulas miss for this config, by its parts: (parameters,
+    forward FLOPs at T tokens, as transformers computes them). Absolute positions may be gone (negative);
+    the relative table, its LayerNorm and any own position projections belong to attention; a
+    convolution reads the embeddings. With shared keys both content projections also project the table."""
+    H, W, L, S = c.hidden_size, c.embedding_dim, c.num_hidden_layers, span(c)
+    kinds = [k for k in ("c2p", "p2c") if k in c.pos_att_type]
+    projected = (2 if c.share_att_key else len(kinds)) if c.relative_attention else 0  # of the (2S, H) table
+    own = 0 if c.share_att_key or not c.relative_attention else len(kinds)
+    conv_w = H * (H // c.conv_groups) * c.conv_kernel_size
+    params = {"embeddings": (0 if c.position_biased_input else -c.max_position_embeddings * W) + 2 * (H - W)
+              + (conv_w + H + 2 * H if c.conv_kernel_size else 0),
+              "projection": W * H if W != H else 0,
+              "attention": L * own * (H * H + H) + (2 * S * H if c.relative_attention else 0)
+              + (2 * H if c.norm_rel_ebd == "layer_norm" else 0)}
+    flops = {"embeddings": 2 * T * conv_w if c.conv_kernel_size else 0,
+             "projection": 2 * T * W * H if W != H else 0,
+             "qkv": L * projected * 2 * 2 * S * H * H,
+             "attention_scores": L * len(kinds) * 2 * T * 2 * S * H if c.relative_attention else 0}
+    return params, flops

@@ -3,6 +3,7 @@ the same inputs, so the page the student reads and the check always agree. No an
 model decides; every check is one small forward pass or arithmetic (the probe is cached per model)."""
 from __future__ import annotations
 
+from ... import family
 from ...analysis import attention_views as av
 from ...analysis import embeddings as E
 from ...analysis import sizing
@@ -91,7 +92,7 @@ def fill(answer: str, choice) -> Verdict:
 def next_sentence(answer: str, choice) -> Verdict:
     """Which candidate B does the model rank first (its text, or its line number)?"""
     model, tok = load_model(choice)
-    if model.config.model_type not in ("bert", "albert"):
+    if not family.MEMBERS[model.config.model_type].pair_head:
         return _no(f"a {model.config.model_type} model, trained without a sentence-pair task")
     scores = nsp_scores(model, tok, NSP_A, NSP_B)
     best = max(range(len(NSP_B)), key=lambda i: scores[i])

@@ -1,5 +1,5 @@
 """Architecture: how big a BERT-family model is, where its parameters live, and what it costs to run
-or train; every member (BERT, ALBERT, ELECTRA, DistilBERT, RoBERTa) beside a BERT of the same shape.
+or train; every member (family.MEMBERS) beside a BERT of the same shape.
 
 Pure arithmetic on a BertConfig (bertlab.analysis.sizing), so any size answers at once; only the
 card about the picked model loads a model.
@@ -67,7 +67,7 @@ def deberta_note(tokens: int = 512) -> str:
     v1, v3 = sizing.deberta("DeBERTa-base", tokens), sizing.deberta("DeBERTa-v3-base", tokens)
     h = sizing.humanize
     return (f"**DeBERTa keeps positions apart.** BERT adds a position vector to each word once, before the first "
-            f"layer. DeBERTa (not built here) keeps the two apart: every layer's attention adds a "
+            f"layer. DeBERTa (built here as DeBERTa-v3: pick it above, or pre-train it with `--arch deberta`) keeps the two apart: every layer's attention adds a "
             f"content-to-position and a position-to-content score against vectors for the *relative* distance "
             f"between two words (up to k = {v1['k']} either way; one table of {2 * v1['k']:,} vectors that all "
             f"layers share). DeBERTa-base ({v1['source']}: BERT-base's shape, RoBERTa's vocabulary) stores "

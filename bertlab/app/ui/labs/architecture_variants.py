@@ -1,5 +1,5 @@
-"""Architecture → "Every variant at its presets": parameters, fp32 memory and FLOPs for BERT, ALBERT,
-ELECTRA, DistilBERT and RoBERTa at every size bertlab.config names, side by side. Pure arithmetic
+"""Architecture → "Every variant at its presets": parameters, fp32 memory and FLOPs for every family
+member (family.MEMBERS) at every size its record names, side by side. Pure arithmetic
 (bertlab.analysis.sizing, which tests check against transformers' own models), so it answers at once."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from ....analysis import sizing
 from ....config import MODEL_TYPES, preset, preset_names
-from ....family import NAMES
+from ....family import MEMBERS, NAMES
 from ..shared import common
 from ..shared.common import away_from_neighbours
 
@@ -25,8 +25,7 @@ BERT plus a 50k-word vocabulary (more parameters, the same FLOPs); **ELECTRA**'s
 small models trained beside its discriminators."""
 
 SCOPES = ["encoder (as published)", "with pre-training heads"]
-FAMILY_COLOURS = {"bert": "#1f77b4", "albert": "#2ca02c", "electra": "#d62728", "distilbert": "#9467bd",
-                  "roberta": "#ff7f0e"}
+FAMILY_COLOURS = {n: m.colour for n, m in MEMBERS.items()}  # each member's record
 HEADERS = ["family", "preset", "layers", "hidden", "E", "heads", "vocab", "parameters",
            "fp32 weights", "fp32 inference", "fp32 training", "FLOPs"]
 MAX_LEN = 512  # every preset reads 512 tokens

@@ -167,7 +167,7 @@ def nsp(first: str, candidates: str, choice: str | None):
         raise common.user_error(f"{len(seconds)} candidates: give at most {MAX_CANDIDATES} "
                                 "(one per line).")
     model, tok = common.load_model(choice)
-    if model.config.model_type not in ("bert", "albert"):
+    if not family.MEMBERS[model.config.model_type].pair_head:
         note = (f"This {family.family_name(model.config)} model was pre-trained without a sentence-pair task, so "
                 f"it has no head that scores whether B follows A. Pick a BERT (next sentence) or ALBERT "
                 f"(sentence order) model, or try the Fill-mask tab.")

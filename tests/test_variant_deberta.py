@@ -384,3 +384,16 @@ def test_prompt_and_prefix_tuning_refuse_deberta_in_one_sentence():
     for add in (add_prompt, add_prefix):
         with pytest.raises(ValueError, match="prompt and prefix tuning do not work on DeBERTa"):
             add(classifier_class(c, "sequence")(c, 2), 3)
+
+
+@pytest.mark.parametrize("T, buckets, max_pos, S", [(32, 256, 512, 256), (600, 256, 512, 256), (17, 8, 32, 8),
+                                                   (20, -1, 6, 6), (1, 256, 512, 256)])
+def test_the_rows_a_text_reaches_are_all_it_gathers(T, buckets, max_pos, S):
+    """Our layers project and score only the table rows T tokens reach (transformers does all 2S): every
+    row the c2p and p2c gathers ask for lies in the window, and the window's ends are asked for."""
+    from bertlab.variants.deberta import relative_positions, relative_window
+    lo, hi = relative_window(T, buckets, max_pos, S)
+    delta = relative_positions(T, buckets, max_pos)
+    rows = torch.cat([(delta + S).clamp(0, 2 * S - 1).flatten(), (S - delta).clamp(0, 2 * S - 1).flatten()])
+    assert int(rows.min()) == lo and int(rows.max()) == hi - 1
+    assert (32, 256) != (T, buckets) or hi - lo == 63  # v3 at 32 tokens: 63 of 512 rows

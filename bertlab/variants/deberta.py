@@ -14,6 +14,7 @@ of all values; the embeddings are zeroed at pads; and `legacy` picks one of two 
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, fields
 
@@ -100,6 +101,15 @@ def relative_positions(T: int, buckets: int, max_pos: int, device=None) -> torch
     return torch.where(far <= mid, rel, (log * rel.sign()).long())
 
 
+@functools.lru_cache(maxsize=64)
+def relative_window(T: int, buckets: int, max_pos: int, S: int) -> tuple[int, int]:
+    """[lo, hi): the rows of the 2S-row table that T tokens reach (|δ| ≤ T - 1, bucketed, clamped to the
+    table). transformers projects and scores all 2S rows; the rest are never gathered, so leaving them
+    out changes no number and saves most of the position work on short texts."""
+    far = int(relative_positions(T, buckets, max_pos)[T - 1, 0]) if T > 1 else 0  # the largest |δ|, bucketed
+    return max(0, S - far), min(2 * S, S + far + 1)
+
+
 class DebertaV2Embeddings(nn.Module):
     """Words (+ absolute positions, + token types, each only if configured), projected E -> H when they
     differ, LayerNorm, then zeroed at pads."""
@@ -151,22 +161,23 @@ class DisentangledSelfAttention(nn.Module):
         return x.reshape(x.size(0), x.size(1), self.n_head, self.head_dim).transpose(1, 2)
 
     def forward(self, x, allowed, rel_pos, rel_emb, need_weights: bool):
-        """x (B, T, H); allowed (B, 1, T, T) bool; rel_pos (T, T) δ; rel_emb (2S, H) the normalised table."""
+        """x (B, T, H); allowed (B, 1, T, T) bool; rel_pos: (c2p, p2c) rows of rel_emb, each (T, T);
+        rel_emb (W, H): the rows of the normalised table that T tokens reach (relative_window)."""
         B, T, H = x.shape
         q, k, v = self.split(self.query_proj(x)), self.split(self.key_proj(x)), self.split(self.value_proj(x))
         scale = math.sqrt(self.head_dim * (1 + len(self.kinds)))  # counts the kinds even without positions
         scores = q @ (k.transpose(-1, -2) / scale)  # (B, A, T, T) content to content
         if self.relative and self.kinds:
-            r = self.pos_dropout(rel_emb)[None]  # (1, 2S, H)
-            S, rel, idx = self.span, 0, rel_pos.expand(B, self.n_head, T, T)
+            r = self.pos_dropout(rel_emb)[None]  # (1, W, H)
+            rel, (c2p_rows, p2c_rows) = 0, (i.expand(B, self.n_head, T, T) for i in rel_pos)
             if "c2p" in self.kinds:  # query i against the vector of δ(i, j)
-                pk = self.split(getattr(self, "pos_key_proj", self.key_proj)(r))  # (1, A, 2S, d)
-                c2p = q @ pk.transpose(-1, -2)  # (B, A, T, 2S)
-                rel = rel + torch.gather(c2p, -1, (idx + S).clamp(0, 2 * S - 1)) / scale
+                pk = self.split(getattr(self, "pos_key_proj", self.key_proj)(r))  # (1, A, W, d)
+                c2p = q @ pk.transpose(-1, -2)  # (B, A, T, W)
+                rel = rel + torch.gather(c2p, -1, c2p_rows) / scale
             if "p2c" in self.kinds:  # key j against the same δ(i, j) = -δ(j, i): gathered per key, transposed
-                pq = self.split(getattr(self, "pos_query_proj", self.query_proj)(r))  # (1, A, 2S, d)
-                p2c = k @ pq.transpose(-1, -2)  # (B, A, T, 2S)
-                rel = rel + torch.gather(p2c, -1, (S - idx).clamp(0, 2 * S - 1)).transpose(-1, -2) / scale
+                pq = self.split(getattr(self, "pos_query_proj", self.query_proj)(r))  # (1, A, W, d)
+                p2c = k @ pq.transpose(-1, -2)  # (B, A, T, W)
+                rel = rel + torch.gather(p2c, -1, p2c_rows).transpose(-1, -2) / scale
             scores = scores + rel
         probs = F.softmax(scores.masked_fill(~allowed, torch.finfo(scores.dtype).min), dim=-1)  # (B, A, T, T)
         y = (self.dropout(probs) @ v).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
@@ -234,10 +245,13 @@ class DebertaV2Encoder(nn.Module):
         """(last hidden state, L+1 hidden states, L attention maps or Nones) from x (B, T, H)."""
         rel_pos = rel_emb = None
         if self.relative:
-            rel_pos = relative_positions(x.size(1), self.buckets, self.max_relative, x.device)  # (T, T)
-            rel_emb = self.rel_embeddings.weight  # (2S, H)
+            S = self.rel_embeddings.num_embeddings // 2
+            lo, hi = relative_window(x.size(1), self.buckets, self.max_relative, S)
+            delta = relative_positions(x.size(1), self.buckets, self.max_relative, x.device)  # (T, T)
+            rel_pos = ((delta + S).clamp(0, 2 * S - 1) - lo, (S - delta).clamp(0, 2 * S - 1) - lo)  # c2p, p2c rows
+            rel_emb = self.rel_embeddings.weight[lo:hi]  # (W, H): v3's 512 rows, 63 of them at 32 tokens
             if hasattr(self, "LayerNorm"):
-                rel_emb = self.LayerNorm(rel_emb)
+                rel_emb = self.LayerNorm(rel_emb)  # row by row: the same on the rows used
         hidden, attns = [x], []
         for i, layer in enumerate(self.layer):
             y, probs = run_layer(self, layer, x, allowed, rel_pos, rel_emb, output_attentions)

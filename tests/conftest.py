@@ -28,6 +28,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_runtest_logreport(report):
+    """BERTLAB_TIMELINE=FILE: one line per test phase (worker, end time, seconds, phase, test), to see how
+    the two workers' loads balance (sort by worker and time)."""
+    path = os.environ.get("BERTLAB_TIMELINE")
+    if path:
+        import time
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{time.time():.1f}\t{report.duration:.1f}\t"
+                    f"{report.when}\t{report.nodeid}\n")
+
+
 def pytest_unconfigure(config):
     import sys
     if "browser" in sys.modules:  # tests/browser.py, when a test used it

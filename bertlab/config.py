@@ -5,6 +5,7 @@ own has a subclass in its model file, named by its record (family.Member.config_
 preset build it."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from dataclasses import asdict, dataclass, fields, replace
@@ -15,12 +16,9 @@ from . import family
 NUM_SPECIAL_TOKENS = 5
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 MODEL_TYPES = family.MODEL_TYPES  # which members there are: family.MEMBERS
-# DistilBERT's config.json names the same numbers differently: ours -> theirs.
-DISTILBERT_NAMES = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
-                    "intermediate_size": "hidden_dim", "hidden_act": "activation", "hidden_dropout_prob": "dropout",
-                    "attention_probs_dropout_prob": "attention_dropout"}
 # What each family member's config.json carries beyond the fields every member has.
 ONLY = {n: m.only for n, m in family.MEMBERS.items() if m.only}
+OWNED = {k for keys in ONLY.values() for k in keys}  # fields some member has and the others must leave alone
 SPECIFIC = {"embedding_size", "num_hidden_groups", "inner_group_num", "pre_ln", "model_type",
             "bos_token_id", "eos_token_id"}
 
@@ -81,7 +79,7 @@ class BertConfig:
     @property
     def position_offset(self) -> int:
         """RoBERTa numbers positions from pad_token_id + 1 (rows below are never used); others from 0."""
-        return self.pad_token_id + 1 if self.model_type == "roberta" else 0
+        return self.pad_token_id + 1 if family.MEMBERS[self.model_type].pad_offset else 0
 
     def __post_init__(self):
         """Raise one ValueError naming the first impossible field, so a UI can show it as is."""
@@ -118,23 +116,25 @@ class BertConfig:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.embedding_size not in (None, self.hidden_size) and self.model_type not in ("albert", "electra"):
-            raise ValueError(f"embedding_size differs from hidden_size only in ALBERT and ELECTRA, "
-                             f"not in {self.model_type}")
+        own = family.MEMBERS[self.model_type]
+        if self.embedding_size not in (None, self.hidden_size) and "embedding_size" not in own.only:
+            raise ValueError(f"embedding_size differs from hidden_size only in "
+                             f"{family.say(family.owners('embedding_size'))}, not in {self.model_type}")
         for name in ("num_hidden_groups", "inner_group_num"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
-            if v != 1 and self.model_type != "albert":
-                raise ValueError(f"{name} is an ALBERT option; {self.model_type} has one weight set per layer")
+            if v != 1 and name not in own.only:
+                raise ValueError(f"{name} is an {family.say(family.owners(name))} option; {self.model_type} has "
+                                 f"one weight set per layer")
         if self.num_hidden_layers % self.num_hidden_groups:
             raise ValueError(f"num_hidden_layers ({self.num_hidden_layers}) must be a multiple of "
                              f"num_hidden_groups ({self.num_hidden_groups})")
-        if self.model_type == "roberta" and self.max_position_embeddings <= self.position_offset:
+        if own.pad_offset and self.max_position_embeddings <= self.position_offset:
             raise ValueError(f"max_position_embeddings must exceed pad_token_id + 1 ({self.position_offset}): "
-                             f"RoBERTa's positions start there")
-        if self.model_type == "distilbert" and self.type_vocab_size != 2:
-            raise ValueError("DistilBERT has no token-type embeddings: leave type_vocab_size alone")
+                             f"{own.label}'s positions start there")
+        if not own.token_types and self.type_vocab_size != 2:
+            raise ValueError(f"{own.label} has no token-type embeddings: leave type_vocab_size alone")
 
     # ---- Hugging Face config.json -------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -145,14 +145,15 @@ class BertConfig:
         names. A pre-LN BERT is written as MegatronBert (same keys, LayerNorms moved), so transformers
         computes it correctly instead of loading it into a post-LN BERT."""
         d = {k: v for k, v in self.to_dict().items() if k not in SPECIFIC}
-        kind = self.model_type
-        d |= {k: getattr(self, k) for k in ONLY.get(kind, ())}
-        if kind == "albert" or kind == "electra":
+        kind, own = self.model_type, family.MEMBERS[self.model_type]
+        d |= {k: getattr(self, k) for k in own.only}
+        if "embedding_size" in own.only:
             d["embedding_size"] = self.embedding_dim
         d |= {k: v for k in ("bos_token_id", "eos_token_id") if (v := getattr(self, k)) is not None}
-        if kind == "distilbert":
-            d = {DISTILBERT_NAMES.get(k, k): v for k, v in d.items() if k != "type_vocab_size"}
-            d |= {"sinusoidal_pos_embds": False, "tie_weights_": True}
+        if not own.token_types:
+            d.pop("type_vocab_size")
+        if own.config_json:  # its own key names (DistilBERT's)
+            d = importlib.import_module(own.config_json).to_config_json(d)
         if self.pre_ln:
             return {"architectures": ["Megatron" + architecture], "model_type": "megatron-bert", **d}
         return {"architectures": [architecture], "model_type": kind, **d}
@@ -164,22 +165,20 @@ class BertConfig:
         if kind not in MODEL_TYPES + ("megatron-bert",):
             raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)} (or 'megatron-bert', "
                              f"a pre-LN BERT), got {kind!r}")
-        own = family.config_class(kind) if kind in MODEL_TYPES else BertConfig
-        if own is not cls and issubclass(own, cls):  # a member with its own config class reads its own fields
-            return own.from_dict(d)
-        if kind == "distilbert":
-            if d.get("sinusoidal_pos_embds"):
-                raise ValueError("DistilBERT with sinusoidal position embeddings is not supported")
-            d = {**d, **{ours: d[theirs] for ours, theirs in DISTILBERT_NAMES.items() if theirs in d}}
-            d.pop("type_vocab_size", None)
+        klass = family.config_class(kind) if kind in MODEL_TYPES else BertConfig
+        if klass is not cls and issubclass(klass, cls):  # a member with its own config class reads its own fields
+            return klass.from_dict(d)
+        own = family.MEMBERS["bert" if kind == "megatron-bert" else kind]
+        if own.config_json:  # its own key names (DistilBERT's)
+            d = importlib.import_module(own.config_json).from_config_json(d)
+        if not own.token_types:
+            d = {k: v for k, v in d.items() if k != "type_vocab_size"}
         known = {f.name for f in fields(cls)} - {"pre_ln", "model_type"}  # both said by model_type
         pre_ln = kind == "megatron-bert" or d.get("pre_ln") is True  # ... and our own to_dict() by the field
         kind = "bert" if kind == "megatron-bert" else kind
         kw = {k: v for k, v in d.items() if k in known and v is not None}
-        if kind not in ("albert", "electra"):
-            kw.pop("embedding_size", None)
-        if kind != "albert":
-            kw.pop("num_hidden_groups", None), kw.pop("inner_group_num", None)
+        for k in OWNED - set(own.only):
+            kw.pop(k, None)
         return cls(**kw, pre_ln=pre_ln, model_type=kind)
 
     @classmethod

@@ -69,8 +69,27 @@ class Member:
     seq_head: str = "classifier.dense"
     head_act: str = "tanh"  # that head's activation: gelu, tanh, relu (heads_family.HEAD_ACTS)
     colour: str = "#7f7f7f"  # its colour in the family charts
-    recipe: str = ""  # its race recipe's label (named by its short name), where the specs' own table has none
     sizing: str = ""  # "module:function" (config, tokens) -> (parameters, FLOPs) by part that BERT's formulas miss
+    always_projects: bool = False  # maps its E-wide token vectors to H even when E = H (ALBERT)
+    hidden_dropouts: int = 2  # dropouts on a layer's hidden path (after attention output, after FFN); 1: one of them
+    token_types: bool = True  # False: no token-type table, and its forward takes no token_type_ids (DistilBERT)
+    pad_offset: bool = False  # numbers positions from pad_token_id + 1; the rows below are never used (RoBERTa)
+    config_json: str = ""  # a module whose to_config_json / from_config_json rename its config.json's keys
+    head_dropout: float | None = None  # its heads' dropout by default (transformers'), written; None: the hidden one
+    qa_dropout_key: str = ""  # config.json key of its QA head's dropout (0.1); its token head then uses the hidden one
+    published: dict = field(default_factory=dict)  # published sizes: name -> (preset, encoder parameters, source)
+    first_preset: str = "base"  # the preset the Architecture tab opens it on
+    # pre-training here: the vocabulary it trains ("byte-level-bpe": no [UNK], case kept); whether a run may
+    # continue one of its saved models; the class pre-training builds around its config (ELECTRA's pair of
+    # generator and discriminator) and that pair's generator class, "module:Class"
+    tokenizer: str = "wordpiece"
+    pretrain_e: int | None = None  # the E a new model gets (at most hidden) where not its preset's (ALBERT's 128)
+    continues: bool = False
+    trainer: str = ""
+    generator: str = ""
+    # its race recipes: name -> (label, PretrainSpec fields beyond arch, (colour, marker) in the race's charts or None)
+    recipes: dict = field(default_factory=dict)
+    mask_rule: tuple | None = None  # --mask-rule NAME: its code's shares of picked tokens made [MASK], random words
 
     @property
     def encoder_class(self) -> str:
@@ -88,7 +107,9 @@ RECORDS = (
            {name: shape(L, H, A) for name, (L, H, A) in {
                "tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
                "base": (12, 768, 12), "large": (24, 1024, 16)}.items()},  # Turc et al. 2019's small BERTs
-           pooled=True, objective="nsp", colour="#1f77b4"),
+           pooled=True, objective="nsp", colour="#1f77b4", continues=True, mask_rule=(0.8, 0.1),
+           published={"BERT-base": ("base", 110_000_000, "Devlin et al. 2019"),
+                      "BERT-large": ("large", 340_000_000, "Devlin et al. 2019")}),
     Member("albert", "ALBERT", "Albert", "bertlab.variants.albert:AlbertForPreTraining",
            {"AlbertModel": {"pooler"}, "AlbertForPreTraining": {"pooler", "mlm", "nsp"}, "AlbertForMaskedLM": {"mlm"}},
            # one layer's weights shared across all layers (num_hidden_groups = 1)
@@ -101,7 +122,14 @@ RECORDS = (
                  "attention_output": ("attention.dense",), "ffn": ("ffn", "ffn_output"), "embeddings": _WORDS,
                  "dense": ("attention.dense", "ffn", "ffn_output")},
            ia3={"attention.key": False, "attention.value": False, "attention.dense": True, "ffn_output": True},
-           adapters=("attention.dense", "ffn_output"),
+           adapters=("attention.dense", "ffn_output"), always_projects=True, hidden_dropouts=1, head_dropout=0.1,
+           continues=True, pretrain_e=128,
+           published={f"ALBERT-{p}": (p, n, "Lan et al. 2020") for p, n in (
+               ("base", 12_000_000), ("large", 18_000_000), ("xlarge", 60_000_000), ("xxlarge", 235_000_000))},
+           recipes={"albert": ("ALBERT: one shared layer, sentence order", {}, ("#8c564b", "star")),
+                    # layer_groups 0: a weight set per layer, as many as the race's shape has
+                    "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(layer_groups=0),
+                                        ("#e377c2", "pentagon"))},
            colour="#2ca02c", objective="sop", pretrain_note="factorised embeddings, shared layers; WordPiece, not SentencePiece"),
     Member("electra", "ELECTRA", "Electra", "bertlab.variants.electra:ElectraForPreTraining",  # the discriminator
            {"ElectraModel": set(), "ElectraForPreTraining": {"rtd"}, "ElectraForMaskedLM": {"mlm"}},  # + generator
@@ -113,7 +141,12 @@ RECORDS = (
             "base-generator": shape(12, 256, 4, embedding_size=768),
             "large-generator": shape(24, 256, 4, embedding_size=1024)},
            only=("embedding_size",), objective="mlm", head_act="gelu",
-           colour="#d62728",
+           colour="#d62728", first_preset="small", mask_rule=(0.85, 0.0), trainer="bertlab.train.electra:ElectraPair",
+           generator="bertlab.variants.electra:ElectraForMaskedLM",
+           published={f"ELECTRA-{p}": (p, n, "Clark et al. 2020") for p, n in (
+               ("small", 14_000_000), ("base", 110_000_000), ("large", 335_000_000))},
+           recipes={"electra": ("ELECTRA: discriminator of the same shape, 1/4-width generator", {},
+                                ("#d62728", "square"))},
            pretrain_note="a 1/4-width generator fills the masks, the discriminator spots its replacements"),
     Member("distilbert", "DistilBERT", "DistilBert", "bertlab.variants.distilbert:DistilBertForMaskedLM",
            {"DistilBertModel": set(), "DistilBertForMaskedLM": {"mlm"}},
@@ -123,13 +156,18 @@ RECORDS = (
                  "attention_output": ("attention.out_lin",), "ffn": ("ffn.lin1", "ffn.lin2"), "embeddings": _WORDS,
                  "dense": ("attention.out_lin", "ffn.lin1", "ffn.lin2")},
            ia3={"attention.k_lin": False, "attention.v_lin": False, "attention.out_lin": True, "ffn.lin2": True},
-           adapters=("attention.out_lin", "ffn.lin2"), colour="#9467bd"),
+           adapters=("attention.out_lin", "ffn.lin2"), colour="#9467bd", hidden_dropouts=1, token_types=False,
+           config_json="bertlab.variants.distilbert", qa_dropout_key="qa_dropout", head_dropout=0.2,
+           published={"DistilBERT": ("base", 66_000_000, "Sanh et al. 2019")}),
     Member("roberta", "RoBERTa", "Roberta", "bertlab.variants.roberta:RobertaForMaskedLM",
            {"RobertaModel": {"pooler"}, "RobertaForMaskedLM": {"mlm"}},
            {"tiny": shape(2, 128, 2, **_ROBERTA), "mini": shape(4, 256, 4, **_ROBERTA),
             "base": shape(12, 768, 12, **_ROBERTA), "large": shape(24, 1024, 16, **_ROBERTA)},
            specials=("<pad>", "<unk>", "<s>", "</s>", "<mask>"), layout="roberta", objective="mlm",
-           pretrain_note="byte-level BPE, MLM only", colour="#ff7f0e"),
+           pretrain_note="byte-level BPE, MLM only", colour="#ff7f0e", pad_offset=True, tokenizer="byte-level-bpe",
+           continues=True, recipes={"roberta": ("RoBERTa: byte-level BPE, MLM only", {}, ("#9467bd", "triangle-up"))},
+           published={f"RoBERTa-{p}": (p, n, "Liu et al. 2019") for p, n in (
+               ("base", 125_000_000), ("large", 355_000_000))}),
     Member("deberta-v2", "DeBERTa-v3", "DebertaV2", "bertlab.variants.deberta:DebertaV2ForMaskedLM",
            {"DebertaV2Model": set(), "DebertaV2ForMaskedLM": {"mlm"}},
            # the released v3 sizes (microsoft/deberta-v3-*); tiny and mini train on a CPU
@@ -146,20 +184,22 @@ RECORDS = (
            no_virtual="its relative positions have no place for virtual tokens (not implemented)",
            objective="mlm", arch="deberta", config_class="bertlab.variants.deberta:DebertaV2Config",
            sizing="bertlab.variants.deberta:sizing",
-           recipe="DeBERTa: disentangled attention over relative positions, MLM only", colour="#8c564b",
+           recipes={"deberta": ("DeBERTa: disentangled attention over relative positions, MLM only", {}, None)},
+           colour="#8c564b",
            pretrain_note="disentangled attention, relative positions; MLM, WordPiece (v3: RTD, SentencePiece)"),
 )
 MEMBERS: dict[str, Member] = {m.name: m for m in RECORDS}
 MODEL_TYPES = tuple(MEMBERS)
 PRETRAINED_HERE = tuple(n for n, m in MEMBERS.items() if m.objective)  # the Pre-train tab's; DistilBERT distils
 ARCHS = {m.arch: n for n, m in MEMBERS.items() if m.arch}  # short names -> model_type
-ELECTRA_GENERATOR = "bertlab.variants.electra:ElectraForMaskedLM"
+MASK_RULES = {n: m.mask_rule for n, m in MEMBERS.items() if m.mask_rule}  # pre-training's --mask-rule choices
 # the tables other modules read, each from the records
 CLASSES = {n: m.model_class for n, m in MEMBERS.items()}
 NAMES = {n: m.label for n, m in MEMBERS.items()}
 
 
-def _load(where: str) -> type:
+def load(where: str) -> type:
+    """What a "module:name" string names: the records name classes and hooks so, imported when first used."""
     module, name = where.split(":")
     return getattr(importlib.import_module(module), name)
 
@@ -167,31 +207,33 @@ def _load(where: str) -> type:
 def own_sizing(config, tokens: int = 128) -> tuple[dict, dict]:
     """A member's (parameters, FLOPs) by part beyond BERT's formulas (its record's `sizing`); none for most."""
     where = MEMBERS[config.model_type].sizing
-    return _load(where)(config, tokens) if where else ({}, {})
+    return load(where)(config, tokens) if where else ({}, {})
 
 
 def config_class(model_type: str) -> type:
     """The config dataclass of a member: BertConfig, or the subclass its record names."""
-    return _load(MEMBERS[model_type].config_class)
+    return load(MEMBERS[model_type].config_class)
 
 
 def bare_class(model_type: str) -> type:
     """Our bare encoder of a member (BertModel, DebertaV2Model, ...), beside its fullest class."""
     m = MEMBERS[model_type]
-    return _load(m.model_class.split(":")[0] + ":" + m.encoder_class)
+    return load(m.model_class.split(":")[0] + ":" + m.encoder_class)
 
 
 def model_class_named(model_type: str) -> type:
     """Our fullest class of a member (its record's model_class)."""
-    return _load(CLASSES[model_type])
+    return load(CLASSES[model_type])
 
 
 def model_class(config, architectures=()) -> type:
-    """Our class for a config.json: by model_type, and for ELECTRA by its architecture (a *ForMaskedLM
-    folder is a generator; anything else, the bare ElectraModel included, a discriminator)."""
-    if config.model_type == "electra" and any(str(a).endswith("ForMaskedLM") for a in architectures or ()):
-        return _load(ELECTRA_GENERATOR)
-    return _load(CLASSES[config.model_type])
+    """Our class for a config.json: by model_type, and for a member that pre-trains with a generator (ELECTRA)
+    by its architecture (a *ForMaskedLM folder is a generator; anything else, the bare encoder included, a
+    discriminator)."""
+    gen = MEMBERS[config.model_type].generator
+    if gen and any(str(a).endswith("ForMaskedLM") for a in architectures or ()):
+        return load(gen)
+    return load(CLASSES[config.model_type])
 
 
 def build(config, architectures=()):
@@ -210,6 +252,27 @@ def attention_projections(model, layer: int):
 
 def has_mlm_head(model) -> bool:
     return callable(getattr(model, "token_logits", None))
+
+
+def trains_generator(arch: str) -> bool:
+    """Pre-training `arch` (a model_type or its short name) trains a generator beside it (ELECTRA)."""
+    return bool(getattr(MEMBERS.get(ARCHS.get(arch, arch)), "generator", ""))
+
+
+def is_discriminator(model) -> bool:
+    """A member's replaced-token discriminator (ELECTRA's): its family trains a generator, and it has no MLM head."""
+    return bool(MEMBERS[model.config.model_type].generator) and getattr(model, "token_logits", 0) is None
+
+
+def owners(key: str) -> list[Member]:
+    """The members whose config.json carries `key` of their own (embedding_size: ALBERT, ELECTRA)."""
+    return [m for m in RECORDS if key in m.only]
+
+
+def say(members) -> str:
+    """Names in words: "ALBERT", "ALBERT and ELECTRA", "BERT, RoBERTa and ALBERT"."""
+    labels = [m.label for m in members]
+    return " and ".join(labels) if len(labels) < 3 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
 def family_name(config) -> str:

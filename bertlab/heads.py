@@ -288,8 +288,8 @@ def load_classifier(path_or_hub_id: str | os.PathLike):
     n = len(labels) if labels else int(raw.get("num_labels", 2))
     problem = {v: k for k, v in PROBLEM_TYPES.items()}.get(raw.get("problem_type"))
     if cls.kind == "qa":
-        model = cls(config, 2, labels, classifier_dropout=raw.get("qa_dropout") if config.model_type == "distilbert"
-                    else None)
+        key = family.MEMBERS[config.model_type].qa_dropout_key  # DistilBERT's qa_dropout
+        model = cls(config, 2, labels, classifier_dropout=raw.get(key) if key else None)
     else:
         pooling = raw.get("bertlab_pooling") if cls.kind == "sequence" else None
         model = cls(config, n, labels, classifier_dropout=fam.dropout_from_config(raw, config.model_type, cls.per_token),

@@ -38,9 +38,7 @@ import torch.nn.functional as F
 
 from . import family
 from .config import BertConfig
-from .model import BertModel, init_weights
-from .variants.albert import AlbertModel
-from .variants.roberta import RobertaModel
+from .model import init_weights
 
 MEMBERS = family.MEMBERS  # each member's stem, pooler, classifier-dropout key: its record in family.py
 POOLINGS = ("auto", "pooler", "cls", "mean", "max", "last4")
@@ -52,17 +50,10 @@ ALBERT_LAYERWISE = ("ALBERT shares its layer weights across depths (every layer 
 
 def encoder(config: BertConfig, pooler: bool) -> nn.Module:
     """The bare encoder a classifier sits on: with a pooler only where the HF class has one."""
-    kind = config.model_type
-    if kind == "bert":
-        return BertModel(config, add_pooling_layer=pooler)
-    if kind == "albert":
-        model = AlbertModel(config)
-        if not pooler:  # HF's AlbertForTokenClassification has none; ours then computes tanh([CLS]), unused
-            model.pooler = nn.Identity()
-        return model
-    if kind == "roberta":
-        return RobertaModel(config, add_pooling_layer=False)
-    return family.bare_class(kind)(config)  # ELECTRA, DistilBERT, DeBERTa: no pooler at all
+    m = MEMBERS[config.model_type]
+    if "pooler" in m.architectures[m.encoder_class]:  # BERT, ALBERT, RoBERTa (whose heads never read it)
+        return family.bare_class(m.name)(config, add_pooling_layer=pooler)
+    return family.bare_class(m.name)(config)  # ELECTRA, DistilBERT, DeBERTa: no pooler at all
 
 
 HEAD_ACTS = {"gelu": nn.GELU, "tanh": nn.Tanh, "relu": nn.ReLU}  # a record's head_act (gelu: exact, as HF)
@@ -101,10 +92,9 @@ def head_dropout(config: BertConfig, per_token: bool, given: float | None) -> fl
     """The dropout before the head: `given`, else what transformers uses by default."""
     if given is not None:
         return given
-    if config.model_type == "albert":
-        return 0.1
-    if config.model_type == "distilbert" and not per_token:
-        return 0.2
+    m = MEMBERS[config.model_type]
+    if m.head_dropout is not None and not (per_token and m.qa_dropout_key):  # ALBERT's; DistilBERT's sequence head
+        return m.head_dropout
     return config.hidden_dropout_prob
 
 
@@ -182,7 +172,7 @@ def head_logits(model: nn.Module, out, per_token: bool, attention_mask=None) -> 
 def add_qa_head(model: nn.Module, config: BertConfig, dropout: float | None) -> None:
     """qa_outputs: Linear(H, 2) on every token, as every member's <Member>ForQuestionAnswering;
     DistilBERT's qa_dropout before it."""
-    if config.model_type == "distilbert":
+    if MEMBERS[config.model_type].qa_dropout_key:
         model.dropout = nn.Dropout(0.1 if dropout is None else dropout)
     model.qa_outputs = nn.Linear(config.hidden_size, 2)
     model.qa_outputs.apply(lambda m: init_weights(m, config))
@@ -199,22 +189,23 @@ def qa_logits(model: nn.Module, out) -> tuple[torch.Tensor, torch.Tensor]:
 
 def qa_dropout_config(config: BertConfig, given: float | None) -> dict:
     """DistilBERT saves its qa_dropout (default 0.1); the others have none."""
-    return {"qa_dropout": 0.1 if given is None else given} if config.model_type == "distilbert" else {}
+    key = MEMBERS[config.model_type].qa_dropout_key
+    return {key: 0.1 if given is None else given} if key else {}
 
 
 def dropout_config(config: BertConfig, per_token: bool, given: float | None) -> dict:
     """The head's dropout as the member's config.json says it (ALBERT and DistilBERT write the value
     they use, since transformers' defaults differ; DistilBERT's token head always uses `dropout`)."""
-    kind = config.model_type
-    if kind == "distilbert":
-        return {} if per_token else {"seq_classif_dropout": head_dropout(config, False, given)}
-    if kind == "albert":
-        return {"classifier_dropout_prob": head_dropout(config, per_token, given)}
-    return {MEMBERS[kind].dropout_key: given}  # classifier_dropout, DeBERTa's cls_dropout
+    m = MEMBERS[config.model_type]
+    if m.qa_dropout_key and per_token:  # DistilBERT's token head
+        return {}
+    if m.head_dropout is not None:  # ALBERT's classifier_dropout_prob, DistilBERT's seq_classif_dropout
+        return {m.dropout_key: head_dropout(config, per_token, given)}
+    return {m.dropout_key: given}  # classifier_dropout, DeBERTa's cls_dropout
 
 
 def dropout_from_config(raw: dict, model_type: str, per_token: bool) -> float | None:
     """The `classifier_dropout` a saved config.json implies (None: the member's default)."""
-    if model_type == "distilbert" and per_token:
+    if MEMBERS[model_type].qa_dropout_key and per_token:  # DistilBERT's per-token heads have their own
         return None
     return raw.get(MEMBERS[model_type].dropout_key)

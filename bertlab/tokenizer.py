@@ -319,6 +319,11 @@ class SubwordTokenizer:
         self.lowercase, self._strip_accents = norm("A") == "a", norm("\u00e9") == "e"
         self.model_max_length = model_max_length
 
+    @property
+    def pair_seps(self) -> int:
+        """Separators between a pair's two texts: one ([SEP]), or the doubled </s> </s> of RoBERTa's layout."""
+        return 1 if self.layout == "bert" else 2
+
     def _template(self, tokenizer: Tokenizer) -> processors.PostProcessor:
         c, s = self.cls_token, self.sep_token
         ids = [(c, self.cls_token_id), (s, self.sep_token_id)]
@@ -495,7 +500,7 @@ class SubwordTokenizer:
         # offsets that encode() already trimmed once more: the layout gives both.
         seq, offsets = [None, *[0] * k1, None], [(0, 0), *a.offsets, (0, 0)]
         if b is not None:
-            extra = self.layout == "roberta"  # </s> </s>
+            extra = self.pair_seps - 1  # </s> </s>
             seq += [*[None] * extra, *[1] * k2, None]
             offsets += [*[(0, 0)] * extra, *b.offsets, (0, 0)]
         tokens = [self._tok.id_to_token(i) for i in e.ids]  # e.tokens shows " <mask>" where <mask> took a space

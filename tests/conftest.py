@@ -32,7 +32,7 @@ def pytest_runtest_logreport(report):
     """BERTLAB_TIMELINE=FILE: one line per test phase (worker, end time, seconds, phase, test), to see how
     the two workers' loads balance (sort by worker and time)."""
     path = os.environ.get("BERTLAB_TIMELINE")
-    if path:
+    if path and not hasattr(report, "node"):  # xdist's controller hears each worker's report again
         import time
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{time.time():.1f}\t{report.duration:.1f}\t"

@@ -146,3 +146,16 @@ def test_a_handler_taking_its_form_by_name_refuses_an_unknown_name():
         architecture_tab.compute(layer=2)
     with pytest.raises(ValueError, match="unknown field 'alpha'"):
         distill_tab.form_spec(alpha=1.0)
+
+
+def test_the_options_box_shows_each_method_what_it_reads():
+    """The Fine-tune tab's options box follows the records (methods/registry.py): a box shows exactly when
+    the picked method reads one of its fields, and every option a method reads has a box (train_pooler,
+    read by most, sits under More options for all)."""
+    from bertlab.methods.registry import RECORDS
+    boxes = finetune_form.OPTION_BOXES
+    laid_out = {f for box in boxes for f in box}
+    for m in RECORDS:
+        assert set(m.options) - laid_out <= {"train_pooler"}, m.name
+        shown = [u["visible"] for u in finetune_form.method_fields(m.label)[1:]]
+        assert shown == [any(f in m.options for f in box) for box in boxes], m.name

@@ -1,11 +1,15 @@
 """The fine-tuning methods on their own (tests/test_methods_peft.py holds peft's side): what each
 trains on every family member, the identity at init of LoRA, IA3, BitFit and Houlsby adapters,
 the refusals, the adapters' own folder, and a few steps of each method through finetune()."""
+import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
+import bertlab
 from bertlab.config import BertConfig
 from bertlab.heads import classifier_class
 from bertlab.methods import (
@@ -20,6 +24,7 @@ from bertlab.methods import (
     merged_copy,
     save_finetuned,
 )
+from bertlab.methods.registry import DEFAULT, NAMES, RECORDS, SAVES, Method
 from bertlab.train.runs import read_metrics
 from bertlab.train.specs import FinetuneSpec
 
@@ -239,3 +244,34 @@ def test_a_few_steps_of_each_method_lower_the_loss(method, tuned_base, tmp_path)
         assert res["adapter_dir"] == str(tmp_path / "run" / "adapter")
         assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()
         assert load_finetuned(tmp_path / "run" / "adapter")[0].id2label == ["no", "yes"]
+
+
+def test_a_method_is_its_record():
+    """What bertlab says about a method is read from its record: how it saves, the spec fields it reads
+    (real FinetuneSpec fields), and the --method help, which names every method."""
+    fields = {f.name: f for f in dataclasses.fields(FinetuneSpec)}
+    for m in RECORDS:
+        assert m.saves in SAVES and set(m.options) <= set(fields), m.name
+        assert not m.mergeable or m.saves == "peft", m.name
+    assert all(n in fields["method"].metadata["help"] for n in NAMES)
+    with pytest.raises(ValueError, match="saves"):
+        Method("x", "X", "x", "x", 1e-3, ("#000000", "circle"), lambda model, spec: [], saves="zip")
+
+
+# the files that may name a method in a string: its records, peft's type names, the virtual tokens'
+# attributes, the saving module's run folder "adapter", and the lessons' prepared runs
+NAMING = ("methods/registry.py", "methods/peft_format.py", "methods/virtual.py", "methods/saving.py", "app/lessons/")
+
+
+def test_no_other_file_tests_a_methods_name():
+    """A new method is its module and its record: no other code branches on a method's name. (The
+    default, "full", is skipped: it is also a word of attention patterns and probes.)"""
+    root = Path(bertlab.__file__).parent
+    files = {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*.py")}
+    files["../app.py"] = (root.parent / "app.py").read_text()
+    for name in NAMES:
+        if name == DEFAULT:
+            continue
+        said = re.compile(rf"[\"']{name}[\"']")
+        stray = [f for f, text in files.items() if said.search(text) and not f.startswith(NAMING)]
+        assert not stray, (name, stray)

@@ -324,7 +324,7 @@ def test_a_peft_adapter_from_the_hub_loads(bases, tmp_path, monkeypatch):
     import huggingface_hub
     import peft
 
-    import bertlab.methods as methods
+    import bertlab.methods.saving as methods
     base, c = bases["bert"]
     torch.manual_seed(0)
     theirs = peft.get_peft_model(hf_base(base), peft_config("lora", "bert", c))

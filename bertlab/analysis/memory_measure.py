@@ -45,7 +45,7 @@ def _batch(c: BertConfig, parts: frozenset, B: int, T: int, g: torch.Generator) 
     where the model has a pair head, ELECTRA's replaced/original labels."""
     ids = torch.randint(5, c.vocab_size, (B, T), generator=g)
     kw = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if c.model_type != "distilbert":
+    if family.MEMBERS[c.model_type].token_types:
         kw["token_type_ids"] = torch.zeros_like(ids)
     if "mlm" in parts:
         labels = torch.full((B * T,), -100)

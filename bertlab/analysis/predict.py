@@ -23,7 +23,7 @@ def with_masks(tok, text: str) -> tuple[str, str]:
 def need_mlm_head(model, what: str = "guess masked words") -> None:
     if not family.has_mlm_head(model):
         extra = (" It is an ELECTRA discriminator: it tells which tokens were replaced instead"
-                 if model.config.model_type == "electra" else "")
+                 if family.MEMBERS[model.config.model_type].generator else "")
         raise ValueError(f"this {family.family_name(model.config)} model has no masked-LM head, so it "
                          f"cannot {what}.{extra}")
 
@@ -149,7 +149,7 @@ def _decode_keep_masks(tok, ids: list[int]) -> str:
 def replaced_tokens(model, tok, text: str) -> list[dict]:
     """ELECTRA's discriminator on a text: for each token, the probability that it was replaced (it
     was trained on sentences in which a small generator swapped some tokens for plausible others)."""
-    if getattr(model, "token_logits", 0) is not None or model.config.model_type != "electra":
+    if not family.is_discriminator(model):
         raise ValueError("only an ELECTRA discriminator tells replaced tokens apart; this model guesses "
                          "masked words instead")
     enc = tok.encode(check_text(text))

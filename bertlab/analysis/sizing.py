@@ -61,17 +61,27 @@ def _parts(c: BertConfig, heads: bool, architecture: str | None) -> frozenset:
 
 def has_projection(c: BertConfig) -> bool:
     """ALBERT always maps E -> H (even when E = H); ELECTRA only when E differs from H."""
-    return c.model_type == "albert" or (c.model_type == "electra" and c.embedding_dim != c.hidden_size)
+    own = family.MEMBERS[c.model_type]  # a member's own E (its `only`) is what BERT's formulas count
+    return own.always_projects or ("embedding_size" in own.only and c.embedding_dim != c.hidden_size)
+
+
+def _grouped(c: BertConfig) -> bool:
+    return "num_hidden_groups" in family.MEMBERS[c.model_type].only  # ALBERT's shared layer groups
 
 
 def layers_stored(c: BertConfig) -> int:
     """Distinct layer weight sets: ALBERT's groups × layers per group, else one per layer."""
-    return c.num_hidden_groups * c.inner_group_num if c.model_type == "albert" else c.num_hidden_layers
+    return c.num_hidden_groups * c.inner_group_num if _grouped(c) else c.num_hidden_layers
 
 
 def layers_run(c: BertConfig) -> int:
     """Layers computed per forward: each of ALBERT's L steps runs a whole group of inner_group_num."""
-    return c.num_hidden_layers * (c.inner_group_num if c.model_type == "albert" else 1)
+    return c.num_hidden_layers * _step(c)
+
+
+def _step(c: BertConfig) -> int:
+    """Layers one of the L steps runs (and recomputes under checkpointing): ALBERT's group, else one."""
+    return c.inner_group_num if _grouped(c) else 1
 
 
 def as_bert(c: BertConfig) -> BertConfig:
@@ -87,7 +97,7 @@ def embedding_params(c: BertConfig) -> dict[str, int]:
     """The embedding block's pieces, at the token-vector width (E for ALBERT/ELECTRA, else H)."""
     W = c.embedding_dim
     return {"word": c.vocab_size * W, "position": c.max_position_embeddings * W,
-            "token_type": 0 if c.model_type == "distilbert" else c.type_vocab_size * W,
+            "token_type": c.type_vocab_size * W if family.MEMBERS[c.model_type].token_types else 0,
             "LayerNorm": _layer_norm(W)}
 
 
@@ -165,13 +175,13 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
     e, BT, att = DTYPE_BYTES[dtype], batch_size * seq_len, batch_size * A * seq_len * seq_len
     p_att, p_hid = c.attention_probs_dropout_prob > 0, c.hidden_dropout_prob > 0
     n_act = 1 if c.hidden_act == "relu" else 2
-    n_drop = 1 if c.model_type in ("albert", "distilbert") else 2  # no dropout after FFN / attention output
+    n_drop = family.MEMBERS[c.model_type].hidden_dropouts  # ALBERT, DistilBERT: none after FFN / attention output
     maps = B * A * T * STATS_BYTES if fused_attention else (1 + p_att) * att * e + p_att * att * mask_bytes
     per_layer = ((8 * BT * H + n_act * BT * I) * e + maps + p_hid * n_drop * BT * H * mask_bytes
                  + 2 * 2 * BT * STATS_BYTES)
     # embeddings: LN input, dropout mask, LN stats, the int64 ids the lookups keep; the E -> H
     # projection keeps its E-wide input
-    ids = (BT + T) if c.model_type == "distilbert" else (2 * BT + T)
+    ids = (2 * BT + T) if family.MEMBERS[c.model_type].token_types else (BT + T)
     embeddings = (BT * W * e + p_hid * BT * W * mask_bytes + 2 * BT * STATS_BYTES + ids * 8
                   + (BT * W * e if has_projection(c) else 0))
     # the last hidden state, when a pooler or head reads it; the pooler's tanh output
@@ -186,7 +196,7 @@ def activation_bytes(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dty
         head += n_act * BT * H * e + 2 * BT * 4
     layers = layers_run(c) * per_layer
     if checkpointing:  # the inputs of L steps, and one step (inner_group_num layers) recomputed
-        step = c.inner_group_num if c.model_type == "albert" else 1
+        step = _step(c)
         layers = c.num_hidden_layers * BT * H * e + step * per_layer
     return {"embeddings": embeddings, "per_layer": per_layer, "layers": layers, "heads": head,
             "total": embeddings + layers + head}
@@ -218,7 +228,7 @@ def training_phases(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtyp
     # the head's and (a tied decoder) the word table's gradients come first; then a layer's at a time
     g_head = 4 * (sum(counts[k] for k in ("pooler", "mlm_head", "nsp_head", "rtd_head")) + (V * W if M else 0))
     g_layer, stored = 4 * layer_params(c)["total"], layers_stored(c)
-    step = c.inner_group_num if c.model_type == "albert" else 1  # layers run (and recomputed) per step
+    step = _step(c)  # layers run (and recomputed) per step
     L = c.num_hidden_layers
     recomputed = step * acts["per_layer"] if checkpointing else 0  # not yet: backward has not reached a layer
     phases = {"head": {**base, "gradients": held, "activations": acts["total"] - recomputed, "logits": M * V * (4 + 4),
@@ -383,15 +393,16 @@ def electra_generator(c: BertConfig, fraction: float | None = None) -> BertConfi
     times it (the paper: 1/4 for small and large, 1/3 for base). Without: the released generator
     when `c` has a published discriminator's shape, else 1/4. It reads c's embeddings (shared), so
     it embeds at c's width E and has its own E -> H projection."""
-    if c.model_type != "electra":
-        raise ValueError(f"only ELECTRA trains a generator, not {c.model_type}")
+    if not family.MEMBERS[c.model_type].generator:
+        raise ValueError(f"only {family.say(m for m in family.RECORDS if m.generator)} trains a generator, "
+                         f"not {c.model_type}")
     shape = (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size, c.embedding_dim)
     if fraction is None:
         for disc, gen in GENERATORS.items():
-            p = preset(disc, model_type="electra")
+            p = preset(disc, model_type=c.model_type)
             if shape == (p.num_hidden_layers, p.hidden_size, p.num_attention_heads, p.intermediate_size,
                          p.embedding_dim):
-                g = FAMILY_PRESETS["electra"][gen]
+                g = FAMILY_PRESETS[c.model_type][gen]
                 return c.replace(**{k: g[k] for k in ("hidden_size", "num_attention_heads", "intermediate_size")},
                                  embedding_size=c.embedding_dim)
         fraction = 0.25
@@ -435,21 +446,8 @@ def humanize(n: float, unit: str = "") -> str:
 
 # ---- well-known models --------------------------------------------------------------------------
 # Encoder sizes as published (no pre-training heads), each computed from its preset in bertlab.config.
-KNOWN_MODELS: dict[str, dict] = {name: {"family": kind, "preset": size, "published": pub, "source": src}
-                                 for name, kind, size, pub, src in [
-    ("BERT-base", "bert", "base", 110_000_000, "Devlin et al. 2019"),
-    ("BERT-large", "bert", "large", 340_000_000, "Devlin et al. 2019"),
-    ("ALBERT-base", "albert", "base", 12_000_000, "Lan et al. 2020"),
-    ("ALBERT-large", "albert", "large", 18_000_000, "Lan et al. 2020"),
-    ("ALBERT-xlarge", "albert", "xlarge", 60_000_000, "Lan et al. 2020"),
-    ("ALBERT-xxlarge", "albert", "xxlarge", 235_000_000, "Lan et al. 2020"),
-    ("ELECTRA-small", "electra", "small", 14_000_000, "Clark et al. 2020"),
-    ("ELECTRA-base", "electra", "base", 110_000_000, "Clark et al. 2020"),
-    ("ELECTRA-large", "electra", "large", 335_000_000, "Clark et al. 2020"),
-    ("DistilBERT", "distilbert", "base", 66_000_000, "Sanh et al. 2019"),
-    ("RoBERTa-base", "roberta", "base", 125_000_000, "Liu et al. 2019"),
-    ("RoBERTa-large", "roberta", "large", 355_000_000, "Liu et al. 2019"),
-]}
+KNOWN_MODELS: dict[str, dict] = {name: {"family": m.name, "preset": size, "published": pub, "source": src}
+                                 for m in family.RECORDS for name, (size, pub, src) in m.published.items()}
 
 
 # Published sizes more than 5 % from their released config's count, and what is known of why.

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .. import fast
+from .. import family, fast
 from ..analysis import sizing
 from ..analysis.predict import fill_in_turn, fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
@@ -162,7 +162,7 @@ def cmd_pretrain(a) -> int:
           f"in {time.time() - t:.0f} s (run time {status.get('elapsed', 0):.0f} s)")
     if evals:
         e = evals[-1]
-        gen = "generator's " if spec.arch == "electra" else ""
+        gen = "generator's " if family.trains_generator(spec.arch) else ""
         line = f"held-out: {gen}MLM loss {e['mlm_loss']:.3f}, masked-token accuracy {e['mlm_acc']:.1%}"
         line += f" (unigram guess {e['unigram_acc']:.1%})"
         if "nsp_acc" in e:

@@ -130,7 +130,7 @@ def read_squad(path: str | Path) -> tuple[list[QAItem], list[str]]:
 def pair_ids(tokenizer, a: list[int], b: list[int]) -> tuple[list[int], list[int], int]:
     """(ids, token types, where b starts) for pieces a and b in the tokenizer's pair layout."""
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    head = [cls, *a, sep] + ([sep] if tokenizer.layout == "roberta" else [])
+    head = [cls, *a] + [sep] * tokenizer.pair_seps
     second = 1 if tokenizer.layout == "bert" else 0
     return head + b + [sep], [0] * len(head) + [second] * (len(b) + 1), len(head)
 
@@ -140,7 +140,7 @@ def encode_qa(tokenizer, items: list[QAItem], max_len: int, train: bool = True
     """Windows of every question: Examples whose label is (start token, end token), (0, 0) where the
     window misses the answer, and where each window's context lies. Also the count of answers whose
     characters became no token (e.g. only spaces), left out of training (`train`) but still scored."""
-    n_special = 4 if tokenizer.layout == "roberta" else 3
+    n_special = 2 + tokenizer.pair_seps  # [CLS], the separators, the last [SEP]
     qs = tokenizer.backend.encode_batch([it.question for it in items], add_special_tokens=False)
     cs = tokenizer.backend.encode_batch([it.context for it in items], add_special_tokens=False)
     examples, windows, lost = [], [], 0

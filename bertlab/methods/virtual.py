@@ -65,7 +65,8 @@ def attach(encoder: nn.Module, name: str, vectors: nn.Parameter) -> None:
 
 def attention_maps(config) -> int:
     """Attention computations per forward, each with its own prefix (ALBERT: steps × inner layers)."""
-    return config.num_hidden_layers * (config.inner_group_num if config.model_type == "albert" else 1)
+    shared = "inner_group_num" in MEMBERS[config.model_type].only  # a step runs a group of inner layers
+    return config.num_hidden_layers * (config.inner_group_num if shared else 1)
 
 
 def add_prompt(model: nn.Module, num_tokens: int = 20, per_token: bool = False) -> list[str]:

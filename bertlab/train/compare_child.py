@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..methods.saving import RUN_ADAPTER
 from . import runs
 from .finetune import finetune
 from .specs import FinetuneSpec
@@ -46,7 +47,7 @@ def saved_sizes(model_dir, adapter_dir=None) -> dict:
     if not model_dir:
         return {"saved_bytes": 0}
     d = Path(model_dir)
-    beside = next((a for a in (adapter_dir, d.parent / "adapter", d.with_name(d.name + "-adapter"))
+    beside = next((a for a in (adapter_dir, d.parent / RUN_ADAPTER, d.with_name(d.name + "-adapter"))
                    if a and (Path(a) / "adapter_config.json").is_file()), None)
     out = {"model_bytes": folder_bytes(d)}
     out["saved_bytes"] = folder_bytes(beside) if beside else out["model_bytes"]

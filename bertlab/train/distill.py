@@ -26,7 +26,7 @@ from ..checkpoint import load_pretrained, load_weights, save_pretrained, write_m
 from ..data.corpus import load_documents, make_pretraining_examples, split_heldout, tokenize_documents
 from ..data.masking import Batcher
 from ..model import BertForPreTraining, device_of
-from ..variants.distilbert import LN_EPS, DistilBertForMaskedLM
+from ..variants.distilbert import LN_EPS, MODEL_TYPE, DistilBertForMaskedLM
 from . import runs
 from .loop import Trainer
 from .specs import DistillSpec
@@ -68,7 +68,7 @@ def student_from_teacher(teacher: BertForPreTraining, layers: int) -> DistilBert
     check_teacher(teacher)
     c = teacher.config
     picks = teacher_layers(c.num_hidden_layers, layers)
-    student = DistilBertForMaskedLM(c.replace(model_type="distilbert", num_hidden_layers=layers, layer_norm_eps=LN_EPS))
+    student = DistilBertForMaskedLM(c.replace(model_type=MODEL_TYPE, num_hidden_layers=layers, layer_norm_eps=LN_EPS))
     t = teacher.state_dict()
     new = {"distilbert.embeddings.word_embeddings.weight": t["bert.embeddings.word_embeddings.weight"],
            "distilbert.embeddings.position_embeddings.weight": t["bert.embeddings.position_embeddings.weight"]

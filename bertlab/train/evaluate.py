@@ -9,6 +9,8 @@ import torch
 from .. import family
 from ..checkpoint import load_pretrained, resolve_folder
 from ..heads import load_classifier
+from ..methods.registry import DEFAULT as DEFAULT_METHOD
+from ..methods.registry import RECORDS as METHOD_RECORDS
 from ..data.corpus import (
     load_documents,
     make_pretraining_examples,
@@ -60,7 +62,7 @@ def held_out(model_or_run, model, tok, corpus: str = "imdb", max_docs: int | Non
 
 
 # ---- what fine-tuning forgot ---------------------------------------------------------------------------
-UNTOUCHED = ("adapter", "prefix", "prompt")  # methods that add modules and keep every pre-trained weight
+UNTOUCHED = tuple(m.name for m in METHOD_RECORDS if m.keeps_base)  # add modules, keep every pre-trained weight
 
 
 def starting_point(source: str = "default", batches: int = 8, batch_size: int = 32) -> tuple:
@@ -95,7 +97,7 @@ def mlm_left(run_dirs, batches: int = 8, batch_size: int = 32, start=starting_po
         if source not in starts:  # runs from one model share its masks
             starts[source] = start(source, batches, batch_size)
         pre, ev, before = starts[source]
-        method = spec.get("method", "full")
+        method = spec.get("method", DEFAULT_METHOD)
         after = before
         if method not in UNTOUCHED:
             ft, _ = load_classifier(folder)

@@ -1,4 +1,4 @@
-"""Fine-tuning: a pre-trained encoder + a task head, trained in full, head-only ("frozen") or with
+"""Fine-tuning: a pre-trained encoder + a task head, trained in full, head-only (frozen) or with
 LoRA, on the shared Trainer, so runs are folders that can be watched, stopped and resumed (runs.py).
 Any family member fine-tunes (BERT, ALBERT, ELECTRA's discriminator, RoBERTa, DistilBERT), into that
 member's own Hugging Face class (heads.py), for any problem: one label, several labels, a number, a
@@ -30,6 +30,8 @@ from ..heads import (
     trainable_parameters,
 )
 from ..methods import apply_method, save_finetuned
+from ..methods.registry import method
+from ..methods.saving import RUN_ADAPTER
 from ..model import set_gradient_checkpointing
 from ..tokenizer import SubwordTokenizer
 from . import runs
@@ -61,8 +63,10 @@ def check_source(folder: Path, spec: FinetuneSpec | None = None) -> BertConfig:
 
 
 def check_layerwise(config: BertConfig, spec: FinetuneSpec) -> None:
-    """ALBERT's layers share one weight set: layer-wise learning rates and gradual unfreezing are refused."""
-    if config.model_type == "albert" and (spec.layer_decay < 1 or spec.gradual_unfreeze):
+    """Shared layers (ALBERT's one weight set) have no layer to give its own rate or to unfreeze first:
+    layer-wise learning rates and gradual unfreezing are refused."""
+    shared = "num_hidden_groups" in family.MEMBERS[config.model_type].only
+    if shared and (spec.layer_decay < 1 or spec.gradual_unfreeze):
         raise ValueError(ALBERT_LAYERWISE)
 
 
@@ -251,9 +255,9 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
     set_gradient_checkpointing(net, spec.grad_checkpointing)
     trainable, total = trainable_parameters(net)
     run.write_facts(trainable_params=trainable, total_params=total)
+    record = method(spec.method)
     log(f"{spec.method}: training {trainable:,} of {total:,} parameters ({trainable / total:.2%})"
-        + (f"; LoRA rank {spec.lora_rank} on {sum(not w.endswith('.pooler') for w in wrapped)} layers"
-           if spec.method == "lora" else "") + ("; the pooler trains too" if spec.train_pooler else ""))
+        + (record.log(spec, wrapped) if record.log else "") + ("; the pooler trains too" if spec.train_pooler else ""))
 
     batcher = TaskBatcher.from_tokenizer(data.train, spec.batch_size, tok, mask=False, seed=spec.seed,
                                          problem=data.problem)
@@ -273,10 +277,10 @@ def finetune(run_dir, spec: FinetuneSpec | None = None, *, resume: bool = False,
                 log(f"stopped: scored on the first {evaluate.last.get('count')} held-out examples only; "
                     f"resume to train and score on all {len(data.val):,}")
         model_dir = save_finetuned(net, tok, run.path / "model", spec, folder if spec.model == "default" else spec.model,
-                                   adapter_folder=run.path / "adapter")
+                                   adapter_folder=run.path / RUN_ADAPTER)
         log(f"saved the fine-tuned model to {model_dir}"
-            + (f" (merged; peft's adapter folder: {run.path / 'adapter'})" if spec.method in ("lora", "ia3") else ""))
-    adapter_dir = run.path / "adapter" if model_dir and spec.method in ("lora", "ia3") else None
+            + (f" (merged; peft's adapter folder: {run.path / RUN_ADAPTER})" if record.mergeable else ""))
+    adapter_dir = run.path / RUN_ADAPTER if model_dir and record.mergeable else None
     res = {k: v for k, v in (evaluate.last or {}).items() if k != "count"}
     return {"state": status.get("state"), "message": status.get("message", ""), "step": status.get("step"),
             "total_steps": status.get("total_steps"), "task": data.name, "kind": kind, "problem": data.problem,

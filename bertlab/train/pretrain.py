@@ -67,8 +67,8 @@ def cache_dir(spec: PretrainSpec) -> Path | None:
     stamp = [spec.corpus, spec.text_column, spec.max_docs, spec.vocab_size, spec.max_len, spec.objective,
              spec.heldout, spec.seed, *((corpus.resolve().as_posix(), corpus.stat().st_size, corpus.stat().st_mtime)
                                    if corpus.is_file() else ())]
-    if spec.arch == "roberta":  # another tokenizer; BERT and ALBERT share WordPiece data (and old cache keys)
-        stamp.append("byte-level-bpe")
+    if (kind := family.MEMBERS[spec.arch].tokenizer) != "wordpiece":  # another tokenizer; WordPiece's members
+        stamp.append(kind)  # share their data (and old cache keys)
     key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:16]
     root = Path(os.environ.get("BERTLAB_CACHE", Path.home() / ".cache" / "bertlab"))
     return root / "pretrain-data" / key
@@ -131,7 +131,7 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
                          f"evaluation; give at least 3 documents (separate them with blank lines)")
     if spec.init_from:  # keep the model's own vocabulary
         tok = SubwordTokenizer.from_pretrained(resolve_folder(spec.init_from))
-    elif spec.arch == "roberta":  # RoBERTa's byte-level BPE: no [UNK], case kept
+    elif family.MEMBERS[spec.arch].tokenizer == "byte-level-bpe":  # RoBERTa's: no [UNK], case kept
         log(f"training a {spec.vocab_size}-token byte-level BPE vocabulary on {len(train_docs)} documents ...")
         phase(f"preparing the data{once}: training a byte-level BPE vocabulary of {spec.vocab_size:,} tokens on "
               f"{len(train_docs):,} documents ...")
@@ -211,7 +211,7 @@ def model_config(spec: PretrainSpec, tok: SubwordTokenizer) -> BertConfig:
         return preset(spec.preset, vocab_size=tok.vocab_size, **c)
     c |= dict(vocab_size=tok.vocab_size, pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
               eos_token_id=tok.sep_token_id)
-    if spec.arch == "roberta":
+    if family.MEMBERS[spec.arch].pad_offset:
         c["max_position_embeddings"] += tok.pad_token_id + 1  # type_vocab_size 1 comes with the preset
     return preset(spec.preset, spec.arch, **c)
 
@@ -223,15 +223,15 @@ def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
     if spec.init_from:  # a continued model keeps its shape; only its dropout may change (e.g. 0 for a last stage)
         folder = resolve_folder(spec.init_from)
         config = BertConfig.from_json_file(folder / "config.json")
-        if config.model_type not in ("bert", "roberta", "albert"):  # ELECTRA, DistilBERT: other jobs
+        if not family.MEMBERS[config.model_type].continues:  # ELECTRA, DistilBERT: other jobs
             raise ValueError(f"{folder.name}: a {config.model_type} model; pre-training continues BERT, RoBERTa "
-                             f"and ALBERT models")
+                             f"and ALBERT models")  # the records with `continues`
         if config.model_type != spec.arch:  # its tokenizer, heads and objective are its own architecture's
             raise ValueError(f"{folder.name}: a {config.model_type} model; continue it with arch "
                              f"{config.model_type!r}, not {spec.arch!r}")
         model = load_model(folder, config.replace(**overrides))
-    elif spec.arch == "electra":
-        model = electra.ElectraPair(model_config(spec, tok), spec.generator_size, spec.rtd_weight)
+    elif trainer := family.MEMBERS[spec.arch].trainer:  # ELECTRA's generator and discriminator
+        model = family.load(trainer)(model_config(spec, tok), spec.generator_size, spec.rtd_weight)
     else:
         model = family.build(model_config(spec, tok))
     if model.config.max_tokens < spec.max_len:
@@ -317,7 +317,7 @@ def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example]
         # WordPiece marks a word's later pieces with '##'; byte-level BPE marks a word's first piece with 'Ġ'
         cont = continuation_table(vocab) if isinstance(tok, WordPieceTokenizer) else \
             torch.tensor([not t.startswith("Ġ") for t in vocab], dtype=torch.bool)
-    mask_frac, random_frac = {"bert": (0.8, 0.1), "electra": (0.85, 0.0)}[spec.mask_rule]  # [MASK], random; kept
+    mask_frac, random_frac = family.MASK_RULES[spec.mask_rule]  # [MASK], random; kept
     return Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed, rank=rank,
                                   world_size=world, is_continuation=cont, drop_last=True,
                                   static_masks=spec.static_masks, mask_frac=mask_frac, random_frac=random_frac,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from .. import family
 from ..checkpoint import load_pretrained
 from ..config import BertConfig, preset
 from . import runs, speed
@@ -48,7 +49,7 @@ def recipe_spec(race: RaceSpec, name: str, **kw) -> PretrainSpec:
     own = dict(RECIPES[name][1])
     if own.get("layer_groups") == 0:  # "unshared": a weight set per layer
         own["layer_groups"] = L
-    if own["arch"] == "electra":  # the discriminator the same shape as BERT's (E = H)
+    if family.trains_generator(own["arch"]):  # the discriminator the same shape as BERT's (E = H)
         own["embedding_size"] = H
     base = dict(preset=race.preset if own["arch"] == "bert" else "tiny", layers=L, hidden=H, heads=A,
                 intermediate=4 * H, corpus=race.corpus, max_docs=race.max_docs, max_len=race.max_len,
@@ -259,7 +260,7 @@ def table_md(res: dict) -> str:
     for r in res["rows"]:
         params = f"{r['params'] / 1e6:.2f} M" + (f" (+{r['generator_params'] / 1e6:.2f} M generator)"
                                                  if r.get("generator_params") else "")
-        mlm = "–" if r["mlm_acc"] is None else f"{r['mlm_acc']:.1%}" + (" (generator)" if r["arch"] == "electra" else "")
+        mlm = "–" if r["mlm_acc"] is None else f"{r['mlm_acc']:.1%}" + (" (generator)" if family.trains_generator(r["arch"]) else "")
         acc = f"{r['finetune_mean']:.1%}" + (f" ± {r['finetune_spread']:.1%}" if res["seeds"] > 1 else "")
         step_ms = r["minutes"] * 60_000 / max(1, r["steps"])
         lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | "

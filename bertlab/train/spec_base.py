@@ -34,7 +34,8 @@ def opt(default: Any, help: str, check: Check | tuple | None = None, choices: tu
         aliases: tuple[str, ...] = (), label: str = "", spellings: dict | None = None) -> Any:
     """A spec field: its default, the help text its flag and form show, what values it accepts, and the
     short label a web form gives it (default: its name in words). `spellings`: other names a flag or a
-    spec.json may give a choice ({"deberta": "deberta-v2"}); the spec keeps the choice, a form lists only it."""
+    spec.json may give a choice (family.ARCHS: short name -> model_type); the spec keeps the choice, a form
+    lists only it."""
     if check is not None and not isinstance(check, Check):
         check = Check(*check)
     return field(default=default, metadata={"help": help, "check": check, "choices": choices, "aliases": aliases,

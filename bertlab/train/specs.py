@@ -10,6 +10,7 @@ from typing import ClassVar
 from .. import family
 from ..config import PRESETS, preset, preset_names
 from ..data.corpus import OBJECTIVES
+from ..methods import registry as method_registry
 from ..methods.registry import NAMES as METHOD_NAMES
 from ..methods.registry import REGISTRY as METHOD_RECORDS
 from . import objectives
@@ -18,6 +19,9 @@ from .spec_base import (  # noqa: F401  (re-exported: the job kinds' shared voca
 
 
 PRESET_CHOICES = ("tiny", "mini", "small", "medium", "base", "large")
+# the members that own an option (their records), as the help names them
+_OWN_E, _OWN_GROUPS = (" and ".join(m.name for m in family.owners(k)) for k in ("embedding_size", "num_hidden_groups"))
+_OWN_GENERATOR = " and ".join(m.name for m in family.RECORDS if m.generator)
 
 
 @dataclass
@@ -43,15 +47,15 @@ class PretrainSpec(TrainArgs):
     intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)",
                                    between(1, 65_536), label='Feed-forward size')
     vocab_size: int = opt(8192, "vocabulary size (WordPiece; byte-level BPE for roberta)", between(1, 1_000_000), label='Vocabulary')
-    embedding_size: int | None = opt(None, "albert and electra: token-vector size E, projected up to hidden "
+    embedding_size: int | None = opt(None, f"{_OWN_E}: token-vector size E, projected up to hidden "
                                            "(default: albert 128, electra the preset's; at most hidden)",
                                      between(1, 16_384), label='Token-vector size E (ALBERT, ELECTRA)')
-    layer_groups: int = opt(1, "albert only: distinct layer weight sets, shared in turn by the layers "
+    layer_groups: int = opt(1, f"{_OWN_GROUPS} only: distinct layer weight sets, shared in turn by the layers "
                                "(1 = every layer the same weights)", POSITIVE, label='Layer weight sets (ALBERT)')
-    generator_size: float = opt(0.25, "electra only: the generator's width as a share of the discriminator's "
+    generator_size: float = opt(0.25, f"{_OWN_GENERATOR} only: the generator's width as a share of the discriminator's "
                                       "(the paper's 1/4; same depth, shared embeddings)",
                                 Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1), label="ELECTRA generator width (share of the discriminator's)")
-    rtd_weight: float = opt(50.0, "electra only: weight lambda of the replaced-token loss against the "
+    rtd_weight: float = opt(50.0, f"{_OWN_GENERATOR} only: weight lambda of the replaced-token loss against the "
                                   "generator's MLM loss (the paper's 50)", POSITIVE_NUM, label='ELECTRA weight of the replaced-token loss (λ)')
     max_position: int | None = opt(None, "position table size (default: max(128, --max-len)), so a later stage "
                                          "can train longer texts", between(1, MAX_TOKENS))
@@ -83,7 +87,7 @@ class PretrainSpec(TrainArgs):
     mask_rate: float = opt(0.15, "share of tokens to predict", SHARE, label='Mask rate')
     mask_rule: str = opt("bert", "what a token picked for prediction becomes: bert = 80 % [MASK], 10 % a random "
                                  "word, 10 % kept; electra = 85 % [MASK], 15 % kept, no random words (the official "
-                                 "ELECTRA code's rule)", choices=("bert", "electra"), label="Masking rule")
+                                 "ELECTRA code's rule)", choices=tuple(family.MASK_RULES), label="Masking rule")
     whole_word: bool = opt(False, "mask all pieces of a word together", label='Whole-word masking')
     span_masking: bool = opt(False, "mask runs of whole words (SpanBERT: lengths geometric, p = 0.2, 1 to 10 words, "
                                     "mean 3.8) instead of single tokens, until the mask rate's share of each "
@@ -115,8 +119,8 @@ class PretrainSpec(TrainArgs):
             self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
             raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
-        if self.arch == "electra" and self.loss != "mlm":
-            raise ValueError("electra trains its own pair of losses (the generator's masked words, the "
+        if own.generator and self.loss != "mlm":
+            raise ValueError(f"{self.arch} trains its own pair of losses (the generator's masked words, the "
                              f"discriminator's replaced tokens); loss {self.loss!r} is for bert, roberta and albert")
         if own.objective == "mlm" and self.objective != "mlm":
             raise ValueError(f"objective must be mlm for {self.arch} (it has no pair task), got {self.objective!r}")
@@ -124,17 +128,17 @@ class PretrainSpec(TrainArgs):
             raise ValueError(f"layer_groups is an albert option, not {self.arch}'s")
         if "embedding_size" not in own.only and self.embedding_size is not None:
             raise ValueError(f"embedding_size is an albert and electra option, not {self.arch}'s")
-        if self.arch == "electra" and self.init_from is not None:
-            raise ValueError("electra pre-training starts from scratch (a generator and a discriminator); "
-                             "resume an ELECTRA run to train it longer")
+        if own.generator and self.init_from is not None:
+            raise ValueError(f"{self.arch} pre-training starts from scratch (a generator and a discriminator); "
+                             f"resume an {own.label} run to train it longer")
         if self.positions == "sinusoidal" and self.init_from is not None:
             raise ValueError("sinusoidal positions replace a new model's position table; a continued model keeps "
                              "the positions it learnt (leave positions at learned)")
-        if self.arch != "electra" and (self.generator_size != 0.25 or self.rtd_weight != 50.0):
-            raise ValueError(f"generator_size and rtd_weight are electra options, not {self.arch}'s")
+        if not own.generator and (self.generator_size != 0.25 or self.rtd_weight != 50.0):
+            raise ValueError(f"generator_size and rtd_weight are {_OWN_GENERATOR} options, not {self.arch}'s")
         if self.arch != "bert" and self.pre_ln:
             raise ValueError(f"pre_ln is a bert option; {self.arch} is post-LN")
-        if self.arch == "roberta" and self.vocab_size < 261:
+        if own.tokenizer == "byte-level-bpe" and self.vocab_size < 261:
             raise ValueError(f"vocab_size must be at least 261 for roberta (256 bytes and 5 markers), "
                              f"got {self.vocab_size}")
         if self.arch != "bert" and self.init_from is None:
@@ -146,14 +150,13 @@ class PretrainSpec(TrainArgs):
     def config_overrides(self) -> dict:
         """BertConfig fields this spec sets on top of its preset (a continued model keeps its shape). The
         tokenizer's ids (vocabulary, padding, RoBERTa's position offset) come later, in build_model."""
-        c = self._overrides()
-        if self.arch == "albert" and self.init_from is None:
-            hidden = c.get("hidden_size", preset(self.preset, "albert").hidden_size)
-            c["embedding_size"] = self.embedding_size or min(128, hidden)
+        c, own = self._overrides(), family.MEMBERS[self.arch]
+        if "embedding_size" in own.only and self.init_from is None:  # the record's E or the preset's, at most hidden
+            p = preset(self.preset, self.arch)
+            c["embedding_size"] = self.embedding_size or min(own.pretrain_e or p.embedding_dim,
+                                                             c.get("hidden_size", p.hidden_size))
+        if "num_hidden_groups" in own.only and self.init_from is None:
             c["num_hidden_groups"] = self.layer_groups
-        if self.arch == "electra" and self.init_from is None:  # the preset's E, at most hidden
-            own = preset(self.preset, "electra")
-            c["embedding_size"] = self.embedding_size or min(own.embedding_dim, c.get("hidden_size", own.hidden_size))
         return c
 
     def _overrides(self) -> dict:
@@ -191,8 +194,8 @@ class FinetuneSpec(Spec):
     model: str = opt("default", "model folder, run folder or hub id ('default': the shipped model)")
     task: str = opt("sentiment", "sentiment | pos | a .csv/.tsv/.json/.jsonl of texts and labels | a CoNLL file "
                                  "| a SQuAD-format .json (extractive QA)", label='Task')
-    method: str = opt("full", "full | frozen (head only) | bitfit (biases) | lora | ia3 | prefix | prompt | "
-                              "adapter (Houlsby)", choices=METHODS, label='Method')
+    method: str = opt(method_registry.DEFAULT, " | ".join(f"{m.name} ({m.hint})" if m.hint else m.name for m in method_registry.RECORDS),
+                      choices=METHODS, label='Method')
     epochs: int = opt(2, "passes over the training examples", POSITIVE)
     lr: float | None = opt(None, "learning rate (default: per method, FinetuneSpec.DEFAULT_LR)", POSITIVE_NUM, label='Learning rate')
     batch_size: int = opt(32, "examples per batch", POSITIVE, label='Batch size')
@@ -204,9 +207,11 @@ class FinetuneSpec(Spec):
                                                             "ffn embeddings (the word table; dense = every dense "
                                                             "layer)", label='Layers LoRA adapts')
     lora_dropout: float = opt(0.0, "dropout on LoRA's input", DROPOUT, label='LoRA dropout')
-    virtual_tokens: int = opt(20, "prefix / prompt tuning: learned virtual tokens", between(1, 512), label='Virtual tokens')
-    adapter_size: int = opt(64, "adapter: bottleneck width of each Houlsby adapter", POSITIVE, label='Adapter size (bottleneck width)')
-    train_pooler: bool = opt(False, "bitfit, lora, ia3, prefix, prompt, adapter: also train BERT's and ALBERT's pooler "
+    virtual_tokens: int = opt(20, f"{' / '.join(method_registry.readers('virtual_tokens'))} tuning: learned virtual tokens",
+                              between(1, 512), label='Virtual tokens')
+    adapter_size: int = opt(64, f"{', '.join(method_registry.readers('adapter_size'))}: bottleneck width of each Houlsby adapter",
+                            POSITIVE, label='Adapter size (bottleneck width)')
+    train_pooler: bool = opt(False, f"{', '.join(method_registry.readers('train_pooler'))}: also train BERT's and ALBERT's pooler "
                                     "(dense + tanh on [CLS]; peft: modules_to_save classifier + pooler)", label='Also train the pooler (BERT, ALBERT)')
     problem: str = opt("auto", "single (one label) | multi (several labels per text) | regression (a number) | "
                                "qa (SQuAD) ; auto: from the task", choices=PROBLEMS, label='Problem')
@@ -217,7 +222,7 @@ class FinetuneSpec(Spec):
                                   "shape (the baseline that shows what pre-training is worth)", choices=INITS,
                     label='Start the encoder from')
     layer_decay: float = opt(1.0, "layer-wise LR decay (e.g. 0.8); 1 = off", Check(lambda v: 0 < v <= 1, "in (0, 1]", 0, 1), label='Layer-wise LR decay (1 = off)')
-    gradual_unfreeze: bool = opt(False, "full only: the head first, then one more layer from the top per stage", label='Gradual unfreezing (the head first, then a layer more per stage)')
+    gradual_unfreeze: bool = opt(False, f"{', '.join(method_registry.readers('gradual_unfreeze'))} only: the head first, then one more layer from the top per stage", label='Gradual unfreezing (the head first, then a layer more per stage)')
     max_len: int = opt(64, "WordPiece tokens per text, [CLS] and [SEP] included", between(4, MAX_TOKENS), label='Tokens per text')
     seed: int = opt(0, "random seed (split, head, data order)")
     text_column: str = opt("text", "CSV/JSON column holding the text", label='Text column')
@@ -240,8 +245,9 @@ class FinetuneSpec(Spec):
     def check(self) -> None:
         if self.lr is None:
             self.lr = self.DEFAULT_LR[self.method]
-        if self.gradual_unfreeze and self.method != "full":
-            raise ValueError("gradual unfreezing goes with full fine-tuning (the other methods keep the encoder fixed)")
+        if self.gradual_unfreeze and not method_registry.reads(self.method, "gradual_unfreeze"):
+            with_it = " or ".join(METHOD_RECORDS[m].label.lower() for m in method_registry.readers("gradual_unfreeze"))
+            raise ValueError(f"gradual unfreezing goes with {with_it} (the other methods keep the encoder fixed)")
         bad = [t for t in self.lora_targets if t not in self.TARGETS]
         if bad or not self.lora_targets:
             raise ValueError(f"lora_targets must be some of {', '.join(self.TARGETS)}, got {' '.join(bad) or 'none'}")
@@ -269,7 +275,7 @@ class CompareSpec(FinetuneSpec):
             raise ValueError(f"methods must be distinct names from {', '.join(METHOD_NAMES)}; got "
                              f"{', '.join(self.methods) or 'none'}")
         self.method = self.methods[0]
-        saved, self.gradual_unfreeze = self.gradual_unfreeze, False  # full's option: checked per method
+        saved, self.gradual_unfreeze = self.gradual_unfreeze, False  # a method's own option: checked per method
         super().check()
         self.lr, self.gradual_unfreeze = lr, saved
 
@@ -278,9 +284,10 @@ class CompareSpec(FinetuneSpec):
 
     def run_spec(self, method: str, seed: int) -> FinetuneSpec:
         """One run's spec: the shared settings, this method (at its default learning rate unless one was
-        given) and this seed; gradual unfreezing only where it applies (full)."""
+        given) and this seed; gradual unfreezing only where it applies (the methods that read it)."""
         return FinetuneSpec(**{**{f.name: getattr(self, f.name) for f in fields(FinetuneSpec)}, "method": method,
-                               "seed": seed, "gradual_unfreeze": self.gradual_unfreeze and method == "full"})
+                               "seed": seed, "gradual_unfreeze": self.gradual_unfreeze
+                               and method_registry.reads(method, "gradual_unfreeze")})
 
     def runs(self) -> list[tuple[str, int]]:
         return [(m, self.seed + i) for m in self.methods for i in range(self.seeds)]
@@ -313,17 +320,16 @@ class ProbeSpec(Spec):
 RECIPES: dict[str, tuple[str, dict]] = {
     "bert": ("BERT: MLM + next sentence", dict(arch="bert", objective="nsp")),
     "mlm": ("BERT: MLM only", dict(arch="bert", objective="mlm")),
-    "electra": ("ELECTRA: discriminator of the same shape, 1/4-width generator", dict(arch="electra")),
-    "roberta": ("RoBERTa: byte-level BPE, MLM only", dict(arch="roberta")),
     # the starkest static case: every epoch sees the same masks (BERT drew 10 copies for 40 epochs)
     "static": ("BERT MLM only, masks drawn once per example", dict(arch="bert", objective="mlm", static_masks=1)),
     "span": ("BERT MLM only, spans of whole words (SpanBERT's masking)", dict(arch="bert", objective="mlm",
                                                                           span_masking=True)),
     "sinusoidal": ("BERT MLM only, fixed sinusoidal positions", dict(arch="bert", objective="mlm", positions="sinusoidal")),
-    "albert": ("ALBERT: one shared layer, sentence order", dict(arch="albert")),
-    "albert-unshared": ("ALBERT's shape, every layer its own weights", dict(arch="albert", layer_groups=0)),
 }
-RECIPES |= {m.arch or n: (m.recipe, dict(arch=n)) for n, m in family.MEMBERS.items() if m.recipe}  # a record's own
+RECIPES |= {name: (label, dict(arch=n, **fields)) for n, m in family.MEMBERS.items()  # the records' own
+            for name, (label, fields, _) in m.recipes.items()}
+# the race's default: BERT's MLM against the member that trains a generator (ELECTRA)
+DEFAULT_RACE = ("mlm", *(name for m in family.RECORDS if m.generator for name in m.recipes))
 
 
 def _race_objective(o: objectives.Objective) -> None:
@@ -341,7 +347,7 @@ objectives.ON_REGISTER.append(_race_objective)
 class RaceSpec(Spec):
     """Pre-train several recipes for the same wall-clock time on one corpus, then fine-tune each."""
     KIND: ClassVar[str] = "race"
-    recipes: tuple[str, ...] = opt(("mlm", "electra"), "recipes to race: " + ", ".join(RECIPES))
+    recipes: tuple[str, ...] = opt(DEFAULT_RACE, "recipes to race: " + ", ".join(RECIPES))
     minutes: float = opt(3.0, "pre-training wall-clock per recipe, in minutes",
                          (lambda v: 0 < v <= 24 * 60, "above 0 and at most a day"))
     side_by_side: bool = opt(False, "train the recipes at the same time, one CPU thread each (default: one after "

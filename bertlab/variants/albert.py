@@ -142,7 +142,7 @@ class AlbertTransformer(nn.Module):
 class AlbertModel(nn.Module):
     """The encoder alone; its state-dict keys are those of Hugging Face's AlbertModel."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
         self.embeddings = AlbertEmbeddings(config)
@@ -150,6 +150,8 @@ class AlbertModel(nn.Module):
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)  # tanh after it, as BERT's
         self.virtual = None  # a hook adding virtual tokens to the inputs (bertlab.methods.virtual)
         self.apply(lambda m: init_weights(m, config))
+        if not add_pooling_layer:  # HF's AlbertForTokenClassification has none; then tanh([CLS]), unused
+            self.pooler = nn.Identity()  # made and initialised first all the same: the same random stream
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:

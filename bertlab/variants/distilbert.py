@@ -15,6 +15,7 @@ from ..model import (ACT, BertOutput, BertSelfAttention, encoder_inputs, init_we
                      pretraining_heads, run_layer)
 
 LN_EPS = 1e-12  # what transformers' DistilBERT uses everywhere, whatever the config says
+MODEL_TYPE = "distilbert"  # its record's name (family.py): the distillation job's student
 
 
 def _ln(c: BertConfig) -> nn.LayerNorm:
@@ -177,3 +178,21 @@ class DistilBertForMaskedLM(nn.Module):
         out = self.distilbert(input_ids, token_type_ids, attention_mask, output_attentions,
                               output_hidden_states, causal)
         return pretraining_heads(out, self.token_logits, self.config.vocab_size, labels, sparse_mlm)
+
+
+# config.json names the same numbers differently: ours -> theirs (family.Member.config_json)
+HF_NAMES = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
+            "intermediate_size": "hidden_dim", "hidden_act": "activation", "hidden_dropout_prob": "dropout",
+            "attention_probs_dropout_prob": "attention_dropout"}
+
+
+def to_config_json(d: dict) -> dict:
+    """Our config fields under DistilBERT's names, with the two switches transformers reads."""
+    return {HF_NAMES.get(k, k): v for k, v in d.items()} | {"sinusoidal_pos_embds": False, "tie_weights_": True}
+
+
+def from_config_json(d: dict) -> dict:
+    """A DistilBERT config.json with our names added beside its own."""
+    if d.get("sinusoidal_pos_embds"):
+        raise ValueError("DistilBERT with sinusoidal position embeddings is not supported")
+    return {**d, **{ours: d[theirs] for ours, theirs in HF_NAMES.items() if theirs in d}}

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from ....analysis import sizing
 from ....config import MODEL_TYPES, BertConfig, preset, preset_names
-from ....family import NAMES
+from ....family import MEMBERS, NAMES
 from ..shared import common, forms, links, models
 from ..shared.common import MODEL_ERRORS, load_model, mistakes, wire
 from . import architecture_moe, architecture_variants
@@ -91,7 +91,7 @@ EXTRA = [("Embedding size E (ALBERT, ELECTRA; 0 = no factorising)", "embedding_s
          ("Layer groups (ALBERT)", "num_hidden_groups", 1024, 1)]
 SAY = {field: label.split(" (")[0] for label, field, *_ in FIELDS + EXTRA}  # a box's name in a message
 FAMILIES = [(NAMES[k], k) for k in MODEL_TYPES]
-FIRST = {"electra": "small"}  # the preset a family opens on; else "base"
+FIRST = {n: m.first_preset for n, m in MEMBERS.items()}  # the preset a family opens on (its record's)
 PARTS = [("embeddings", "Embeddings", "#1f77b4"), ("projection", "E → H projection", "#17becf"),
          ("attention", "Attention", "#ff7f0e"), ("feed_forward", "Feed-forward", "#2ca02c"),
          ("pooler", "Pooler", "#9467bd"), ("mlm_head", "MLM head", "#d62728"),
@@ -164,7 +164,7 @@ def make_config(family="bert", **shape) -> BertConfig:
            for name, (label, field, cap, empty) in zip(SHAPE[len(FIELDS):], EXTRA)}
     if kw["embedding_size"] == 0:  # a browser's number box sends 0 for a cleared box: no factorisation
         kw["embedding_size"] = None
-    if family not in ("albert", "electra") and kw["embedding_size"] == kw["hidden_size"]:
+    if "embedding_size" not in MEMBERS[family].only and kw["embedding_size"] == kw["hidden_size"]:
         kw["embedding_size"] = None  # E = H is no factorisation: fine for every member
     try:
         return preset(preset_names(family)[0], model_type=family).replace(**kw)
@@ -350,14 +350,15 @@ def family_lines(c: BertConfig, seq_len: int) -> list[str]:
     own, bert = (sizing.param_counts(x, heads=False)["encoder_total"] for x in (c, sizing.as_bert(c)))
     lines = [f"as a plain BERT of this shape it would have {sizing.humanize(bert)} encoder parameters; "
              f"{NAMES[c.model_type]} has {sizing.humanize(own)}"]
-    if c.model_type == "albert":
-        lines.append(f"ALBERT stores {sizing.layers_stored(c)} layer weight set(s) but runs "
+    own = MEMBERS[c.model_type]
+    if "num_hidden_groups" in own.only:  # ALBERT's shared layers
+        lines.append(f"{own.label} stores {sizing.layers_stored(c)} layer weight set(s) but runs "
                      f"{sizing.layers_run(c)} layers per sentence: fewer parameters, the same compute")
-    if c.model_type == "electra":
+    if own.generator:
         try:
             pair = sizing.electra_pair(c, seq_len=seq_len)
         except ValueError as e:
-            return lines + [f"no ELECTRA generator for this shape ({e})"]
+            return lines + [f"no {own.label} generator for this shape ({e})"]
         g = pair["generator"]
         lines.append(f"training also runs a generator ({g['num_hidden_layers']} layers of {g['hidden_size']}, "
                      f"sharing the embeddings): +{sizing.humanize(pair['pair_params'] - pair['discriminator_params'])}"
@@ -406,7 +407,7 @@ def compute(**form):
             "known_models": {n: {"family": m["family"], "computed": sizing.known_model_params(n),
                                  "published": m["published"]} for n, m in sizing.KNOWN_MODELS.items()},
             "picked_model": picked, "notes": notes}
-    if c.model_type == "electra":
+    if MEMBERS[c.model_type].generator:
         with contextlib.suppress(ValueError):
             data["electra_pair"] = sizing.electra_pair(c, seq_len=seq_len)
     return (summary, params_figure(p), memory_figure(mem, batch, seq_len), flops_fig, known_rows(c), card, data)

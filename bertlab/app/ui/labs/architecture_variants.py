@@ -33,8 +33,9 @@ MAX_LEN = 512  # every preset reads 512 tokens
 
 def _architecture(family: str, name: str, heads: bool) -> str:
     """ELECTRA's generators are masked-LM models, not discriminators."""
-    if family == "electra" and name.endswith("-generator"):
-        return "ElectraForMaskedLM" if heads else "ElectraModel"
+    own = MEMBERS[family]
+    if own.generator and name.endswith("-generator"):
+        return own.generator.split(":")[1] if heads else own.encoder_class
     return sizing.architecture_of(preset(name, model_type=family), heads=heads)
 
 

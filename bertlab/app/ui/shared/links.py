@@ -164,7 +164,7 @@ def check_value(comp, raw: str, name: str):
         for label, value in _choices(comp):
             if raw in (str(value), label) or want in (str(value).lower(), label.lower()):
                 return value, ""
-        starts = [value for label, value in _choices(comp)  # "albert" for "ALBERT (factorised embeddings, ...)"
+        starts = [value for label, value in _choices(comp)  # "alb" for the choice "ALBERT (factorised ...)"
                   if len(want) >= 2 and (label.lower().startswith(want) or str(value).lower().startswith(want))]
         if len(starts) == 1:
             return starts[0], ""

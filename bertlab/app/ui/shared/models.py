@@ -103,8 +103,8 @@ def describe(choice: str | None) -> str:
     model, tok = get(choice)
     c = model.config
     n = sizing.param_counts(c)
-    kind = family.family_name(c) + (" discriminator" if c.model_type == "electra" and model.token_logits is None
-                                    else " generator" if c.model_type == "electra" else "")
+    kind = family.family_name(c) + (" discriminator" if family.is_discriminator(model)
+                                    else " generator" if family.MEMBERS[c.model_type].generator else "")
     return (f"**{choice or DEFAULT}** · {kind} · {c.num_hidden_layers} layers · hidden {c.hidden_size} · "
             f"{c.num_attention_heads} heads · vocabulary {tok.vocab_size:,} · up to "
             f"{c.max_tokens} tokens · {sizing.humanize(n['total'])} parameters · runs on {runs_on(model)}")

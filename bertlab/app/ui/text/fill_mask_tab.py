@@ -8,6 +8,7 @@ import re
 import gradio as gr
 import plotly.graph_objects as go
 
+from .... import family
 from ....analysis.predict import MASK_RE, MAX_MASKS, fill_mask, with_masks
 from ..shared import common, links, text_notes
 from . import fill_in_turn, logit_lens, replaced_view
@@ -129,7 +130,7 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
     text = common.check_text(text)
     k = common.whole_number(top_k, "number of guesses", 1, 100)
     model, tok = common.load_model(choice)
-    if model.config.model_type == "electra" and model.token_logits is None:  # a discriminator: no guesses
+    if family.is_discriminator(model):  # ELECTRA's discriminator: no guesses
         return replaced_view.predict(model, tok, MASK_RE.sub(" ", text))
     n = len(MASK_RE.findall(text))
     if n == 0:

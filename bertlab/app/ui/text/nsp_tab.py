@@ -68,11 +68,10 @@ def measured_accuracy(choice, model, tok) -> dict | None:
         return None
 
     def measure():
-        pairs = held
-        if model.config.model_type == "albert":  # sentence order: the true pairs, as they are and swapped
+        pairs, order = held, family.MEMBERS[model.config.model_type].objective == "sop"
+        if order:  # sentence order (ALBERT's): the true pairs, as they are and swapped
             pairs = [p for a, b, y in held if y for p in ((a, b, 1), (b, a, 0))]
-        return {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR,
-                "sentence_order": model.config.model_type == "albert"}
+        return {**nsp_accuracy(model, tok, pairs), "default": folder == DEFAULT_MODEL_DIR, "sentence_order": order}
     return _accuracy.get_or_make(key, measure)
 
 

@@ -17,6 +17,7 @@ from ....analysis.predict import fill_mask
 from ....checkpoint import DEFAULT_MODEL_DIR, is_hub_id
 from ....config import BertConfig
 from ....family import family_name
+from ....variants.distilbert import MODEL_TYPE as STUDENT
 from ....train.distill import check_teacher, teacher_layers
 from ....train import speed
 from ....train.runs import Run, read_status
@@ -132,7 +133,7 @@ def check_steps(steps) -> int:
 
 
 def student_config(c: BertConfig, layers: int) -> BertConfig:
-    return c.replace(model_type="distilbert", num_hidden_layers=layers)
+    return c.replace(model_type=STUDENT, num_hidden_layers=layers)
 
 
 def data_docs(steps: int) -> int | None:

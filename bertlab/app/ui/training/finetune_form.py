@@ -12,7 +12,8 @@ from ....checkpoint import count_params, resolve_folder
 from ....config import BertConfig
 from ....data.tasks import load_task, task_kind
 from ....heads_family import layers_pooled
-from ....methods.registry import REGISTRY
+from ....methods.registry import DEFAULT as DEFAULT_METHOD
+from ....methods.registry import REGISTRY, reads
 from ....tokenizer import SubwordTokenizer
 from ....train.finetune import trainable_estimate
 from ....train.specs import FinetuneSpec
@@ -52,6 +53,10 @@ POOLING_LABELS = {"auto": "auto (the model's own)", "pooler": "pooler ([CLS] + d
                   "mean": "mean of the tokens", "max": "max over the tokens",
                   "last4": "last 4 layers' [CLS], side by side"}
 INIT_LABELS = {"pretrained": "its pre-trained weights", "random": "random weights"}
+# the options box: the methods' own fields (each record's `options`) in the boxes the tab lays out, in its
+# order; a box shows while the picked method reads one of its fields
+OPTION_BOXES = (("lora_rank", "lora_alpha", "lora_dropout", "lora_targets"), ("virtual_tokens",), ("adapter_size",),
+                ("gradual_unfreeze",))
 POS_LABELS = 45  # the Penn Treebank tag set, for the size estimate before the data is read
 
 
@@ -63,7 +68,7 @@ def _key(labels: dict, value, default: str) -> str:
 
 
 def method_of(label) -> str:
-    return _key(METHOD_LABELS, label, "full")
+    return _key(METHOD_LABELS, label, DEFAULT_METHOD)
 
 
 def method_note(label) -> str:
@@ -72,10 +77,9 @@ def method_note(label) -> str:
 
 
 def method_fields(label) -> tuple:
-    """(note, LoRA's fields, virtual tokens, adapter size, gradual unfreezing): each shown only for its method."""
+    """(note, then one update per OPTION_BOXES box): each box shown only for the methods that read its fields."""
     m = method_of(label)
-    return (method_note(label), gr.update(visible=m == "lora"), gr.update(visible=m in ("prefix", "prompt")),
-            gr.update(visible=m == "adapter"), gr.update(visible=m == "full"))
+    return (method_note(label), *(gr.update(visible=any(reads(m, f) for f in box)) for box in OPTION_BOXES))
 
 
 def task_key(task) -> str | None:
@@ -102,8 +106,8 @@ SERVER = ("device", "threads", "log_every")
 
 def spec_fields(form: dict) -> dict:
     """The form's spec fields by name: none of the server's; a choice given by its label (an older API
-    caller) read as its key; gradual unfreezing only with full fine-tuning (its box is hidden for the
-    others); the task and the model (the picker at the top of the page) are read by form_spec."""
+    caller) read as its key; gradual unfreezing only with the methods that read it (its box is hidden
+    for the others); the task and the model (the picker at the top of the page) are read by form_spec."""
     v = forms.spec_fields(FinetuneSpec, form, exclude=(*SERVER, "task", "model"))
     v["method"] = method_of(v.get("method"))
     if "lora_targets" in v:
@@ -112,7 +116,7 @@ def spec_fields(form: dict) -> dict:
                                   ("init", INIT_LABELS, "pretrained")):
         if name in v:
             v[name] = _key(labels, v[name], default)
-    v["gradual_unfreeze"] = bool(v.get("gradual_unfreeze")) and v["method"] == "full"
+    v["gradual_unfreeze"] = bool(v.get("gradual_unfreeze")) and reads(v["method"], "gradual_unfreeze")
     return v
 
 

@@ -12,8 +12,10 @@ from ..shared import common, forms, links
 from ..shared.common import user_error
 from . import finetune_compare, finetune_forgetting, finetune_rates, finetune_try, jobs_ui
 from .finetune_form import (  # noqa: F401  (the form's names, as tests and the API know them)
+    DEFAULT_METHOD,
     INIT_LABELS,
     METHOD_LABELS,
+    OPTION_BOXES,
     PARAMS_INPUTS,
     POOLING_LABELS,
     PROBLEM_LABELS,
@@ -157,7 +159,8 @@ def build(picker: gr.Dropdown) -> None:
             method = form("method", gr.Radio, help=False, choices=[(v, k) for k, v in METHOD_LABELS.items()],
                           scale=4, min_width=260)
             epochs = form("epochs", help=False, scale=1, min_width=90)
-        note = gr.Markdown(method_note("full"), elem_id="finetune-method-note")
+        note = gr.Markdown(method_note(DEFAULT_METHOD), elem_id="finetune-method-note")
+        # the methods' own options, one box per OPTION_BOXES entry and in its order (method_fields shows them)
         with gr.Group(visible=False, elem_id="finetune-lora") as lora_box:
             with gr.Row():
                 form("lora_rank", help=False, maximum=256, min_width=100)
@@ -237,8 +240,8 @@ def build(picker: gr.Dropdown) -> None:
     p_in = form.inputs(*PARAMS_INPUTS)
     gr.on([c.change for c in p_in.values()], params_md, None, params, inputs_kwargs=p_in, api_name=False,
           show_progress="hidden")
-    method.change(method_fields, method, [note, lora_box, tokens_box, adapter_box, unfreeze], api_name=False,
-                  show_progress="hidden")
+    boxes = [lora_box, tokens_box, adapter_box, unfreeze]  # OPTION_BOXES, in its order
+    method.change(method_fields, method, [note, *boxes], api_name=False, show_progress="hidden")
     gr.on([picked.change, seeds.change, epochs.change], finetune_compare.estimate_note, [picked, seeds, epochs], plan,
           api_name=False, show_progress="hidden")
     start_btn.click(start, [owner, name, overlay], [watch, overlay, *outs], inputs_kwargs=form.inputs(),

@@ -139,7 +139,7 @@ def recipe_seconds(recipe: str, machine: float | None = None, **change) -> float
     spec = form_spec(**{**recipe_values(recipe), **change})
     config = (BertConfig.from_json_file(Path(spec.init_from) / "config.json") if spec.init_from else
               model_config(spec))
-    gen = generator_config(config, spec.generator_size) if spec.arch == "electra" else None
+    gen = generator_config(config, spec.generator_size) if family.trains_generator(spec.arch) else None
     cache = pretrain_cache_dir(spec)
     ready = spec.init_from is not None or cache is None or cache.is_dir() or cache == pretrain_cache_dir(default_spec())
     return speed.pretrain_s(spec, config, gen, prepared=ready, machine=machine)
@@ -175,8 +175,8 @@ def _model_arch(folder) -> str:
     kind = BertConfig.from_json_file(folder / "config.json").model_type
     if kind not in PretrainSpec.ARCHS:
         raise ValueError(f"pre-training continues BERT, RoBERTa or ALBERT models; this one is {kind}")
-    if kind == "electra":
-        raise ValueError("an ELECTRA model trains from scratch here (a generator with its discriminator): "
+    if family.trains_generator(kind):
+        raise ValueError(f"an {family.NAMES[kind]} model trains from scratch here (a generator with its discriminator): "
                          "choose 'from scratch', or resume its run to train it longer")
     return kind
 
@@ -188,7 +188,7 @@ def _spec_fields(form: dict) -> dict:
     v["arch"] = ARCHS.get(v.get("arch", "bert"), v.get("arch", "bert"))
     if "objective" in v:
         v["objective"] = OBJECTIVES.get(v["objective"], v["objective"])
-    if v["arch"] != "electra":
+    if not family.trains_generator(v["arch"]):
         v.pop("generator_size", None), v.pop("rtd_weight", None)
     if "preset" in v:
         v["preset"] = _arch_preset(v["preset"], v["arch"])
@@ -223,7 +223,7 @@ def training_size(c, arch: str, generator_size, batch: int, seq_len: int) -> tup
     n = sizing.param_counts(c)["total"]
     need = sizing.memory(c, batch_size=max(1, batch), seq_len=seq_len, dtype="fp32", training=True,
                          sparse_mlm=True)["total"]
-    if arch == "electra":
+    if family.trains_generator(arch):
         try:
             g = generator_config(c, float(generator_size))
         except (TypeError, ValueError):
@@ -465,7 +465,7 @@ def build(picker: gr.Dropdown) -> None:
     w = form.widgets
     outs = [status, *plots, probes, log, timer]
     size_in = form.inputs(*SIZE_INPUTS)
-    arch.input(lambda a: {w["objective"]: PretrainSpec.DEFAULT_OBJECTIVE[a], electra_row: gr.Row(visible=a == "electra")},
+    arch.input(lambda a: {w["objective"]: PretrainSpec.DEFAULT_OBJECTIVE[a], electra_row: gr.Row(visible=family.trains_generator(a))},
                arch, [w["objective"], electra_row], api_name=False)  # each architecture's own pair task and options
     def fill_recipe(r, a):  # (Gradio reads an empty dict as one value; one skip() skips every output)
         return form.fill(recipe_values(r, a)) or gr.skip()
@@ -485,7 +485,7 @@ def build(picker: gr.Dropdown) -> None:
 
     def show_run(run):  # the form as the shown run was started; the recipe box says so
         v = form_values(run)
-        return {**form.fill(v), electra_row: gr.Row(visible=v["arch"] == "electra"),
+        return {**form.fill(v), electra_row: gr.Row(visible=family.trains_generator(v["arch"])),
                 recipe: gr.update(choices=[*recipe_choices(), (FROM_RUN, FROM_RUN)], value=FROM_RUN)} if v else gr.skip()
 
     shown = [recipe, electra_row, *[x for k, x in w.items() if k not in OWN or k == "hub_name"]]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from .... import family
 from ....cache import LRU
 from ....tokenizer import SubwordTokenizer
 from ....train.electra import generator_config
@@ -143,7 +144,7 @@ def recipe_flops(race_dir: Path, name: str) -> float | None:
         config = model_config(spec, SubwordTokenizer.from_pretrained(run / "data"))
     except (OSError, ValueError, KeyError):  # data being written right now: the next tick
         return None
-    gen = generator_config(config, spec.generator_size) if spec.arch == "electra" else None
+    gen = generator_config(config, spec.generator_size) if family.trains_generator(spec.arch) else None
     return _flops.put(str(run), flops_per_step(spec, config, gen))
 
 

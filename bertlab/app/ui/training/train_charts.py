@@ -16,6 +16,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .... import family
 from ....methods.registry import REGISTRY
 from ....train.runs import read_metrics
 from ..shared.common import PERCENT_AXIS
@@ -222,9 +223,9 @@ def probe_rows(run_dir: str | Path, last: int = 5) -> tuple[list[str], list[list
 
 
 # The race: a colour and a marker per recipe, the same in every chart and every race (Tableau 10).
-RACE_STYLE = {"bert": ("#1f77b4", "circle"), "mlm": ("#2ca02c", "diamond"), "electra": ("#d62728", "square"),
-              "roberta": ("#9467bd", "triangle-up"), "static": ("#ff7f0e", "x"), "albert": ("#8c564b", "star"),
-              "albert-unshared": ("#e377c2", "pentagon")}
+RACE_STYLE = {"bert": ("#1f77b4", "circle"), "mlm": ("#2ca02c", "diamond"), "static": ("#ff7f0e", "x")}
+RACE_STYLE |= {n: style for m in family.RECORDS for n, (_, _, style) in m.recipes.items() if style}  # the records'
+_GENERATED = {n for m in family.RECORDS if m.generator for n in m.recipes}  # their MLM accuracy is a generator's
 _MORE = ["#17becf", "#bcbd22", "#7f7f7f"]  # a recipe added later, before it gets a style of its own
 
 
@@ -251,7 +252,7 @@ def race_figures(runs: dict[str, list[dict]], flops_per_step: dict[str, float | 
             "Held-out masked-token accuracy", "ELECTRA discriminator: replaced-token AUC"][:rows_n])
         for i, (name, rows) in enumerate(evals.items()):
             color, symbol = RACE_STYLE.get(name, (_MORE[i % len(_MORE)], "circle"))
-            for row, key, label in ((1, "mlm_acc", name + (" (its generator)" if name == "electra" else "")),
+            for row, key, label in ((1, "mlm_acc", name + (" (its generator)" if name in _GENERATED else "")),
                                     (2, "rtd_auc", f"{name}: replaced-token AUC")):
                 pts = [(x_of(r, name), r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
                 pts = [p for p in pts if p[0] is not None]

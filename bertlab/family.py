@@ -87,6 +87,7 @@ class Member:
     continues: bool = False
     trainer: str = ""
     generator: str = ""
+    trainer_objective: str = ""  # the objective that trains it with `trainer` (DeBERTa-v3's "rtd"); "": every run
     # its race recipes: name -> (label, PretrainSpec fields beyond arch, (colour, marker) in the race's charts or None)
     recipes: dict = field(default_factory=dict)
     mask_rule: tuple | None = None  # --mask-rule NAME: its code's shares of picked tokens made [MASK], random words
@@ -94,6 +95,10 @@ class Member:
     @property
     def encoder_class(self) -> str:
         return self.stem + "Model"
+
+    def pair(self, objective: str | None) -> str:
+        """The `trainer` (generator + discriminator) a run with `objective` builds around it; "": one model."""
+        return self.trainer if self.trainer_objective in ("", objective) else ""
 
     @property
     def pair_head(self) -> bool:
@@ -184,14 +189,18 @@ RECORDS = (
            no_virtual="its relative positions have no place for virtual tokens (not implemented)",
            objective="mlm", arch="deberta", config_class="bertlab.variants.deberta:DebertaV2Config",
            sizing="bertlab.variants.deberta:sizing",
-           recipes={"deberta": ("DeBERTa: disentangled attention over relative positions, MLM only", {}, None)},
-           colour="#8c564b",
-           pretrain_note="disentangled attention, relative positions; MLM, WordPiece (v3: RTD, SentencePiece)"),
+           recipes={"deberta": ("DeBERTa: disentangled attention over relative positions, MLM only", {}, None),
+                    "deberta-rtd": ("DeBERTa-v3: replaced-token detection, half-depth generator, "
+                                    "gradient-disentangled embedding sharing", {"objective": "rtd"}, None)},
+           colour="#8c564b", trainer="bertlab.variants.deberta:DebertaPair", trainer_objective="rtd",
+           pretrain_note="disentangled attention, relative positions; MLM, or v3's RTD with objective rtd; "
+                         "WordPiece (v3: SentencePiece)"),
 )
 MEMBERS: dict[str, Member] = {m.name: m for m in RECORDS}
 MODEL_TYPES = tuple(MEMBERS)
 PRETRAINED_HERE = tuple(n for n, m in MEMBERS.items() if m.objective)  # the Pre-train tab's; DistilBERT distils
 ARCHS = {m.arch: n for n, m in MEMBERS.items() if m.arch}  # short names -> model_type
+PAIR_OBJECTIVES = tuple(dict.fromkeys(m.trainer_objective for m in RECORDS if m.trainer_objective))  # "rtd"
 MASK_RULES = {n: m.mask_rule for n, m in MEMBERS.items() if m.mask_rule}  # pre-training's --mask-rule choices
 # the tables other modules read, each from the records
 CLASSES = {n: m.model_class for n, m in MEMBERS.items()}

@@ -8,6 +8,7 @@ them as it does any model; sampling draws from torch's global RNG, which checkpo
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
@@ -33,14 +34,38 @@ def generator_config(disc: BertConfig, size: float) -> BertConfig:
 
 
 class ElectraPair(nn.Module):
-    """Generator + discriminator sharing one embeddings module; `forward` computes ELECTRA's loss."""
+    """Generator + discriminator sharing one embeddings module; `forward` computes ELECTRA's loss.
+    Another member's pair (a record's `trainer`: DeBERTa-v3's) overrides `build`, and where its saved
+    discriminator differs from the one training, `folded`, `save` and `load`."""
 
     def __init__(self, config: BertConfig, generator_size: float = 0.25, rtd_weight: float = 50.0):
         super().__init__()
         self.config, self.rtd_weight = config, rtd_weight
-        self.discriminator = ElectraForPreTraining(config)  # first: checkpoints name shared tensors after it
-        self.generator = ElectraForMaskedLM(generator_config(config, generator_size))
-        share_embeddings(self.generator, self.discriminator)
+        # discriminator first: checkpoints name shared tensors after it
+        self.discriminator, self.generator = self.build(config, generator_size)
+
+    def build(self, config, generator_size):
+        """(discriminator, generator): ELECTRA's share the whole embeddings scope."""
+        disc = ElectraForPreTraining(config)
+        gen = ElectraForMaskedLM(generator_config(config, generator_size))
+        share_embeddings(gen, disc)
+        return disc, gen
+
+    def folded(self):
+        """A context in which the discriminator holds the weights it is saved with (ELECTRA's: as they are)."""
+        return contextlib.nullcontext()
+
+    def save(self, folder: Path, tokenizer) -> None:
+        """The discriminator where a model folder's files go, the generator in `generator/` (both load in
+        transformers)."""
+        with self.folded():
+            write_model_files(folder, self.discriminator, tokenizer)  # files first: it fsyncs what iterdir lists
+        (folder / GENERATOR).mkdir(exist_ok=True)
+        write_model_files(folder / GENERATOR, self.generator, tokenizer)
+
+    def load(self, folder: Path) -> None:
+        load_weights(self.discriminator, folder)
+        load_weights(self.generator, folder / GENERATOR)
 
     def corrupt(self, input_ids, labels, mlm_logits, generator=None):
         """Sampled tokens in place of the masked ones; labels 1 where the token differs from the
@@ -125,13 +150,9 @@ def evaluate_pair(model: ElectraPair, batches, top_unigram: int) -> dict[str, fl
 
 
 def save_pair(folder: Path, pair: ElectraPair, tokenizer) -> None:
-    """(write_model_files's order of arguments.) The discriminator where a model folder's files go, the generator in `generator/` (both load in
-    transformers: ElectraForPreTraining and ElectraForMaskedLM)."""
-    write_model_files(folder, pair.discriminator, tokenizer)  # files first: it fsyncs what iterdir lists
-    (folder / GENERATOR).mkdir(exist_ok=True)
-    write_model_files(folder / GENERATOR, pair.generator, tokenizer)
+    """(write_model_files's order of arguments: the Trainer's on_save.)"""
+    pair.save(folder, tokenizer)
 
 
 def load_pair(pair: ElectraPair, folder: Path) -> None:
-    load_weights(pair.discriminator, folder)
-    load_weights(pair.generator, folder / GENERATOR)
+    pair.load(folder)

@@ -25,6 +25,7 @@ from .. import family
 from ..config import BertConfig, preset
 from ..model import fix_sinusoidal_positions, set_gradient_checkpointing
 from ..data.corpus import (
+    OBJECTIVES,
     Example,
     load_documents,
     make_pretraining_examples,
@@ -146,7 +147,8 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
     phase(f"preparing the data{once}: splitting {len(docs):,} documents into sentences, tokenising them and "
           f"building {spec.max_len}-token examples ...")
     train_tok, held_tok = tokenize_documents(train_docs, tok), tokenize_documents(held_docs, tok)
-    kw = dict(max_len=spec.max_len, objective=spec.objective, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
+    kw = dict(max_len=spec.max_len, objective=spec.objective if spec.objective in OBJECTIVES else "mlm",  # rtd: MLM's examples
+              cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
     train = make_pretraining_examples(train_tok, seed=spec.seed, **kw)
     # NSP draws random B's from another document: a single held-out document borrows one to draw from.
     held = make_pretraining_examples(held_tok if len(held_tok) >= 2 else held_tok + train_tok[:1],
@@ -230,7 +232,7 @@ def build_model(spec: PretrainSpec, tok: SubwordTokenizer):
             raise ValueError(f"{folder.name}: a {config.model_type} model; continue it with arch "
                              f"{config.model_type!r}, not {spec.arch!r}")
         model = load_model(folder, config.replace(**overrides))
-    elif trainer := family.MEMBERS[spec.arch].trainer:  # ELECTRA's generator and discriminator
+    elif trainer := family.MEMBERS[spec.arch].pair(spec.objective):  # ELECTRA's (DeBERTa-v3's) generator + discriminator
         model = family.load(trainer)(model_config(spec, tok), spec.generator_size, spec.rtd_weight)
     else:
         model = family.build(model_config(spec, tok))
@@ -368,10 +370,11 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     trainer = Trainer(model, batcher, spec, run.path, electra.compute_loss if pair else objectives.get(spec.loss).fn, evaluate,
                       on_save=lambda m, folder: (electra.save_pair if pair else write_model_files)(folder, m, tok),
                       on_load=electra.load_pair if pair else None, log_fn=log, stop_event=stop_event,
-                      find_unused_parameters=spec.objective == "mlm", callbacks=callbacks)
+                      find_unused_parameters=spec.objective not in ("nsp", "sop"), callbacks=callbacks)
     status = trainer.fit(resume=resume)
     if rank == 0 and status.get("state") in ("finished", "stopped"):  # the run's latest model, where pickers look
         if pair:  # the discriminator is the model; its generator sits beside it
             save_pretrained(model.generator, tok, run.path / electra.GENERATOR)
-        save_pretrained(model.discriminator if pair else model, tok, run.path / runs.MODEL)
+        with model.folded() if pair else contextlib.nullcontext():  # DeBERTa-v3: E_Δ into the word table
+            save_pretrained(model.discriminator if pair else model, tok, run.path / runs.MODEL)
     return status

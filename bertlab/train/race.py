@@ -113,7 +113,9 @@ def pretrain_recipe(out: Path, race: RaceSpec, name: str, threads: int, stop=Non
            "latency_ms": latency_ms(model, tok)}
     if gen is not None:
         g, _ = load_pretrained(run / "generator")
-        shared = sum(p.numel() for p in g.electra.embeddings.parameters())
+        # the generator's embeddings are the pair's (ELECTRA ties them; DeBERTa-v3's discriminator reads them
+        # plus its own delta table)
+        shared = sum(p.numel() for p in family.encoder_of(g).embeddings.parameters())
         res["generator_params"] = sum(p.numel() for p in g.parameters()) - shared
     part.parent.mkdir(parents=True, exist_ok=True)
     runs.write_json_atomic(part, res)
@@ -260,7 +262,7 @@ def table_md(res: dict) -> str:
     for r in res["rows"]:
         params = f"{r['params'] / 1e6:.2f} M" + (f" (+{r['generator_params'] / 1e6:.2f} M generator)"
                                                  if r.get("generator_params") else "")
-        mlm = "–" if r["mlm_acc"] is None else f"{r['mlm_acc']:.1%}" + (" (generator)" if family.trains_generator(r["arch"]) else "")
+        mlm = "–" if r["mlm_acc"] is None else f"{r['mlm_acc']:.1%}" + (" (generator)" if r.get("generator_params") is not None else "")
         acc = f"{r['finetune_mean']:.1%}" + (f" ± {r['finetune_spread']:.1%}" if res["seeds"] > 1 else "")
         step_ms = r["minutes"] * 60_000 / max(1, r["steps"])
         lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | "

@@ -76,8 +76,10 @@ class PretrainSpec(TrainArgs):
     # The CPU recipe: 32-token examples leave the unigram plateau far sooner than 128.
     max_len: int = opt(32, "tokens per example", between(8, MAX_TOKENS), label='Tokens per example')
     objective: str | None = opt(None, "the pair task besides MLM: nsp | sop | mlm (none) (default: the "
-                                      "architecture's own: nsp for bert, mlm for roberta, sop for albert)",
-                                choices=OBJECTIVES, label='Objective')
+                                      "architecture's own: nsp for bert, mlm for roberta, sop for albert); "
+                                      + "; ".join(f"{m.trainer_objective} for {m.name}: {m.pretrain_note}"
+                                                  for m in family.RECORDS if m.trainer_objective),
+                                choices=OBJECTIVES + family.PAIR_OBJECTIVES, label='Objective')
     loss: str = opt("mlm", "the masked-word loss, a function registered in bertlab/train/objectives.py: mlm = "
                            "BERT's (the picked tokens) | all-tokens = every token teaches, the rest by copying "
                            "(ELECTRA's All-Tokens MLM ablation)",
@@ -119,23 +121,31 @@ class PretrainSpec(TrainArgs):
             self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
             raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
-        if own.generator and self.loss != "mlm":
+        pair = own.pair(self.objective)  # trains a generator and a discriminator
+        if self.objective in family.PAIR_OBJECTIVES and self.objective != own.trainer_objective:
+            raise ValueError(f"objective {self.objective} is "
+                             f"{family.say(m for m in family.RECORDS if m.trainer_objective == self.objective)}'s, "
+                             f"not {self.arch}'s")
+        if pair and self.loss != "mlm":
             raise ValueError(f"{self.arch} trains its own pair of losses (the generator's masked words, the "
                              f"discriminator's replaced tokens); loss {self.loss!r} is for bert, roberta and albert")
-        if own.objective == "mlm" and self.objective != "mlm":
-            raise ValueError(f"objective must be mlm for {self.arch} (it has no pair task), got {self.objective!r}")
+        if own.objective == "mlm" and self.objective not in ("mlm", own.trainer_objective or "mlm"):
+            raise ValueError(f"objective must be mlm for {self.arch} (it has no pair task"
+                             f"{'; or ' + own.trainer_objective if own.trainer_objective else ''}), "
+                             f"got {self.objective!r}")
         if "num_hidden_groups" not in own.only and self.layer_groups != 1:
             raise ValueError(f"layer_groups is an albert option, not {self.arch}'s")
         if "embedding_size" not in own.only and self.embedding_size is not None:
             raise ValueError(f"embedding_size is an albert and electra option, not {self.arch}'s")
-        if own.generator and self.init_from is not None:
+        if pair and self.init_from is not None:
             raise ValueError(f"{self.arch} pre-training starts from scratch (a generator and a discriminator); "
                              f"resume an {own.label} run to train it longer")
         if self.positions == "sinusoidal" and self.init_from is not None:
             raise ValueError("sinusoidal positions replace a new model's position table; a continued model keeps "
                              "the positions it learnt (leave positions at learned)")
-        if not own.generator and (self.generator_size != 0.25 or self.rtd_weight != 50.0):
-            raise ValueError(f"generator_size and rtd_weight are {_OWN_GENERATOR} options, not {self.arch}'s")
+        if not own.generator and (self.generator_size != 0.25 or (self.rtd_weight != 50.0 and not pair)):
+            raise ValueError(f"generator_size and rtd_weight are {_OWN_GENERATOR} options "
+                             f"(rtd_weight also objective {', '.join(family.PAIR_OBJECTIVES)}'s), not {self.arch}'s")
         if self.arch != "bert" and self.pre_ln:
             raise ValueError(f"pre_ln is a bert option; {self.arch} is post-LN")
         if own.tokenizer == "byte-level-bpe" and self.vocab_size < 261:

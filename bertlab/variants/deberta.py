@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from ..config import BertConfig
 from ..model import (ACT, BertIntermediate, BertOutput, BertSelfOutput, check_length, init_weights,
                      pretraining_heads, run_layer)
+from .electra import ElectraDiscriminatorPredictions, ElectraForPreTraining
 
 ACTS = ACT | {"tanh": nn.Tanh()}  # the convolution's default activation
 
@@ -392,3 +393,90 @@ def sizing(c, T: int = 128) -> tuple[dict, dict]:
              "qkv": L * projected * 2 * 2 * S * H * H,
              "attention_scores": L * len(kinds) * 2 * T * 2 * S * H if c.relative_attention else 0}
     return params, flops
+
+
+# ---- DeBERTa-v3's pre-training: replaced-token detection with gradient-disentangled embedding sharing ----
+
+class DebertaV2ForReplacedTokenDetection(ElectraForPreTraining):
+    """v3's discriminator (He et al. 2021): the encoder + ELECTRA's replaced-token head (dense, act, one
+    logit a token), forward and loss as ELECTRA's. transformers has no such class: the saved folder
+    loads there as DebertaV2Model (it drops `discriminator_predictions.*`, the head kept as ours)."""
+    base_model_prefix = "deberta"
+
+    def __init__(self, config):
+        nn.Module.__init__(self)
+        self.config = config
+        self.deberta = DebertaV2Model(config)
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
+        self.discriminator_predictions.apply(lambda m: init_weights(m, config))
+
+    attention_projections = DebertaV2Model.attention_projections
+
+
+class SharedWords(nn.Embedding):
+    """GDES (DeBERTaV3 §3.2): the discriminator's word vectors are E_D = sg(E_G) + E_Δ. `weight` is E_Δ,
+    zeros at first; E_G (the generator's table) is read detached, so only the generator's MLM loss
+    moves it, and the discriminator's loss only E_Δ."""
+
+    def __init__(self, words: nn.Embedding):
+        super().__init__(*words.weight.shape, padding_idx=words.padding_idx)
+        nn.init.zeros_(self.weight)
+        self.shared = [words]  # a list, not a submodule: E_G stays the generator's alone in state dicts
+
+    def forward(self, ids):  # (B, T) -> (B, T, E)
+        return F.embedding(ids, self.shared[0].weight.detach() + self.weight, self.padding_idx)
+
+
+def __getattr__(name):
+    """DebertaPair, built on first use: train.electra imports the training package, which must not load
+    while this module does (family.load reads it from config and preset lookups)."""
+    if name != "DebertaPair":
+        raise AttributeError(name)
+    import contextlib
+
+    from safetensors.torch import load_file, save_file
+
+    from ..train.electra import ElectraPair
+
+    class DebertaPair(ElectraPair):
+        """v3's pre-training: ELECTRA's corruption and loss (λ = rtd_weight, the paper's 50) with a generator
+        as wide as the discriminator and half as deep (DeBERTaV3 §5: "the same width ... half the depth";
+        generator_size is ELECTRA's width share, unused here), sharing word vectors through GDES. Saved:
+        the discriminator with E_G + E_Δ folded into its table (what transformers loads); checkpoints also
+        keep E_Δ itself (DELTA), so a resume continues exactly."""
+        DELTA = "embedding_delta.safetensors"
+
+        def build(self, config, generator_size):
+            disc = DebertaV2ForReplacedTokenDetection(config)
+            gen = DebertaV2ForMaskedLM(config.replace(num_hidden_layers=max(1, config.num_hidden_layers // 2)))
+            disc.deberta.embeddings.word_embeddings = SharedWords(gen.deberta.embeddings.word_embeddings)
+            return disc, gen
+
+        @property
+        def words(self) -> SharedWords:
+            return self.discriminator.deberta.embeddings.word_embeddings
+
+        @contextlib.contextmanager
+        def folded(self):
+            """E_D = E_G + E_Δ in the discriminator's table while it is saved; E_Δ back after."""
+            w = self.words.weight
+            delta = w.detach().clone()
+            with torch.no_grad():
+                w.add_(self.words.shared[0].weight)
+            try:
+                yield
+            finally:
+                with torch.no_grad():
+                    w.copy_(delta)
+
+        def save(self, folder, tokenizer) -> None:
+            save_file({"delta": self.words.weight.detach().contiguous()}, folder / self.DELTA)  # before: fsynced
+            super().save(folder, tokenizer)
+
+        def load(self, folder) -> None:
+            super().load(folder)  # the folded table lands in E_Δ's place; the checkpoint's E_Δ replaces it
+            with torch.no_grad():
+                self.words.weight.copy_(load_file(folder / self.DELTA)["delta"])
+
+    globals()["DebertaPair"] = DebertaPair
+    return DebertaPair

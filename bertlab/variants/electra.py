@@ -124,8 +124,8 @@ class ElectraForPreTraining(nn.Module):
         """loss: binary cross-entropy of rtd_logits against labels (0 original, 1 replaced), over
         the positions attention_mask keeps, as HF computes it. sparse_mlm has nothing to act on."""
         _no_next_sentence("ELECTRA's discriminator", next_sentence_label)
-        out = self.electra(input_ids, token_type_ids, attention_mask, output_attentions,
-                           output_hidden_states, causal)
+        out = getattr(self, self.base_model_prefix)(input_ids, token_type_ids, attention_mask, output_attentions,
+                                                    output_hidden_states, causal)  # DeBERTa-v3's discriminator too
         out.rtd_logits = self.discriminator_predictions(out.last_hidden_state)  # (B, T)
         if labels is not None:
             logits, labels = out.rtd_logits.float(), labels.float()

@@ -225,7 +225,8 @@ def probe_rows(run_dir: str | Path, last: int = 5) -> tuple[list[str], list[list
 # The race: a colour and a marker per recipe, the same in every chart and every race (Tableau 10).
 RACE_STYLE = {"bert": ("#1f77b4", "circle"), "mlm": ("#2ca02c", "diamond"), "static": ("#ff7f0e", "x")}
 RACE_STYLE |= {n: style for m in family.RECORDS for n, (_, _, style) in m.recipes.items() if style}  # the records'
-_GENERATED = {n for m in family.RECORDS if m.generator for n in m.recipes}  # their MLM accuracy is a generator's
+_GENERATED = {n for m in family.RECORDS for n, (_, fields, _) in m.recipes.items()  # their MLM accuracy is a
+              if m.pair(fields.get("objective"))}  # generator's: ELECTRA's, DeBERTa-v3's replaced-token detection
 _MORE = ["#17becf", "#bcbd22", "#7f7f7f"]  # a recipe added later, before it gets a style of its own
 
 

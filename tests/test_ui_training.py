@@ -300,6 +300,8 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         assert page.locator("#pretrain-run input").input_value() == "ui-tiny"
 
         page.get_by_role("tab", name="Fine-tune").click()
+        # a slow reload's link chain (?tab=pretrain) once pulled the page back to Pre-train after this click
+        page.locator("#bl-tabs [role=tab][aria-selected=true]", has_text="Fine-tune").wait_for(timeout=WAIT_MS)
         page.get_by_text("More options").click()
         page.get_by_label("Use N examples (0 = all)").fill("160")
         page.get_by_label("Epochs").fill("1")

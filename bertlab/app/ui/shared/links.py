@@ -254,8 +254,15 @@ def install(demo: gr.Blocks, tabs: gr.Tabs, keys: list[str], picker: gr.Dropdown
     demo.load(apply, None, [picker, held], api_name=False, show_progress="hidden")
     filled = held.change(fill, held, [c for *_, c in comps], api_name=False, show_progress="hidden")
     _see_links_on_open(demo, registered, keys, picker, model)
+    # The link's tab is selected only while the page still shows its first tab: on a busy server the chain
+    # ends seconds after the page opens, and a student who has moved to another tab meanwhile stays there
+    # (a reload of ?tab=pretrain pulled a student back from Fine-tune to Pre-train).
+    untouched = (f"(chosen) => {{ const list = document.querySelector('#{tabs.elem_id} [role=tablist]');"
+                 " const tabs = list ? [...list.querySelectorAll('[role=tab]')] : [];"
+                 " const on = tabs.find(t => t.getAttribute('aria-selected') === 'true');"
+                 " return on && on !== tabs[0] ? '' : chosen; }")
     _follow_changes(demo, filled, held, registered, {picker._id, model._id}).then(select, held, tabs, api_name=False,
-                                                          show_progress="hidden")
+                                                          show_progress="hidden", js=untouched)
     remember_tab(tabs)
     for tab, r in registered.items():
         if "copy" in r:

@@ -192,7 +192,7 @@ RECORDS = (
            recipes={"deberta": ("DeBERTa: disentangled attention over relative positions, MLM only", {}, None),
                     "deberta-rtd": ("DeBERTa-v3: replaced-token detection, half-depth generator, "
                                     "gradient-disentangled embedding sharing", {"objective": "rtd"}, None)},
-           colour="#8c564b", trainer="bertlab.variants.deberta:DebertaPair", trainer_objective="rtd",
+           colour="#8c564b", trainer="bertlab.train.deberta:DebertaPair", trainer_objective="rtd",
            pretrain_note="disentangled attention, relative positions; MLM, or v3's RTD with objective rtd; "
                          "WordPiece (v3: SentencePiece)"),
 )

@@ -14,7 +14,7 @@ from bertlab.train.specs import PretrainSpec
 TINY = dict(arch="deberta", objective="rtd", preset="tiny", vocab_size=300, max_len=32, batch_size=8, eval_batches=1,
             layers=2, hidden=32, heads=2, intermediate=64, dropout=0.0, lr=2e-3, warmup=0.1, log_every=5,
             eval_every=10, save_every=10, eval_early=0)
-Pair = family.load("bertlab.variants.deberta:DebertaPair")
+Pair = family.load("bertlab.train.deberta:DebertaPair")
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

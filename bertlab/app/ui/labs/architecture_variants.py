@@ -14,6 +14,7 @@ from ....config import MODEL_TYPES, preset, preset_names
 from ....family import MEMBERS, NAMES
 from ..shared import common
 from ..shared.common import away_from_neighbours
+from ....variants.deberta import relative_window
 
 EXPLAIN = """**The variants table.** Every family member at every preset, counted by the same formulas.
 *Parameters* is what is stored; *fp32 weights* is 4 bytes each; *fp32 inference* adds the working
@@ -22,7 +23,10 @@ sequence; *FLOPs* is the arithmetic of one forward pass. In the chart, points at
 arithmetic: **ALBERT**'s sit far left of BERT's (its layers share one set of weights: fewer parameters,
 the same FLOPs); **DistilBERT**-base does half BERT-base's FLOPs (6 layers, not 12); **RoBERTa** is
 BERT plus a 50k-word vocabulary (more parameters, the same FLOPs); **ELECTRA**'s generators are the
-small models trained beside its discriminators."""
+small models trained beside its discriminators; **DeBERTa-v3**-base is BERT-base's shape with a
+{vocab}-word vocabulary and one table of relative positions: {params} parameters, and its positions
+cost {extra:+.0%} FLOPs at 128 tokens as transformers computes them (every layer projects all {rows} position
+vectors; bertlab's own layers project only the {reached} that 128 tokens reach)."""
 
 SCOPES = ["encoder (as published)", "with pre-training heads"]
 FAMILY_COLOURS = {n: m.colour for n, m in MEMBERS.items()}  # each member's record
@@ -100,6 +104,16 @@ def figure(rows: list[dict], seq_len: int) -> go.Figure:
     return fig
 
 
+def deberta_base(T: int = 128) -> dict:
+    """The explanation's DeBERTa-v3-base figures, from the same formulas as the table."""
+    deb = preset("base", model_type="deberta-v2")
+    f = sizing.flops(deb, T, heads=False)["total"] / sizing.flops(sizing.as_bert(deb), T, heads=False)["total"]
+    S = deb.position_buckets  # v3: 2S rows, bucketed
+    lo, hi = relative_window(T, S, deb.max_position_embeddings, S)
+    return {"vocab": f"{deb.vocab_size // 1000}k", "params": sizing.humanize(sizing.param_counts(deb, heads=False)
+            ["encoder_total"]), "extra": f - 1, "rows": 2 * S, "reached": hi - lo}
+
+
 def variants(seq_len=128, scope: str = SCOPES[0]):
     """The API: (table, chart, JSON) of every family member at every preset."""
     T = common.whole_number(seq_len, "sequence length", lo=1, hi=MAX_LEN)
@@ -112,7 +126,7 @@ def variants(seq_len=128, scope: str = SCOPES[0]):
 def build() -> None:
     """The section, under the tab's published-models table."""
     gr.Markdown("### Every variant at its presets")
-    with common.form(EXPLAIN):
+    with common.form(EXPLAIN.format(**deberta_base())):
         with gr.Row():
             scope = gr.Radio(SCOPES, value=SCOPES[0], label="Count", min_width=220)
             length = gr.Slider(8, MAX_LEN, value=128, step=8, label="Tokens per sequence", min_width=220)

@@ -194,6 +194,34 @@ def new_page(browser, size: tuple[int, int]):
     return context.new_page()
 
 
+def upload(page, box: str, path) -> None:
+    """Give the file box `box` (a CSS selector) the file at `path` and wait until it shows the file's name.
+    The file is set again only if the browser never sent it: on a loaded machine the box's input can be
+    swapped for a new one as the page settles, and the first file then went nowhere (CI #3: no name in
+    300 s). An upload that was sent and failed is the app's failure, and the test fails on it."""
+    sent = []
+    listen = lambda r: sent.append(f"{r.method} {r.url.split('?')[0][-40:]}") if "/upload" in r.url else None  # noqa: E731
+    page.on("request", listen)
+    name = page.locator(box).get_by_text(Path(path).name)
+    try:
+        for attempt in range(3):
+            if not sent:  # the first time, or the browser never sent the last one
+                page.locator(f"{box} input[type=file]").set_input_files(str(path))
+            try:
+                name.wait_for(timeout=60_000 if attempt < 2 else WAIT_MS)
+                return
+            except Exception:
+                if sent:  # sent: wait for the answer as long as for anything else
+                    try:
+                        name.wait_for(timeout=WAIT_MS)
+                        return
+                    except Exception:
+                        raise AssertionError(f"{box}: the upload was sent ({sent}) and the box never showed it")
+        raise AssertionError(f"{box}: the browser never sent the file")
+    finally:
+        page.remove_listener("request", listen)
+
+
 def box(locator) -> dict:
     """An element's rectangle on the page (x, y, w, h)."""
     return locator.evaluate("e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from browser import WAIT_MS, chromium_page, new_page, shot
+from browser import WAIT_MS, chromium_page, new_page, shot, upload
 from conftest import write_corpus
 
 from bertlab.app.ui.training import finetune_tab, pretrain_tab
@@ -244,8 +244,7 @@ def test_train_in_the_browser(server, tmp_path, tmp_path_factory):
         page.locator("#pretrain-data").get_by_text("Data", exact=True).click()
         page.get_by_label("Upload a file").check()
         page.locator("#pretrain-upload").wait_for(state="visible")  # shown by the server's answer to the tick
-        page.locator("#pretrain-upload input[type=file]").set_input_files(str(corpus))
-        page.locator("#pretrain-upload").get_by_text("docs.txt").wait_for(timeout=WAIT_MS)
+        upload(page, "#pretrain-upload", corpus)
         page.get_by_label("Steps").fill("5000")
         page.get_by_label("Run name").first.fill("ui-tiny")
         page.locator("#pretrain-start").click()

@@ -79,7 +79,8 @@ class Member:
     qa_dropout_key: str = ""  # config.json key of its QA head's dropout (0.1); its token head then uses the hidden one
     published: dict = field(default_factory=dict)  # published sizes: name -> (preset, encoder parameters, source)
     first_preset: str = "base"  # the preset the Architecture tab opens it on
-    # pre-training here: the vocabulary it trains ("byte-level-bpe": no [UNK], case kept); whether a run may
+    # pre-training here: the vocabulary it trains ("wordpiece", "byte-level-bpe": no [UNK], case kept; "unigram":
+    # SentencePiece's, '▁' starts a word, case kept; train/pretrain.py's TOKENIZERS); whether a run may
     # continue one of its saved models; the class pre-training builds around its config (ELECTRA's pair of
     # generator and discriminator) and that pair's generator class, "module:Class"
     tokenizer: str = "wordpiece"
@@ -194,7 +195,7 @@ RECORDS = (
                                     "gradient-disentangled embedding sharing", {"objective": "rtd"}, None)},
            colour="#8c564b", trainer="bertlab.train.deberta:DebertaPair", trainer_objective="rtd",
            pretrain_note="disentangled attention, relative positions; MLM, or v3's RTD with objective rtd; "
-                         "WordPiece (v3: SentencePiece)"),
+                         "a Unigram vocabulary, case kept, as v3's SentencePiece", tokenizer="unigram"),
 )
 MEMBERS: dict[str, Member] = {m.name: m for m in RECORDS}
 MODEL_TYPES = tuple(MEMBERS)

@@ -1,7 +1,8 @@
 """Tokenizers of the BERT family: Hugging Face `tokenizers` does the work; we pin each family's
 conventions (its five special markers by role, its pair layout) and turn every load error into one
 ValueError naming the file, so a UI can show it as is. WordPiece (BERT, ELECTRA, DistilBERT),
-byte-level BPE (RoBERTa) and Unigram/SentencePiece (ALBERT) share one class, `SubwordTokenizer`."""
+byte-level BPE (RoBERTa) and Unigram/SentencePiece (ALBERT; DeBERTa-v3, trained here) share one class,
+`SubwordTokenizer`."""
 from __future__ import annotations
 
 import itertools
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Encoding as RawEncoding
 
 from . import family
@@ -118,6 +119,17 @@ def _byte_level_pipeline(model: models.Model, add_prefix_space: bool = False) ->
     tok = Tokenizer(model)
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
     tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def _metaspace_pipeline(model: models.Model) -> Tokenizer:
+    """DeBERTa-v3's SentencePiece text handling, as transformers' DebertaV2Tokenizer rebuilds it from a saved
+    vocabulary (so both cut alike): whitespace runs to one space, NFC, case kept; '▁' for every space."""
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s{2,}|[\n\r\t]"), " "), normalizers.NFC(),
+                                           normalizers.Strip(left=False, right=True)])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace("\u2581", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace("\u2581", prepend_scheme="always")
     return tok
 
 
@@ -280,7 +292,8 @@ def exact_unigram(path: str) -> models.Unigram:
 class SubwordTokenizer:
     """Any BERT-family tokenizer: five markers by role (pad unk cls sep mask), the family's pair layout,
     longest-first truncation. Load one with `from_pretrained` or `from_file`; train one with
-    `WordPieceTokenizer.train` or `BPETokenizer.train`. A Unigram (ALBERT) tokenizer is this class."""
+    `WordPieceTokenizer.train`, `BPETokenizer.train` or `UnigramTokenizer.train`. A loaded Unigram tokenizer
+    (ALBERT's, DeBERTa-v3's) is this class."""
     model_class: type | None = None  # the `tokenizers` model a subclass insists on
     default_class = "PreTrainedTokenizerFast"  # tokenizer_class written when none was loaded
 
@@ -608,3 +621,36 @@ class BPETokenizer(SubwordTokenizer):
         self._tok.model.save(folder)  # vocab.json and merges.txt
         return {"add_prefix_space": getattr(self._tok.pre_tokenizer, "add_prefix_space", False),
                 "trim_offsets": True, "errors": "replace"}
+
+
+class UnigramTokenizer(SubwordTokenizer):
+    """DeBERTa-v3's SentencePiece-style Unigram vocabulary: '▁' starts a word's first piece, case is kept and
+    a character never seen in training is [UNK]. Trained here: [PAD]=0 [CLS]=1 [SEP]=2 [UNK]=3 and [MASK]
+    last, as in DeBERTa-v3. A saved folder loads back as a SubwordTokenizer of kind 'unigram' (as ALBERT's)."""
+    model_class = models.Unigram
+
+    @classmethod
+    def train(cls, texts_or_files: Iterable[str | os.PathLike], vocab_size: int = 8192) -> UnigramTokenizer:
+        """Learn pieces and their log-probabilities (EM, pruning the least useful) from a list of file paths or
+        any iterable of strings. Every character seen is kept as a piece; a small corpus may give fewer pieces
+        than asked (a candidate longer than a character must occur twice among its distinct words)."""
+        _check_int(vocab_size, "vocab_size", len(SPECIAL_TOKENS) + 1)
+        texts = _training_texts(texts_or_files)
+        tok = _metaspace_pipeline(models.Unigram())
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size - 1, special_tokens=[PAD, CLS, SEP, UNK],
+                                          unk_token=UNK, show_progress=False)  # [MASK] comes after the pieces
+        try:
+            tok.train_from_iterator(texts, trainer)
+            fits = tok.get_vocab_size() < vocab_size  # just above the characters' count it overshoots
+        except Exception as e:  # the Rust side's terse "The vocabulary is not large enough to contain all chars"
+            if "not large enough" not in str(e):
+                raise
+            fits = False
+        if not fits:
+            raise ValueError(f"vocab_size {vocab_size} is too small for this text: a Unigram vocabulary keeps every "
+                             f"character it has as a piece, besides the 5 markers; give a larger vocab_size")
+        tok.add_special_tokens([AddedToken(MASK, special=True, normalized=False)])
+        return cls(tok, tokenizer_class="DebertaV2Tokenizer")
+
+    def _write_vocab(self, folder: str) -> dict:
+        return {"do_lower_case": self.lowercase, "split_by_punct": False, "add_prefix_space": True}  # DebertaV2Tokenizer's

@@ -50,17 +50,31 @@ def special_tokens_mask(input_ids: torch.Tensor, special_ids: Iterable[int]) -> 
 
 def word_ids_from_pieces(input_ids: torch.Tensor, is_continuation: torch.Tensor,
                          special_mask: torch.Tensor) -> torch.Tensor:
-    """Word index per position (-1 at specials) from a (V,) bool table marking '##' pieces,
-    so whole-word masking works on examples that only kept their token ids."""
+    """Word index per position (-1 at specials) from a (V,) bool table marking the pieces that continue a
+    word (`word_continuation`), so whole-word masking works on examples that only kept their token ids."""
     cont = is_continuation.to(input_ids.device)[input_ids] & ~special_mask  # (B, T)
-    start = ~cont & ~special_mask  # a word begins at every non-'##' ordinary token
+    start = ~cont & ~special_mask  # a word begins at every ordinary token that does not continue one
     word = start.long().cumsum(-1) - 1  # (B, T)
     return torch.where(special_mask, torch.full_like(word, -1), word.clamp(min=0))
 
 
-def continuation_table(vocab: Sequence[str], prefix: str = "##") -> torch.Tensor:
-    """(V,) bool: which vocabulary entries continue a word (WordPiece's '##ing')."""
-    return torch.tensor([t.startswith(prefix) for t in vocab], dtype=torch.bool)
+# How a kind of vocabulary (`SubwordTokenizer.kind`) marks words: the marker, and whether it marks a word's
+# first piece (byte-level BPE's 'Ġfilm', SentencePiece's '▁film') rather than its later ones (WordPiece's '##ing').
+WORD_MARKS = {"wordpiece": ("##", False), "bpe": ("\u0120", True), "unigram": ("\u2581", True)}
+
+
+def continuation_table(vocab: Sequence[str], prefix: str = "##", marks_start: bool = False) -> torch.Tensor:
+    """(V,) bool: which vocabulary entries continue a word: those with `prefix` (WordPiece's '##ing'), or
+    with `marks_start` those without it."""
+    return torch.tensor([t.startswith(prefix) != marks_start for t in vocab], dtype=torch.bool)
+
+
+def word_continuation(tok) -> torch.Tensor:
+    """(V,) bool continuation table of a tokenizer, by its kind's marker (WORD_MARKS). An id missing from a
+    loaded vocabulary (a gap) counts as a word start."""
+    prefix, marks_start = WORD_MARKS[tok.kind]
+    pieces = [tok.backend.id_to_token(i) for i in range(tok.vocab_size)]
+    return continuation_table([prefix if t is None and marks_start else t or "" for t in pieces], prefix, marks_start)
 
 
 def _check(input_ids, special_mask, word_ids, mask_token_id, random_ids, rate, mask_frac, random_frac):

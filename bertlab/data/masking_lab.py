@@ -7,8 +7,8 @@ import weakref
 import torch
 
 from ..tokenizer import special_token_ids
-from .masking import (IGNORE_INDEX, KEPT, MASKED, NOT_SELECTED, RANDOM, continuation_table, mask_tokens,
-                      special_tokens_mask, word_ids_from_pieces)
+from .masking import (IGNORE_INDEX, KEPT, MASKED, NOT_SELECTED, RANDOM, mask_tokens, special_tokens_mask,
+                      word_continuation, word_ids_from_pieces)
 
 RULE_NAMES = {NOT_SELECTED: "not selected", MASKED: "[MASK]", RANDOM: "random", KEPT: "kept"}
 MAX_SAMPLES = 5000
@@ -16,11 +16,11 @@ _continuation: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _cont_table(tok) -> torch.Tensor:
-    """(V,) bool '##' table, built once per tokenizer (a vocabulary scan is ~10 ms for 30k tokens)."""
+    """(V,) bool table of the pieces that continue a word, by the tokenizer's kind ('##ing'; not 'Ġfilm' or
+    '▁film'), built once per tokenizer (a vocabulary scan is ~10 ms for 30k tokens)."""
     table = _continuation.get(tok)
-    if table is None:  # an id missing from a loaded vocabulary (a gap) counts as a word start
-        pieces = [tok.backend.id_to_token(i) or "" for i in range(tok.vocab_size)]
-        table = _continuation[tok] = continuation_table(pieces)
+    if table is None:
+        table = _continuation[tok] = word_continuation(tok)
     return table
 
 

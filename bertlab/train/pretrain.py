@@ -1,6 +1,6 @@
 """Pre-training BERT, RoBERTa, ALBERT or ELECTRA: corpus → tokenizer → examples → masked batches → the shared
-Trainer. The architecture (`spec.arch`) decides the tokenizer (RoBERTa: byte-level BPE), the model
-class (bertlab.family) and the default pair task; masking, loss, checkpoints and resume are shared.
+Trainer. The architecture (`spec.arch`) decides the tokenizer (RoBERTa: byte-level BPE; DeBERTa-v3: Unigram),
+the model class (bertlab.family) and the default pair task; masking, loss, checkpoints and resume are shared.
 ELECTRA trains a generator and a discriminator together (train/electra.py).
 
 Everything a run needs to resume exactly lives in its folder: the tokenizer it trained (WordPiece
@@ -32,13 +32,16 @@ from ..data.corpus import (
     split_heldout,
     tokenize_documents,
 )
-from ..data.masking import Batcher, continuation_table
+from ..data.masking import Batcher, word_continuation
 from ..data.tasks import TASK_CORPUS, adaptation_texts
-from ..tokenizer import BPETokenizer, SubwordTokenizer, WordPieceTokenizer
+from ..tokenizer import BPETokenizer, SubwordTokenizer, UnigramTokenizer, WordPieceTokenizer
 from . import electra, objectives, runs
 from .loop import Trainer, rank_world
 from .specs import FinetuneSpec, PretrainSpec
 
+# a member record's `tokenizer` -> the class that trains it and its name in the run's log
+TOKENIZERS = {"wordpiece": (WordPieceTokenizer, "WordPiece"), "byte-level-bpe": (BPETokenizer, "byte-level BPE"),
+              "unigram": (UnigramTokenizer, "Unigram")}
 PROBES = ["the acting was [MASK] .", "i would [MASK] recommend this film .",
           "this is one of the worst [MASK] i have ever seen .", "the [MASK] was slow but the ending was great ."]
 
@@ -132,16 +135,12 @@ def prepare_data(run_dir: Path, spec: PretrainSpec, log=print, phase=None):
                          f"evaluation; give at least 3 documents (separate them with blank lines)")
     if spec.init_from:  # keep the model's own vocabulary
         tok = SubwordTokenizer.from_pretrained(resolve_folder(spec.init_from))
-    elif family.MEMBERS[spec.arch].tokenizer == "byte-level-bpe":  # RoBERTa's: no [UNK], case kept
-        log(f"training a {spec.vocab_size}-token byte-level BPE vocabulary on {len(train_docs)} documents ...")
-        phase(f"preparing the data{once}: training a byte-level BPE vocabulary of {spec.vocab_size:,} tokens on "
+    else:  # the vocabulary the member's record names
+        kind, name = TOKENIZERS[family.MEMBERS[spec.arch].tokenizer]
+        log(f"training a {spec.vocab_size}-token {name} vocabulary on {len(train_docs)} documents ...")
+        phase(f"preparing the data{once}: training a {name} vocabulary of {spec.vocab_size:,} tokens on "
               f"{len(train_docs):,} documents ...")
-        tok = BPETokenizer.train(train_docs, vocab_size=spec.vocab_size)
-    else:
-        log(f"training a {spec.vocab_size}-token WordPiece vocabulary on {len(train_docs)} documents ...")
-        phase(f"preparing the data{once}: training a WordPiece vocabulary of {spec.vocab_size:,} tokens on "
-              f"{len(train_docs):,} documents ...")
-        tok = WordPieceTokenizer.train(train_docs, vocab_size=spec.vocab_size)
+        tok = kind.train(train_docs, vocab_size=spec.vocab_size)
     tok.model_max_length = spec.max_len
     log("splitting sentences and tokenizing ...")
     phase(f"preparing the data{once}: splitting {len(docs):,} documents into sentences, tokenising them and "
@@ -315,10 +314,7 @@ def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example]
     """The training batches: masked afresh each time (dynamic) or from `static_masks` fixed copies."""
     cont = None
     if spec.whole_word or spec.span_masking:  # SpanBERT's spans are runs of whole words
-        vocab = [tok.id_to_token(i) for i in range(tok.vocab_size)]
-        # WordPiece marks a word's later pieces with '##'; byte-level BPE marks a word's first piece with 'Ġ'
-        cont = continuation_table(vocab) if isinstance(tok, WordPieceTokenizer) else \
-            torch.tensor([not t.startswith("Ġ") for t in vocab], dtype=torch.bool)
+        cont = word_continuation(tok)  # '##ing' continues a word; 'Ġfilm' and '▁film' start one
     mask_frac, random_frac = family.MASK_RULES[spec.mask_rule]  # [MASK], random; kept
     return Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed, rank=rank,
                                   world_size=world, is_continuation=cont, drop_last=True,

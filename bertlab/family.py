@@ -9,6 +9,7 @@ This module imports nothing of bertlab at load time: config.py and tokenizer.py 
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass, field
 
@@ -89,6 +90,7 @@ class Member:
     trainer: str = ""
     generator: str = ""
     trainer_objective: str = ""  # the objective that trains it with `trainer` (DeBERTa-v3's "rtd"); "": every run
+    own_classes: tuple = ()  # classes of ours a saved folder may name that transformers lacks (v3's discriminator)
     # its race recipes: name -> (label, PretrainSpec fields beyond arch, (colour, marker) in the race's charts or None)
     recipes: dict = field(default_factory=dict)
     mask_rule: tuple | None = None  # --mask-rule NAME: its code's shares of picked tokens made [MASK], random words
@@ -194,6 +196,7 @@ RECORDS = (
                     "deberta-rtd": ("DeBERTa-v3: replaced-token detection, half-depth generator, "
                                     "gradient-disentangled embedding sharing", {"objective": "rtd"}, None)},
            colour="#8c564b", trainer="bertlab.train.deberta:DebertaPair", trainer_objective="rtd",
+           own_classes=("DebertaV2ForReplacedTokenDetection",),
            pretrain_note="disentangled attention, relative positions; MLM, or v3's RTD with objective rtd; "
                          "a Unigram vocabulary, case kept, as v3's SentencePiece", tokenizer="unigram"),
 )
@@ -237,12 +240,15 @@ def model_class_named(model_type: str) -> type:
 
 
 def model_class(config, architectures=()) -> type:
-    """Our class for a config.json: by model_type, and for a member that pre-trains with a generator (ELECTRA)
-    by its architecture (a *ForMaskedLM folder is a generator; anything else, the bare encoder included, a
-    discriminator)."""
-    gen = MEMBERS[config.model_type].generator
-    if gen and any(str(a).endswith("ForMaskedLM") for a in architectures or ()):
-        return load(gen)
+    """Our class for a config.json: the pre-training class its `architectures` names where we have that class
+    (ELECTRA's generator, DeBERTa-v3's discriminator), else the member's fullest class (a bare encoder's
+    folder, or a head we lack: BertForMaskedLM loads into BertForPreTraining)."""
+    m = MEMBERS[config.model_type]
+    module = m.model_class.split(":")[0]
+    for a in map(str, architectures or ()):
+        if a in m.own_classes or (a in m.architectures and a != m.encoder_class):
+            with contextlib.suppress(AttributeError):
+                return load(f"{module}:{a}")
     return load(CLASSES[config.model_type])
 
 
@@ -270,8 +276,9 @@ def trains_generator(arch: str) -> bool:
 
 
 def is_discriminator(model) -> bool:
-    """A member's replaced-token discriminator (ELECTRA's): its family trains a generator, and it has no MLM head."""
-    return bool(MEMBERS[model.config.model_type].generator) and getattr(model, "token_logits", 0) is None
+    """A replaced-token discriminator (ELECTRA's, DeBERTa-v3's): a pre-training class that says it has no
+    vocabulary predictions (`token_logits = None`), unlike a bare encoder, which has no such attribute."""
+    return getattr(model, "token_logits", 0) is None
 
 
 def owners(key: str) -> list[Member]:

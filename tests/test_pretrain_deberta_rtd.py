@@ -63,6 +63,14 @@ def test_run_loads_in_transformers_resumes_exactly_and_refuses_elsewhere(rtd_run
         assert torch.equal(ours.words.weight, hf.embeddings.word_embeddings.weight)
     disc = family.load("bertlab.variants.deberta:DebertaV2ForReplacedTokenDetection")(ours.config).eval()
     load_weights(disc, rtd_run / "model")
+    import warnings
+
+    import bertlab
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no head initialised at random, no weight dropped
+        loaded, _ = bertlab.load_pretrained(rtd_run)  # the discriminator the run saved, its head included
+    assert type(loaded) is type(disc) and family.is_discriminator(loaded) and not family.has_mlm_head(loaded)
+    assert all(torch.equal(v, disc.state_dict()[k]) for k, v in loaded.state_dict().items())
     tok = SubwordTokenizer.from_pretrained(rtd_run / "model")
     enc = tok.encode_batch(["the film was great and i would really recommend it .", "the soup was cold ."])
     ids, am = enc["input_ids"], enc["attention_mask"]

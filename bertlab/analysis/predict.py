@@ -22,8 +22,8 @@ def with_masks(tok, text: str) -> tuple[str, str]:
 
 def need_mlm_head(model, what: str = "guess masked words") -> None:
     if not family.has_mlm_head(model):
-        extra = (" It is an ELECTRA discriminator: it tells which tokens were replaced instead"
-                 if family.MEMBERS[model.config.model_type].generator else "")
+        extra = (" It is a replaced-token discriminator: it tells which tokens were replaced instead"
+                 if family.is_discriminator(model) else "")
         raise ValueError(f"this {family.family_name(model.config)} model has no masked-LM head, so it "
                          f"cannot {what}.{extra}")
 
@@ -147,11 +147,12 @@ def _decode_keep_masks(tok, ids: list[int]) -> str:
 
 @torch.no_grad()
 def replaced_tokens(model, tok, text: str) -> list[dict]:
-    """ELECTRA's discriminator on a text: for each token, the probability that it was replaced (it
-    was trained on sentences in which a small generator swapped some tokens for plausible others)."""
+    """A replaced-token discriminator (ELECTRA's, DeBERTa-v3's) on a text: for each token, the probability
+    that it was replaced (it was trained on sentences in which a generator swapped some tokens for
+    plausible others)."""
     if not family.is_discriminator(model):
-        raise ValueError("only an ELECTRA discriminator tells replaced tokens apart; this model guesses "
-                         "masked words instead")
+        raise ValueError("only a replaced-token discriminator (ELECTRA's, DeBERTa-v3's) tells replaced tokens "
+                         "apart; this model guesses masked words instead")
     enc = tok.encode(check_text(text))
     dev = device_of(model)
     out = model(torch.tensor([enc.ids], device=dev), torch.tensor([enc.token_type_ids], device=dev))

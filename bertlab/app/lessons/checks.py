@@ -78,7 +78,7 @@ def fill(answer: str, choice) -> Verdict:
     """The top guess for the gap with the left context only."""
     model, tok = load_model(choice)
     if family.is_discriminator(model):
-        return _no("an ELECTRA discriminator (it has no masked-word head)")
+        return _no(f"a {family.family_name(model.config)} discriminator (it has no masked-word head)")
     text = FILL_TEXT.replace("[MASK]", tok.id_to_token(tok.mask_token_id))
     left = fill_mask(model, tok, text, top_k=3, causal=True)[0]
     both = fill_mask(model, tok, text, top_k=3, causal=False)[0]

@@ -130,7 +130,7 @@ def predict(text: str, top_k: int, causal: bool, choice: str | None):
     text = common.check_text(text)
     k = common.whole_number(top_k, "number of guesses", 1, 100)
     model, tok = common.load_model(choice)
-    if family.is_discriminator(model):  # ELECTRA's discriminator: no guesses
+    if family.is_discriminator(model):  # a replaced-token discriminator: no guesses
         return replaced_view.predict(model, tok, MASK_RE.sub(" ", text))
     n = len(MASK_RE.findall(text))
     if n == 0:

@@ -7,11 +7,12 @@ import html
 
 import plotly.graph_objects as go
 
+from .... import family
 from ....analysis.predict import replaced_tokens
 from ..shared import common
 
-NOTE = ("<b>This is an ELECTRA discriminator.</b> It was pre-trained on <i>replaced token detection</i>: "
-        "a small generator (a masked-LM) filled the gaps of masked sentences with plausible words, and the "
+NOTE = ("<b>This is a {label} discriminator.</b> It was pre-trained on <i>replaced token detection</i>: "
+        "a generator (a smaller masked-LM) filled the gaps of masked sentences with plausible words, and the "
         "discriminator learned to tell, for <i>every</i> token, whether it is the original or a replacement. "
         "It has no head that guesses masked words, so instead of [MASK] guesses you see, per token, the "
         "probability that it was replaced. Try <i>the chef cooked the meal .</i> and then <i>the chef ate "
@@ -39,7 +40,7 @@ def text_html(rows: list[dict]) -> str:
             f'</div><div style="color:#374151">{said}</div></div>')
 
 
-def figure(rows: list[dict]) -> go.Figure:
+def figure(rows: list[dict], label: str) -> go.Figure:
     shown = [r for r in rows if not r["special"]]
     labels = [f"{i + 1}. {r['token']}" for i, r in enumerate(shown)]
     p = [r["replaced"] for r in shown]
@@ -50,7 +51,7 @@ def figure(rows: list[dict]) -> go.Figure:
     fig.update_xaxes(range=[0, 1], tickformat=".0%", title="probability that the token was replaced")
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_layout(height=min(2400, 120 + 26 * len(shown)), margin=dict(l=10, r=20, t=60, b=40),
-                      title=dict(text="Replaced or original? (ELECTRA discriminator)", font_size=15), showlegend=False)
+                      title=dict(text=f"Replaced or original? ({label} discriminator)", font_size=15), showlegend=False)
     return fig
 
 
@@ -58,5 +59,6 @@ def predict(model, tok, text: str):
     """(figure, JSON rows, HTML) for the Fill-mask tab's outputs."""
     with common.mistakes():
         rows = replaced_tokens(model, tok, text)
-    note = f'<div style="padding:6px 10px;margin:4px 0 8px;border-left:4px solid #2563eb;background:#eff6ff;color:#1e3a8a;border-radius:4px">{NOTE}</div>'
-    return figure(rows), {"replaced_token_detection": rows}, note + text_html(rows)
+    label = family.family_name(model.config)
+    note = f'<div style="padding:6px 10px;margin:4px 0 8px;border-left:4px solid #2563eb;background:#eff6ff;color:#1e3a8a;border-radius:4px">{NOTE.format(label=label)}</div>'
+    return figure(rows, label), {"replaced_token_detection": rows}, note + text_html(rows)

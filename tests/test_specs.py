@@ -126,3 +126,22 @@ def test_old_finetune_folder_and_bad_run_folders(tmp_path, capsys):
     assert main(["run", str(d)]) == 2
     st = runs.read_status(d)  # what the web page shows: the reason, from status.json
     assert st["state"] == "failed" and "no such file or folder" in st["message"]
+
+
+def test_a_job_kind_is_one_record_that_the_command_line_reads():
+    """Every spec class that names a kind has its record in train/kinds.py, and every record with a command
+    is a subcommand taking each field of its spec (issue 43: the CLI kept a third table of kinds)."""
+    import argparse
+
+    from bertlab.app.cli import build_parser
+    from bertlab.train.kinds import KINDS, RUN_KINDS
+    from bertlab.train.specs import KINDS as SPECS
+    assert set(SPECS) == set(KINDS) and all(KINDS[k].spec is c for k, c in SPECS.items())
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = {k for k, rec in KINDS.items() if rec.command}
+    assert commands <= set(sub.choices) and {"pretrain", "finetune", "probe", "race", "distill", "scaling"} <= commands
+    for k in commands:
+        flags = {d for a in sub.choices[k]._actions for d in [a.dest]}
+        assert {f.name for f in fields(KINDS[k].spec)} <= flags, k
+        assert ("out" in flags) == (k in RUN_KINDS) and ("json" in flags) == KINDS[k].json, k
+        assert sub.choices[k].description is None and KINDS[k].help

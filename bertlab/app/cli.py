@@ -22,10 +22,10 @@ from ..train import runs, specs
 from ..train.compare import spec_of
 from ..train.evaluate import evaluate_model, mlm_left
 from ..train.finetune import CONFUSION_FILE
-from ..train.kinds import RUN_KINDS, execute
+from ..train.kinds import KINDS, execute
 from ..train.loop import init_distributed, resolve_device
 from ..train.runs import read_metrics
-from . import class_cli, compute_cli, finetune_cli, memory_cli, scaling_cli
+from . import class_cli, compute_cli, finetune_cli, memory_cli
 from .stopping import graceful_stop
 from .probe_cli import report_probe
 
@@ -343,6 +343,19 @@ def _positive(text: str) -> int:
     return n
 
 
+def finetune_flags(p: argparse.ArgumentParser) -> None:
+    """`finetune`'s flags: the spec's fields, its run folder and --json, and a comparison's two."""
+    specs.FinetuneSpec.add_arguments(p)
+    p.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
+    p.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--compare", default=None, metavar="METHODS",
+                   help="compare methods on the same data and seeds, e.g. full,frozen,bitfit,lora,ia3,"
+                        "prefix,prompt,adapter (every other flag applies to each); --out holds the runs")
+    p.add_argument("--seeds", type=_positive, default=None,
+                   help="with --compare: runs per method, seeds --seed, --seed + 1, ... (default 1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bertlab", description="See and train BERT end to end.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -394,26 +407,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dropout written to config.json, which fine-tuning uses (e.g. 0.1 after pre-training "
                         "without dropout)")
     x.set_defaults(run=cmd_export)
-    jobs = {"pretrain": ("pre-train a BERT (MLM + NSP/SOP) into a run folder", cmd_pretrain),
-            "finetune": ("fine-tune a model on sentiment, POS tagging or your own CSV/CoNLL file", cmd_finetune),
-            "probe": ("per-layer probes (POS, sentiment, position, your file) with control tasks", cmd_probe),
-            "race": ("pre-train several recipes for the same minutes, fine-tune each: one table", cmd_race),
-            "distill": ("distil a BERT into a DistilBERT (soft targets + MLM + cosine)", cmd_distill)}
-    for kind, (what, cmd) in jobs.items():  # the flags are the spec's fields
-        j = sub.add_parser(kind, help=what)
-        specs.KINDS[kind].add_arguments(j)
-        if kind in RUN_KINDS:
-            j.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
-            j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
-        if kind not in ("pretrain", "race", "distill"):
-            j.add_argument("--json", action="store_true", help="print the results as JSON")
-        if kind == "finetune":
-            j.add_argument("--compare", default=None, metavar="METHODS",
-                           help="compare methods on the same data and seeds, e.g. full,frozen,bitfit,lora,ia3,"
-                                "prefix,prompt,adapter (every other flag applies to each); --out holds the runs")
-            j.add_argument("--seeds", type=_positive, default=None,
-                           help="with --compare: runs per method, seeds --seed, --seed + 1, ... (default 1)")
-        j.set_defaults(run=cmd)
+    for kind in KINDS.values():  # one subcommand per job kind that has one: its record says which
+        if not kind.command:
+            continue
+        j = sub.add_parser(kind.name, help=kind.help, conflict_handler="resolve")  # own flags may replace a field's
+        if kind.flags:
+            family.load(kind.flags)(j)
+        else:  # the flags are the spec's fields
+            kind.spec.add_arguments(j)
+            if kind.run:
+                j.add_argument("--out", required=True, help="run folder (created; with --resume, continued)")
+                j.add_argument("--resume", action="store_true", help="go on from the newest checkpoint")
+            if kind.json:
+                j.add_argument("--json", action="store_true", help="print the results as JSON")
+        j.set_defaults(run=family.load(kind.command))
     k = sub.add_parser("compute", help="pre-training FLOPs, time and cost; Kaplan's and Chinchilla's scaling laws")
     compute_cli.add_arguments(k)
     k.set_defaults(run=compute_cli.cmd_compute)
@@ -424,10 +431,6 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("class", help="the class's runs ranked by held-out accuracy; --clear: clear them (teacher)")
     class_cli.add_arguments(cl)
     cl.set_defaults(run=class_cli.cmd_class)
-    sc = sub.add_parser("scaling", conflict_handler="resolve",
-                        help="a scaling sweep: several sizes (or token budgets), one recipe; fits L(N) = a·N^-α + c")
-    scaling_cli.add_arguments(sc)
-    sc.set_defaults(run=scaling_cli.cmd_scaling)
     r = sub.add_parser("run", help="execute a run folder's spec.json (what the web app's job manager launches)")
     r.add_argument("dir", help="run folder holding spec.json")
     r.set_defaults(run=cmd_run)

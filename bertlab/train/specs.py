@@ -481,8 +481,13 @@ class ScalingSpec(Spec):
             raise ValueError(f"tokens must be from 100 to 1e11 per run, got {bad[0]:g}")
 
 
-KINDS: dict[str, type[Spec]] = {c.KIND: c for c in (PretrainSpec, FinetuneSpec, CompareSpec, ProbeSpec, RaceSpec,
-                                                    DistillSpec, ScalingSpec)}
+def _with_kind(cls: type[Spec]):
+    """Every spec class below `cls` that names a job kind: the classes are the registry."""
+    for c in cls.__subclasses__():
+        yield from ([c] if c.KIND else []) + list(_with_kind(c))
+
+
+KINDS: dict[str, type[Spec]] = {c.KIND: c for c in _with_kind(Spec)}  # what a spec.json's "kind" reads into
 
 
 def spec_from_dict(d: dict) -> Spec:

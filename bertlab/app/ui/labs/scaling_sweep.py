@@ -254,10 +254,8 @@ def build() -> None:
                                   elem_id="sweep-tokens", info="several sizes with one budget, or one size with several")
         name = gr.Textbox(label="Sweep name", placeholder="blank: scale-<date>-<time>", max_length=64)
         estimate = gr.Markdown(elem_id="sweep-estimate")
-        with gr.Row():
-            start_btn = gr.Button("Start sweep", variant="primary", elem_id="sweep-start", min_width=100)
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop", min_width=80)
-            resume_btn = gr.Button("Resume", elem_id="sweep-resume", min_width=80)
+        controls = jobs_ui.Controls("scaling", delete=False, link=False, start="Start sweep", ids="sweep",
+                                    api="scaling_sweep")
     common.examples(side, EXAMPLES, [sizes, tokens], label="Examples: click one, then Start",
                     example_labels=["5 sizes × 1M tokens", "data: 2x64 × 4 budgets"])
     status = gr.HTML(elem_id="sweep-status")
@@ -271,9 +269,8 @@ def build() -> None:
     form = [sizes, tokens]
     outs = [status, law, curves, fit, table, log, timer]
     gr.on([c.change for c in form], estimate_md, form, estimate, api_name=False, show_progress="hidden")
-    start_btn.click(start, [owner, name, *form], [watch, *outs], api_name="scaling_sweep_start", concurrency_limit=1)
-    stop_btn.click(_act("stop"), [owner, watch, overlay], outs, api_name="scaling_sweep_stop", show_progress="minimal")
-    resume_btn.click(_act("resume"), [owner, watch, overlay], outs, api_name="scaling_sweep_resume",
-                     show_progress="minimal")
+    controls.start.click(start, [owner, name, *form], [watch, *outs], api_name="scaling_sweep_start",
+                         concurrency_limit=1)
+    controls.wire(owner, watch, overlay, outs, view, _act("stop"), _act("resume"))
     jobs_ui.wire_run_view("scaling", (owner, opened), watch, overlay, timer, view, outs)
     common.on_open(estimate_md, form, estimate)

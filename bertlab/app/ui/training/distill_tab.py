@@ -369,12 +369,7 @@ def build(picker: gr.Dropdown) -> None:
                 for k in WEIGHTS[1:]:
                     weights(k, help=False, min_width=100)
         plan = gr.Markdown(elem_id="distill-plan")
-        with gr.Row():
-            start_btn = gr.Button("Start", variant="primary", elem_id="distill-start", min_width=80)
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="distill-stop", min_width=80)
-            resume_btn = gr.Button("Resume", elem_id="distill-resume", min_width=80)
-            delete_btn = gr.Button("Delete", elem_id="distill-delete", min_width=80)
-        links.copy_button("distill")
+        controls = jobs_ui.Controls("distill")
         links.register("distill", layers=layers, steps=steps, temperature=temperature)  # filled, never started
     status = gr.HTML(elem_id="distill-status")
     with gr.Row(elem_id="distill-plots"):  # side by side on a laptop, stacked on a phone
@@ -406,12 +401,9 @@ def build(picker: gr.Dropdown) -> None:
           show_progress="hidden")
     teacher.focus(lambda o: gr.Dropdown(choices=teacher_choices(o)), owner, teacher, api_name=False)
     teacher.input(default_layers, teacher, layers, api_name=False)
-    start_btn.click(start, [owner, name, overlay], [watch, *outs], inputs_kwargs=form, api_name="distill_start",
-                    concurrency_limit=1, show_progress="hidden")
-    stop_btn.click(stop, [owner, watch, overlay], outs, api_name="distill_stop", show_progress="minimal")
-    resume_btn.click(resume, [owner, watch, steps, overlay], outs, api_name="distill_resume", show_progress="minimal")
-    delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("distill")], [watch, overlay], api_name="distill_delete",
-                     show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
+    controls.start.click(start, [owner, name, overlay], [watch, *outs], inputs_kwargs=form, api_name="distill_start",
+                         concurrency_limit=1, show_progress="hidden")
+    controls.wire(owner, watch, overlay, outs, view, stop, resume, [steps])
     try_btn.click(try_it, [watch, text], tried, api_name="distill_try")
     text.submit(try_it, [watch, text], tried, api_name=False)
     jobs_ui.wire_run_view("distill", (owner, opened), watch, overlay, timer, view, outs)

@@ -196,14 +196,11 @@ def build(picker: gr.Dropdown) -> None:
                 form("max_len", help=False, maximum=512, min_width=110)
             form.rest(hide=SERVER, init={"choices": [(v, k) for k, v in INIT_LABELS.items()]})
         params = gr.Markdown(elem_id="finetune-params")
-        with gr.Row():
-            start_btn = gr.Button("Start", variant="primary", elem_id="finetune-start", min_width=80)
-            compare_btn = gr.Button("Compare methods", elem_id="finetune-compare", scale=2, min_width=170)
-            seeds = gr.Number(1, label="Seeds", precision=0, minimum=1, maximum=finetune_compare.SEEDS[-1],
-                              min_width=70, scale=0, elem_id="finetune-seeds")
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="finetune-stop", min_width=80)
-            delete_btn = gr.Button("Delete", elem_id="finetune-delete", min_width=80)
-        links.copy_button("finetune")
+        controls = jobs_ui.Controls("finetune", resume=False, between=lambda: (  # a comparison, after Start
+            gr.Button("Compare methods", elem_id="finetune-compare", scale=2, min_width=170),
+            gr.Number(1, label="Seeds", precision=0, minimum=1, maximum=finetune_compare.SEEDS[-1], min_width=70,
+                      scale=0, elem_id="finetune-seeds")))
+        compare_btn, seeds = controls.extra
         links.register("finetune", task=task, method=method, epochs=epochs, pooling=form.widgets["pooling"],
                        init=form.widgets["init"], lr=form.widgets["lr"])  # filled, never started, by a link
         with gr.Accordion("Methods to compare", open=False, elem_id="finetune-compare-options"):
@@ -244,13 +241,11 @@ def build(picker: gr.Dropdown) -> None:
     method.change(method_fields, method, [note, *boxes], api_name=False, show_progress="hidden")
     gr.on([picked.change, seeds.change, epochs.change], finetune_compare.estimate_note, [picked, seeds, epochs], plan,
           api_name=False, show_progress="hidden")
-    start_btn.click(start, [owner, name, overlay], [watch, overlay, *outs], inputs_kwargs=form.inputs(),
-                    api_name="finetune_start", concurrency_limit=1)
+    controls.start.click(start, [owner, name, overlay], [watch, overlay, *outs], inputs_kwargs=form.inputs(),
+                         api_name="finetune_start", concurrency_limit=1)
     compare_btn.click(compare, [owner, name, overlay, picked, seeds], [watch, overlay, *outs],
                       inputs_kwargs=form.inputs(), api_name="finetune_compare", concurrency_limit=1)
-    stop_btn.click(stop, [owner, watch, overlay], outs, api_name="finetune_stop", show_progress="minimal")
-    delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("finetune")], [watch, overlay], api_name="finetune_delete",
-                     show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
+    controls.wire(owner, watch, overlay, outs, view, stop)
     try_in = [watch, text, pair, question, sub]
     try_btn.click(try_it, try_in, [label, tags], api_name="finetune_try")
     text.submit(try_it, try_in, [label, tags], api_name=False)

@@ -24,7 +24,7 @@ from ....train.kinds import listed_in
 from ....train.runs import list_runs
 from ... import classroom, identity, jobs
 from ...limits import limits
-from ..shared import common
+from ..shared import common, links
 from ..shared.common import user_error
 
 LIVE = ("queued", "starting", "running", "stopping")
@@ -171,6 +171,39 @@ def wire_run_view(kind, session, watch, overlay, timer, view, outs, shown=None) 
         fn, outputs = shown
         reopened.then(fn, watch, outputs, api_name=False, show_progress="hidden")
         watch.input(fn, watch, outputs, api_name=False, show_progress="hidden")
+
+
+class Controls:
+    """A training tab's Start / Stop / Resume / Delete row and its copy-link button, built where the tab
+    puts it; `between()` adds widgets after Start (fine-tuning's comparison). Element ids are ID-start,
+    ID-stop, ... and API names API_stop, ... (`ids`, `api`: the kind's own name by default). `wire`
+    connects Stop, Resume and Delete, which act on the run shown (`watch`) and redraw it; Start is the
+    tab's own (each starts from its own form)."""
+
+    def __init__(self, kind: str, resume: bool = True, delete: bool = True, link: bool = True,
+                 min_width: int | None = 80, between=None, start: str = "Start", ids: str = "", api: str = ""):
+        self.kind, self.api, ids = kind, api or kind, ids or kind
+        with gr.Row():
+            self.start = gr.Button(start, variant="primary", elem_id=f"{ids}-start",
+                                   min_width=min_width and max(min_width, 20 + 10 * len(start)))
+            self.extra = between() if between else None
+            self.stop = gr.Button("Stop", variant="stop", elem_id=f"{ids}-stop", min_width=min_width)
+            self.resume = gr.Button("Resume", elem_id=f"{ids}-resume", min_width=min_width) if resume else None
+            self.delete = gr.Button("Delete", elem_id=f"{ids}-delete", min_width=min_width) if delete else None
+        if link:
+            links.copy_button(kind)
+
+    def wire(self, owner, watch, overlay, outs, view, stop, resume=None, resume_inputs=()) -> None:
+        """Stop(owner, run, overlay), Resume(owner, run, *resume_inputs, overlay) -> outs; Delete removes
+        the shown run (one's own, ended) and redraws."""
+        a = self.api
+        self.stop.click(stop, [owner, watch, overlay], outs, api_name=f"{a}_stop", show_progress="minimal")
+        if self.resume is not None:
+            self.resume.click(resume, [owner, watch, *resume_inputs, overlay], outs, api_name=f"{a}_resume",
+                              show_progress="minimal")
+        if self.delete is not None:
+            self.delete.click(delete, [owner, watch, gr.State(self.kind)], [watch, overlay], api_name=f"{a}_delete",
+                              show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
 
 
 def runs_of(kind: str) -> list[str]:

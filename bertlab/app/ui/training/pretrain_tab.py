@@ -442,12 +442,7 @@ def build(picker: gr.Dropdown) -> None:
             size = gr.Markdown(elem_id="pretrain-size")
         with gr.Column(scale=2):
             gr.Markdown(EXPLAIN)
-    with gr.Row():
-        start_btn = gr.Button("Start", variant="primary", elem_id="pretrain-start")
-        stop_btn = gr.Button("Stop", variant="stop", elem_id="pretrain-stop")
-        resume_btn = gr.Button("Resume", elem_id="pretrain-resume")
-        delete_btn = gr.Button("Delete", elem_id="pretrain-delete")
-    links.copy_button("pretrain")
+    controls = jobs_ui.Controls("pretrain", min_width=None)
     links.register("pretrain", recipe=recipe, arch=arch)  # the recipe fills the rest (a link never starts a run)
     with gr.Row():
         watch = gr.Dropdown([], label="Run", allow_custom_value=True, info="the run shown below (yours or anyone's)",
@@ -477,13 +472,9 @@ def build(picker: gr.Dropdown) -> None:
     gr.on([c.change for c in size_in.values()], size_md, None, size, inputs_kwargs=size_in, api_name=False,
           show_progress="hidden")
     start_from.focus(lambda: gr.Dropdown(choices=[SCRATCH] + models.choices()), None, start_from, api_name=False)
-    start_btn.click(start, [owner, name, overlay, student], [watch, *outs], inputs_kwargs=form.inputs(),
-                    api_name="pretrain_start", concurrency_limit=1)
-    stop_btn.click(stop, [owner, watch, overlay], outs, api_name="pretrain_stop", show_progress="minimal")
-    resume_btn.click(resume, [owner, watch, w["steps"], overlay], outs, api_name="pretrain_resume",
-                     show_progress="minimal")
-    delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("pretrain")], [watch, overlay], api_name="pretrain_delete",
-                     show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
+    controls.start.click(start, [owner, name, overlay, student], [watch, *outs], inputs_kwargs=form.inputs(),
+                         api_name="pretrain_start", concurrency_limit=1)
+    controls.wire(owner, watch, overlay, outs, view, stop, resume, [w["steps"]])
 
     def show_run(run):  # the form as the shown run was started; the recipe box says so
         v = form_values(run)

@@ -303,12 +303,7 @@ def build(picker: gr.Dropdown) -> None:
             name = gr.Textbox(label="Race name", placeholder="blank: race-<date>-<time>", max_length=64,
                               min_width=200)
         estimate = gr.Markdown(elem_id="race-estimate")
-        with gr.Row():
-            start_btn = gr.Button("Start", variant="primary", elem_id="race-start", min_width=80)
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="race-stop", min_width=80)
-            resume_btn = gr.Button("Resume", elem_id="race-resume", min_width=80)
-            delete_btn = gr.Button("Delete", elem_id="race-delete", min_width=80)
-        links.copy_button("race")
+        controls = jobs_ui.Controls("race")
         links.register("race", minutes=minutes, seeds=seeds, recipes=recipes)  # filled, never started, by a link
     status = gr.HTML(elem_id="race-status")
     with gr.Row(elem_id="race-plots"):  # side by side on a laptop, stacked on a phone
@@ -322,10 +317,7 @@ def build(picker: gr.Dropdown) -> None:
     form = [recipes, minutes, side, seeds]
     outs = [status, *plots, table, note, reading, log, timer]
     gr.on([c.change for c in form], estimate_md, form, estimate, api_name=False, show_progress="hidden")
-    start_btn.click(start, [owner, name, *form], [watch, *outs], api_name="race_start", concurrency_limit=1)
-    stop_btn.click(stop, [owner, watch, overlay], outs, api_name="race_stop", show_progress="minimal")
-    resume_btn.click(resume, [owner, watch, overlay], outs, api_name="race_resume", show_progress="minimal")
-    delete_btn.click(jobs_ui.delete, [owner, watch, gr.State("race")], [watch, overlay], api_name="race_delete",
-                     show_progress="minimal").then(view, [watch, overlay, owner], outs, api_name=False)
+    controls.start.click(start, [owner, name, *form], [watch, *outs], api_name="race_start", concurrency_limit=1)
+    controls.wire(owner, watch, overlay, outs, view, stop, resume)
     jobs_ui.wire_run_view("race", (owner, opened), watch, overlay, timer, view, outs)
     common.on_open(estimate_md, form, estimate)

@@ -46,7 +46,7 @@ class PretrainSpec(TrainArgs):
     heads: int | None = opt(None, "override the preset's attention heads", between(1, 256), label='Heads')
     intermediate: int | None = opt(None, "override the feed-forward size (default: 4 x hidden)",
                                    between(1, 65_536), label='Feed-forward size')
-    vocab_size: int = opt(8192, "vocabulary size (WordPiece; byte-level BPE for roberta)", between(1, 1_000_000), label='Vocabulary')
+    vocab_size: int = opt(8192, "vocabulary size (the member's own kind: WordPiece, byte-level BPE or Unigram)", between(1, 1_000_000), label='Vocabulary')
     embedding_size: int | None = opt(None, f"{_OWN_E}: token-vector size E, projected up to hidden "
                                            "(default: albert 128, electra the preset's; at most hidden)",
                                      between(1, 16_384), label='Token-vector size E (ALBERT, ELECTRA)')

@@ -75,8 +75,9 @@ KIND_NOTE = {  # the explanation beside describes BERT's WordPiece; other famili
                         "bytes, so no character is ever unknown; a piece that starts a word after a space "
                         "is shown with ▁ (stored as Ġ), and a character split across pieces shows its bytes "
                         "as &lt;0xNN&gt;. Pairs read &lt;s&gt; A &lt;/s&gt;&lt;/s&gt; B &lt;/s&gt;, all segment A."),
-    "unigram": _NOTE.format("This model uses a <b>SentencePiece</b> (unigram) vocabulary, as ALBERT does: a "
-                            "piece that starts a word begins with ▁."),
+    "unigram": _NOTE.format("This model uses a <b>SentencePiece</b> (unigram) vocabulary, as ALBERT and "
+                            "DeBERTa-v3 do: a piece that starts a word begins with ▁, and case is kept where the "
+                            "vocabulary kept it."),
 }
 
 

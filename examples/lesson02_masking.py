@@ -5,9 +5,10 @@ cross-entropy of the original token at every selected position, whatever happene
     L_MLM = -(1/|S|) * sum_{i in S} log p(x_i | corrupted sentence)
 
 This script draws masks with pre-training's own function, scores one draw through the shipped
-model, counts what 2,000 draws did, and compares the loss of the three rules.
+model, counts what 2,000 draws did, compares the loss of the three rules, and checks the loss's
+gradient at the logits, (p - onehot)/M at the M selected positions and 0 elsewhere, against autograd.
 
-Run:  python examples/lesson02_masking.py   (about 3 s; no training)
+Run:  python examples/lesson02_masking.py   (about 5 s of CPU; no training)
 """
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout: bertlab sits beside examples/
 import bertlab  # noqa: E402
 from bertlab.analysis.draw_score import score_draw, score_positions  # noqa: E402
+from bertlab.analysis.mlm_gradient import mlm_gradient, top_entries  # noqa: E402
 from bertlab.data.masking_lab import RULE_NAMES, preview, sample_stats  # noqa: E402
 
 model, tok = bertlab.load_pretrained()  # the shipped default model
@@ -65,3 +67,15 @@ for rule, xs in losses.items():
 # 5. The 100 % [MASK] ablation: the same positions are selected (same seed), all become [MASK].
 d = preview(tok, enc.ids, rate=0.15, seed=3, mask_frac=1.0, random_frac=0.0)
 print("\n100 % [MASK], seed 3:", " ".join(tok.id_to_token(i) for i in d["input_ids"][1:-1]))
+
+# 6. The gradient of draw 3's loss at the logits z. With p = softmax(z), d(-log p_y)/dz = p - onehot(y);
+# the mean over the M selected positions divides it by M, and unselected positions (label -100) get 0.
+g = mlm_gradient(model, draw["input_ids"], draw["labels"], enc.token_type_ids)  # the model's own loss, backwards
+print(f"\ngradient at the logits, seed 3: max |formula - autograd| = {g['max_abs_diff']:.1e} "
+      f"over {g['T']} x {g['V']} scores (fp32); M = {g['M']}")
+print(f"at the {g['T'] - g['M']} unselected positions the largest |gradient| is {g['unselected_max']:g}")
+worst = max(g["selected"], key=lambda i: g["norms"][i])  # where the loss pushes hardest
+print(f"largest entries of p - onehot at position {worst} (original: {enc.tokens[worst]}):")
+for e in top_entries(g, worst, k=5):
+    print(f"  {tok.id_to_token(e['id']):<10} p {e['p']:.4f}  p - onehot {e['p_minus_onehot']:+.4f}  "
+          f"/M {e['grad']:+.6f}  autograd {e['autograd']:+.6f}")

@@ -5,7 +5,8 @@
 and different heads learn different habits: look at the previous or next token, at [SEP], at
 [CLS], or at a related word further away (Clark et al. 2019, "What does BERT look at?"). We name
 each head's habit on one sentence, read "attention from token X to token Y" in every head, and rank
-the heads on the annotated sentences of examples/heads.jsonl (neighbours, subject-verb, long range).
+the heads on the annotated sentences of examples/heads.jsonl (neighbours, subject-verb, long range),
+pad two sentences into one batch with and without the attention mask, and average a layer's heads.
 
 Run:  python examples/lesson05_attention.py   (about 3 s; no training)
 """
@@ -68,3 +69,31 @@ for r in sparse.flops_table(preset("base")):
     print(f"  {r['tokens']:>5} tokens  {r['pattern']:<10}  pairs {r['pair_share']:6.1%}  saved {r['saved']:5.1%}")
 # Notice: at 512 tokens attention's scores are a tenth of BERT-base's work and sparsity saves little;
 # at 4,096 they are about half of it.
+
+# 6. Padding: a batch is one rectangle, so the shorter sentence is filled with [PAD] up to the longer.
+# The attention mask adds a huge negative number to the pads' scores before the softmax: they get
+# weight 0 and each sentence comes out as if it were alone. Leave the mask out and they do not.
+from bertlab.analysis import attention_views, padding  # noqa: E402
+
+pair = ["the film was a [MASK] .", "the acting was great but the plot was far too long and slow ."]
+res = padding.padding_study(model, tok, pair)
+print(f"\npadding {res['lengths']} tokens into one batch of {len(res['ids'][0])} positions:")
+for k, sentence in enumerate(pair, 1):
+    print(f"  {k}. {sentence}")
+print(f"  with the mask: largest attention on a [PAD] {max(max(r) for r in res['pad_max_masked']):g}, "
+      f"max |diff| from each sentence run alone {max(s['max_diff_masked'] for s in res['sentences']):.1e}")
+print("  without it, share of attention on pads per layer: " + "  ".join(f"{x:.3f}" for x in res["pad_share_layers"]))
+short, guess = res["sentences"][0], res["sentences"][0]["mask"]
+print(f"  sentence 1 without the mask: last-layer max |diff| {short['max_diff_unmasked']:.3f}, "
+      f"lowest cosine {short['min_cos_unmasked']:.3f}")
+print(f"  its [MASK]: alone '{guess['guess']}' p={guess['prob_alone']:.3f}; without the mask "
+      f"p={guess['prob_unmasked']:.3f}, first guess '{guess['guess_unmasked']}' p={guess['prob_guess_unmasked']:.3f}")
+# Notice: with the mask, the pads change nothing but float rounding; without it, the short sentence
+# spends a good share of its attention on filler, and its vectors and its guess move.
+
+# 7. The last layer's map averaged over its heads, as the visualisation exercise of the study guide
+# "BERT and Bidirectional Models" draws it: the strongest link between two different words of our sentence.
+avg = attention_views.layer_average(run, run.num_layers)  # (T, T), rows sum to 1
+i, j, w = attention_views.strongest_pair(avg, run.special)
+print(f"\nlayer {run.num_layers}, mean of its {run.num_heads} heads: strongest link '{run.tokens[i]}' (token {i}) -> "
+      f"'{run.tokens[j]}' (token {j}), {w:.2f}")

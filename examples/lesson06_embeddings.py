@@ -6,7 +6,8 @@ layer. We measure it with cosine similarity,
     cos(u, v) = u · v / (|u| |v|)
 
 between the word's vectors in four sentences, two of each sense, at every layer; then compare whole
-sentences by their mean-pooled vectors.
+sentences by their mean-pooled vectors, and set the static table row of "bank" (one vector, as
+Word2Vec gives) beside its contextual vectors in two sentences.
 
 Run:  python examples/lesson06_embeddings.py   (about 2 s; no training)
 """
@@ -45,6 +46,21 @@ m = cosine_matrix(pool(states, layer=-1, how="mean"))
 print("\nsentence similarity (last layer, mean pooling):")
 for i, row in enumerate(m.tolist(), 1):
     print(f"  {i}. " + "  ".join(f"{v:.2f}" for v in row))
+
+# Static against contextual: the table row of "bank" is one vector whatever the sentence (what Word2Vec
+# and GloVe give); every layer after it makes the vector from the sentence (what ELMo and BERT give).
+from bertlab.analysis.static_vectors import static_vs_contextual  # noqa: E402
+
+sv = static_vs_contextual(model, tok, "bank", ["we had a picnic on the river bank .",
+                                               "the bank refused to lend them any money ."])
+print(f"\n'bank' by a river and at a lender: table rows identical: {sv['static']['identical']}, "
+      f"cosine {sv['static']['pairs'][0]['cosine']:.3f}")
+print("its nearest rows in the table (no special tokens): "
+      + ", ".join(f"{n['token']} {n['cosine']:.2f}" for n in sv["static"]["spellings"][0]["neighbours"]))
+print("its two contextual vectors, cosine by layer:")
+for layer, c in zip(sv["layers"], sv["pairs"][0]["similarity"]):
+    print(f"  after {'the embeddings' if layer == 0 else f'layer {layer}'}: {c:.3f}")
+# Notice: 1.000 in the table; below 1 at layer 0 already (the two positions differ), lower above.
 
 # Positions: the position vector is all that says where a word stands. Zero the position table and
 # shuffle the sentence: each word leaves the last layer with the vector it had before (cosine 1.000),

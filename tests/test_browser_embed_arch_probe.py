@@ -17,6 +17,45 @@ def heatmaps(panel):
     return [t for f in figures(panel) for t in f["data"] if t["type"] == "heatmap"]
 
 
+def static_view_says_its_chart(page, panel, example: str, word: str) -> None:
+    """Static vs contextual: an example's summary states the chart's own cosines; one table row a layer."""
+    panel.get_by_role("tab", name="Static vs contextual").click()
+    sub = page.locator("[role=tabpanel]:visible").last
+    sub.get_by_role("button", name=example).click()
+    said = page.locator("#static-summary")
+    said.get_by_text(f"“{word}” is one piece").wait_for(timeout=WAIT_MS)
+    plot = sub.locator(".js-plotly-plot").first
+    page.wait_for_function("e => e.data && e.data[0].y.length > 2 && (e.layout.title.text || '').includes(%s)"
+                           % repr(word), arg=plot.element_handle(), timeout=WAIT_MS)
+    y = plot.evaluate("e => e.data[0].y")
+    text = said.inner_text()
+    assert y[0] == 1 and "cosine 1.000" in text, (y, text)
+    assert f"cosine {y[1]:.3f}" in text and f"after layer {len(y) - 2} {y[-1]:.3f}" in text, (y, text)
+    rows = page.locator("#static-neighbours tbody tr")
+    assert rows.count() == len(y) - 1  # layer 0 .. L
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"] + 1
+
+
+def test_static_vectors_api(client):
+    """/static_vectors: the library's numbers for the shipped model; a word missing from a sentence is one line."""
+    from gradio_client.exceptions import AppError
+
+    from bertlab.analysis import static_vectors as SV
+    from bertlab.app.ui.shared import models
+    a, b = "we had a picnic on the river bank .", "the bank refused to lend them any money ."
+    said, fig, table, data = client.predict(word="bank", a=a, b=b, api_name="/static_vectors")
+    res = SV.static_vs_contextual(*models.get(models.DEFAULT), "bank", [a, b])
+    assert data["static"]["pairs"] == res["static"]["pairs"] and data["static"]["pairs"][0]["cosine"] == 1.0
+    got, want = data["static"]["spellings"][0]["neighbours"], res["static"]["spellings"][0]["neighbours"]
+    assert [n["token"] for n in got] == [n["token"] for n in want] and \
+        max(abs(x["cosine"] - y["cosine"]) for x, y in zip(got, want)) < 1e-9
+    assert max(abs(x - y) for x, y in zip(data["pairs"][0]["similarity"], res["pairs"][0]["similarity"])) < 1e-6
+    assert f"{res['pairs'][0]['similarity'][0]:.3f}" in said and table.count("<tr>") == res["num_layers"] + 2
+    with pytest.raises(AppError, match="not in sentence S2") as e:
+        client.predict(word="river", a=a, b=b, api_name="/static_vectors")
+    assert "Traceback" not in str(e.value)
+
+
 @pytest.mark.slow
 def test_embeddings_architecture_probing_desktop(server):
     with chromium_page(DESKTOP) as (browser, page, outside, errors):
@@ -57,6 +96,8 @@ def test_embeddings_architecture_probing_desktop(server):
         sub = page.locator("[role=tabpanel]:visible").last
         sub.get_by_text("position vectors of").wait_for(timeout=WAIT_MS)
         assert [(x["zmin"], x["zmax"]) for x in heatmaps(sub)] == [(-1, 1), (-1, 1)]  # learned, sinusoidal
+        static_view_says_its_chart(page, panel, "star: actor or sky?", "star")  # issue 44, item 5
+        shot(page, "embeddings_static_desktop.png", full_page=True)
         # item 10: after "Use the picked model" the preset box names no other model
         page.get_by_role("tab", name="Architecture", exact=True).click()
         panel = page.locator("[role=tabpanel]:visible").first
@@ -122,12 +163,15 @@ def test_phone_width(server):
             shot(page, f"{tab.lower()}_phone.png", full_page=True)
             assert page.evaluate("document.documentElement.scrollWidth") <= PHONE[0] + 1, tab
             if tab == "Embeddings":
-                for sub in ("Other contexts of a token", "Position embeddings"):
+                for sub in ("Static vs contextual", "Other contexts of a token", "Position embeddings"):
                     assert page.get_by_role("tab", name=sub).is_visible()
                 panel.get_by_role("button", name="bank: river or money?").click()  # issue 42, item 8, on a phone
                 panel.get_by_text("separate the senses").first.wait_for(timeout=WAIT_MS)
                 page.wait_for_timeout(1000)
                 assert not overlapping_labels(panel.locator(".js-plotly-plot").last)
+                static_view_says_its_chart(page, panel, "play: drama or to play?", "play")  # issue 44, item 5
+                page.wait_for_timeout(800)
+                shot(page, "embeddings_static_phone.png", full_page=True)
             if tab == "Architecture":  # each of the two FLOPs charts gets the phone's width
                 compute = panel.locator(".js-plotly-plot").nth(1)
                 compute.wait_for(timeout=WAIT_MS)

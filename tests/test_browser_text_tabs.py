@@ -195,3 +195,98 @@ def test_spans_from_lesson_2s_link(server, laptop, size):
     assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
     shot(page, f"masking_spans_{'phone' if phone else 'desktop'}.png")
     page.close()
+
+
+def test_mask_gradient_through_the_api(client):
+    """issue 44, item 7: the API gives lesson 2's draw's gradient, and what it says are its own numbers
+    (tests/test_mlm_gradient.py checks those against the library and autograd)."""
+    from gradio_client.exceptions import AppError
+
+    from bertlab.app.lessons import course_a
+    from bertlab.app.ui.shared import models
+    q = next(t for t in course_a.MASKING.try_its if t.params.get("view") == "gradient").params
+    args = (q["text"], q["rate"], q["whole_word"], q["seed"], q["position"], models.DEFAULT, False)
+    said, fig, table, rows_said, rows, data = client.predict(*args, api_name="/mask_gradient")
+    assert data["max_abs_diff"] < 1e-6 and f"is **{data['max_abs_diff']:.1e}** (fp32)" in said
+    assert f"{data['M']} of {data['T']} positions selected" in said and f"= **{data['loss']:.3f}**" in said
+    assert data["unselected_max"] == 0.0 and "exactly 0" in said
+    assert all(p["norm"] == 0 for p in data["positions"] if p["original"] is None)
+    entries = data["inspected"]["entries"]
+    assert data["inspected"]["position"] == [p["position"] for p in data["positions"] if p["original"]][q["position"] - 1]
+    assert [r[0] for r in table["data"]] == [e["token"] for e in entries] and entries[0]["token"] == \
+        data["inspected"]["original"] and entries[0]["p_minus_onehot"] < 0 < entries[1]["p_minus_onehot"]
+    assert f"**{data['table']['out_rows']:,} of {data['V']:,} rows**" in rows_said
+    with pytest.raises(AppError, match="Selected piece to inspect"):
+        client.predict(*args[:4], 0, *args[5:], api_name="/mask_gradient")
+
+
+def test_lesson_2s_gradient_link_opens_the_view(server, laptop):
+    """issue 44, item 7: lesson 2's link opens the Masking lab on its gradient sub-tab with the piece filled;
+    the view says the autograd check and shows a bar a position and the entries, at a laptop's width and
+    then, the same page narrowed (no second load), at a phone's."""
+    from bertlab.app.lessons import course_a
+    from bertlab.app.ui.shared import links
+    link = next(t for t in course_a.MASKING.try_its if t.params.get("view") == "gradient")
+    page = new_page(laptop.context.browser, DESKTOP)
+    page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
+    page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+    page.wait_for_function("() => [...document.querySelectorAll('[role=tab]')].some(t => t.innerText.trim() === "
+                           "'The gradient of the loss' && t.getAttribute('aria-selected') === 'true')", timeout=WAIT_MS)
+    said = page.locator("#mask-grad-said")
+    said.filter(has_text=f"Draw #{link.params['seed']}").wait_for(timeout=WAIT_MS)
+    text = said.inner_text()
+    assert float(re.search(r"scores is (\S+) \(fp32\)", text).group(1)) < 1e-6 and "exactly 0" in text
+    assert page.locator("#mask-grad-position input").input_value() == str(link.params["position"])
+    assert re.search(rf"The {link.params['position']}th selected piece: position \d+", text)
+    page.locator("#mask-grad-plot .js-plotly-plot").wait_for(timeout=WAIT_MS)
+    table = page.locator("#mask-grad-entries")
+    table.locator("[role=columnheader]").first.wait_for(timeout=WAIT_MS)
+    for width, height in (DESKTOP, PHONE):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(800)
+        high = [h.bounding_box()["height"] for h in table.locator("[role=columnheader]:visible").all()]
+        assert len(high) == 7 and max(high) <= 1.3 * min(high), (width, high)  # each header on one line
+        assert width < 600 or not cut_columns(table), cut_columns(table)  # a phone scrolls the table inside
+        assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+        said.scroll_into_view_if_needed()
+        shot(page, f"masking_gradient_{'phone' if width < 600 else 'desktop'}.png", full_page=True)
+    page.close()
+
+
+def test_what_bert_knows_through_the_api_and_from_lesson_3s_link(server, laptop, client):
+    """issue 44, item 9: /facts gives the shipped model's own numbers and one message for a relation that is
+    not offered; lesson 3's link opens the quiz on capitals in view, its tables within 1280 and 390 px."""
+    from gradio_client.exceptions import AppError
+
+    import bertlab
+    from bertlab.analysis import facts
+    from bertlab.app.lessons import course_a
+    from bertlab.app.ui.shared import links
+    view, raw = client.predict(relation="genre", api_name="/facts")
+    want = facts.score(*bertlab.load_pretrained(), "genre")
+    assert raw["relations"] == want["relations"]
+    assert [r["rank"] for r in raw["rows"]] == [r["rank"] for r in want["rows"]]
+    assert "P@10" in view and "Traceback" not in view
+    with pytest.raises(AppError) as e:
+        client.predict(relation="capitals", api_name="/facts")
+    assert "capitals" in str(e.value) and "Traceback" not in str(e.value)
+    link = next(t for t in course_a.FILL.try_its if "relation" in t.params)
+    page = new_page(laptop.context.browser, DESKTOP)
+    page.on("pageerror", lambda e: laptop.browser_errors.append(str(e)))
+    page.goto(server.rstrip("/") + "/" + links.url(link.tab, **link.params))
+    quiz = page.locator("#facts-view")
+    quiz.get_by_text("a country's capital city").first.wait_for(timeout=WAIT_MS)
+    assert quiz.get_by_text("the capital of france is [MASK] .").count() == 1
+    assert quiz.get_by_text("the exorcist is a famous").count() == 0  # one relation: capitals only
+    page.wait_for_timeout(300)  # the scroll, after the answer is drawn
+    top = page.evaluate("document.getElementById('facts-relation').getBoundingClientRect().top")
+    assert 0 <= top < DESKTOP[1] / 2, top  # the link brings the quiz, far down the tab, into view
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size({"width": size[0], "height": size[1]})
+        page.wait_for_timeout(500)
+        assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1, size
+        box = quiz.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1, (size, box)
+        page.locator("#facts-relation").scroll_into_view_if_needed()
+        shot(page, f"text_facts_{'phone' if size == PHONE else 'desktop'}.png")
+    page.close()

@@ -146,6 +146,18 @@ def check_lesson02(r, model, tok):
     assert float(by_rule["kept"]) < float(by_rule["[MASK]"])  # the answer is in the input
     ablation = re.search(r"^100 % \[MASK\], seed 3: (.*)$", r["out"], re.M).group(1).split()
     assert ablation.count("[MASK]") == sum(x > 0 for x in d["rule"])  # same positions, all [MASK]
+    from bertlab.analysis.mlm_gradient import mlm_gradient, top_entries
+    g = mlm_gradient(model, d["input_ids"], d["labels"], enc.token_type_ids)
+    diff = float(re.search(r"max \|formula - autograd\| = (\S+) over", r["out"]).group(1))
+    assert diff < 1e-6 and f"M = {g['M']}" in r["out"]  # the printed check: the formula is autograd's gradient
+    assert f"unselected positions the largest |gradient| is {g['unselected_max']:g}" in r["out"]
+    pos = int(re.search(r"p - onehot at position (\d+)", r["out"]).group(1))
+    assert pos == max(g["selected"], key=lambda i: g["norms"][i])
+    shown = re.findall(r"^  (\S+)\s+p ([\d.]+)  p - onehot ([+-][\d.]+)  /M ([+-][\d.]+)", r["out"], re.M)
+    want = top_entries(g, pos, k=5)
+    assert [(s[0], float(s[2])) for s in shown] == [(tok.id_to_token(e["id"]), round(e["p_minus_onehot"], 4))
+                                                    for e in want]
+    assert float(shown[0][2]) < 0 < min(float(s[2]) for s in shown[1:])  # the original first, then favourites
 
 
 def check_lesson03(r, model, tok):
@@ -192,6 +204,24 @@ def check_lesson05(r, model, tok):
     rows = re.findall(r"^\s+(\d+) tokens  (\S+)\s+pairs\s+([\d.]+)%  saved\s+([\d.]+)%$", r["out"], re.M)
     assert rows == [(str(x["tokens"]), x["pattern"], f"{100 * x['pair_share']:.1f}", f"{100 * x['saved']:.1f}")
                     for x in sparse.flops_table(preset("base"))]
+    from bertlab.analysis import attention_views, padding  # the padded batch, then the head-averaged map
+    pad = block(r["out"], "into one batch of")
+    res = padding.padding_study(model, tok, re.findall(r"^  \d\. (.+)$", pad, re.M))
+    near = lambda printed, x, tol: abs(float(printed) - x) <= tol  # noqa: E731 (another thread count, other rounding)
+    m = re.search(r"largest attention on a \[PAD\] (\S+), max \|diff\| from each sentence run alone (\S+)$", pad, re.M)
+    assert float(m[1]) == 0.0 == max(max(x) for x in res["pad_max_masked"]) and float(m[2]) < 1e-5
+    shares = re.search(r"share of attention on pads per layer: (.+)$", pad, re.M)[1].split()
+    assert len(shares) == len(res["pad_share_layers"]) and all(near(a, b, 2e-3) for a, b in
+                                                                 zip(shares, res["pad_share_layers"]))
+    s, g = res["sentences"][0], res["sentences"][0]["mask"]
+    m = re.search(r"max \|diff\| ([\d.]+), lowest cosine ([\d.]+)", pad)
+    assert near(m[1], s["max_diff_unmasked"], 2e-3) and near(m[2], s["min_cos_unmasked"], 2e-3) and float(m[1]) > 0.1
+    m = re.search(r"alone '(.+)' p=([\d.]+); without the mask p=([\d.]+), first guess '(.+)' p=([\d.]+)", pad)
+    assert m[1] == g["guess"] and near(m[2], g["prob_alone"], 2e-3) and near(m[3], g["prob_unmasked"], 2e-3)
+    assert m[4] == g["guess_unmasked"] and near(m[5], g["prob_guess_unmasked"], 2e-3)
+    avg = attention_views.layer_average(run, run.num_layers)
+    i, j, w = attention_views.strongest_pair(avg, run.special)
+    assert f"strongest link '{run.tokens[i]}' (token {i}) -> '{run.tokens[j]}' (token {j}), {w:.2f}" in r["out"]
 
 
 def check_lesson06(r, model, tok):
@@ -206,6 +236,16 @@ def check_lesson06(r, model, tok):
     m = cosine_matrix(pool(hidden_states(model, tok, sentences), layer=-1, how="mean"))
     printed = re.findall(r"^  1\. (1\.00 .*)$", r["out"], re.M)[0].split()
     assert printed == [f"{v:.2f}" for v in m[0].tolist()]
+    from bertlab.analysis.static_vectors import static_vs_contextual  # static against contextual
+    sv = static_vs_contextual(model, tok, "bank", ["we had a picnic on the river bank .",
+                                                   "the bank refused to lend them any money ."])
+    assert "table rows identical: True, cosine 1.000" in r["out"] and sv["static"]["identical"]
+    near = ", ".join(f"{n['token']} {n['cosine']:.2f}" for n in sv["static"]["spellings"][0]["neighbours"])
+    assert f"its nearest rows in the table (no special tokens): {near}\n" in r["out"]
+    by_layer = [float(c) for c in re.findall(r"^  after (?:the embeddings|layer \d+): ([\d.]+)$", r["out"], re.M)]
+    want = sv["pairs"][0]["similarity"]  # another thread count, other rounding: within the printed digit
+    assert len(by_layer) == len(want) and all(abs(a - b) < 1.5e-3 for a, b in zip(by_layer, want)), (by_layer, want)
+    assert max(by_layer[1:]) < by_layer[0] < 1.0  # below 1 once positions are in, lower above
     from bertlab.analysis.positions import shuffle_test
     res = shuffle_test(model, tok, "the man bit the dog .")
     rows = re.findall(r"^(\S+)\s+(-?[\d.]+)\s+(-?[\d.]+)$", r["out"].split("cos, positions off")[1], re.M)
@@ -417,6 +457,35 @@ def test_what_fine_tuning_forgot(name, results):
     assert rows["full, lr x10"][3] == min(k for *_, k in rows.values()) < 0.5
     for lr, acc, after, kept in rows.values():
         assert abs(after / before - kept) < 0.006 and 0 <= acc <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["facts"])
+def test_what_bert_knows(name, results, shipped):
+    """issue 44, item 9: the shipped model's quiz on the factual prompts; every relation's row, every prompt's
+    rank and the closing counts are the library's own (facts.score here)."""
+    from collections import Counter
+
+    from bertlab.analysis import facts
+    r = results(name)
+    assert r["rc"] == 0, f"{name} failed:\n{r['err']}"
+    assert r["out"].splitlines()[0].endswith("about 5 s")
+    assert within_announced(r), f"{name} took {r['cpu']:.0f} CPU seconds ({r['wall']:.0f} s wall)"
+    res = facts.score(*shipped)
+    share = lambda p: f"{p:.1%}".replace(".0%", "%")  # noqa: E731
+    for x in [*res["relations"], {"relation": "all", **res["overall"]}]:
+        assert re.search(rf"^{x['relation']}\s+{x['prompts']}\s+{share(x['p_at_1'])}\s+{share(x['p_at_10'])}\s+"
+                         rf"{x['out_of_vocab']}$", r["out"], re.M), x
+    printed = re.findall(r"^(.+ \[MASK\] .*?)\s+([a-z]+)\s+([\d,]+|-)\s+(\S+)\s+(.+)$", r["out"], re.M)
+    assert [(p, a) for p, a, *_ in printed] == [(x["cloze"], x["answer"]) for x in res["rows"]]
+    for (_, _, rank, _, guesses), x in zip(printed, res["rows"]):
+        assert rank == (f"{x['rank']:,}" if x["in_vocab"] else "-") and guesses == ", ".join(x["guesses"]), x
+    rows, o = res["rows"], res["overall"]
+    assert (f"right at the first guess: {sum(x['rank'] == 1 for x in rows)} of {o['prompts']}; within the first ten: "
+            f"{sum(x['rank'] is not None and x['rank'] <= 10 for x in rows)}; answers not in its vocabulary: "
+            f"{o['out_of_vocab']}") in r["out"]
+    first, times = Counter(x["guesses"][0] for x in rows).most_common(1)[0]
+    assert f"its commonest first guess: {first} ({times} of {o['prompts']} prompts)" in r["out"]
 
 
 @pytest.mark.slow

@@ -124,6 +124,23 @@ def rollout_map(run: AttentionRun) -> torch.Tensor:
     return rollout([a[None] for a in run.attentions], residual=True)[0]
 
 
+def layer_average(run: AttentionRun, layer: int) -> torch.Tensor:
+    """The map of one layer (from 1) averaged over its heads: (T, T), rows sum to 1. What the layer as a
+    whole mixes in, one step; rollout chains these steps through every layer."""
+    return run.attentions[layer - 1].mean(0)
+
+
+def strongest_pair(m: torch.Tensor, special: list[bool]) -> tuple[int, int, float]:
+    """(query, key, weight) of the largest weight in a (T, T) map between two different word pieces
+    ([CLS]/[SEP] and a token looking at itself left out: they dominate most maps and say little)."""
+    word = torch.tensor([not s for s in special], device=m.device)
+    allowed = word[:, None] & word[None, :] & ~torch.eye(len(special), dtype=torch.bool, device=m.device)
+    if not allowed.any():
+        raise ValueError("the text needs at least two word pieces to pair")
+    i, j = divmod(int(m.masked_fill(~allowed, -1.0).argmax()), m.size(-1))
+    return i, j, float(m[i, j])
+
+
 def check_index(value, what: str, n: int) -> int:
     """A 1-based layer/head number as an int, or ValueError naming the allowed range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and (

@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from .. import family, fast
-from ..analysis import sizing
+from ..analysis import facts, sizing
 from ..analysis.predict import fill_in_turn, fill_mask
 from ..checkpoint import load_pretrained, resolve_folder, save_pretrained
 from ..config import PRESETS, BertConfig, preset
@@ -61,6 +61,15 @@ def _fill_in_turn(model, tok, a) -> int:
         r = res[key]
         print(f"{name:>14}: {r['sequence']}\n{'':>16}alone {' · '.join(f'{p:.1%}' for p in r['alone'])}; "
               f"in turn {' · '.join(f'{p:.1%}' for p in r['chain'])}; together {math.exp(r['chain_log_prob']):.3%}")
+    return 0
+
+
+def cmd_facts(a) -> int:
+    """LAMA-style factual cloze prompts (bertlab/data/facts.jsonl): precision@1 and @10 per relation."""
+    facts.check_relation(a.relation, facts.load()[0])  # a bad relation is said before a model loads
+    model, tok = load_pretrained(a.model)
+    res = facts.score(fast.optimize(on_device(model, a.device)), tok, a.relation)
+    print(json.dumps(res, indent=2) if a.json else facts.table(res))
     return 0
 
 
@@ -369,6 +378,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "at a time (the surest first), and score both fillings")
     f.add_argument("--device", default="auto", help=DEVICE_HELP)
     f.set_defaults(run=cmd_fill_mask)
+    q = sub.add_parser("facts", help="what a model knows: factual cloze prompts (LAMA-style), precision@1 and @10")
+    q.add_argument("--model", default=None, help="model folder or hub id (default: the shipped model)")
+    q.add_argument("--relation", default=None, help="one relation of bertlab/data/facts.jsonl (default: all)")
+    q.add_argument("--json", action="store_true", help="print every prompt's rank, probability and guesses as JSON")
+    q.add_argument("--device", default="auto", help=DEVICE_HELP)
+    q.set_defaults(run=cmd_facts)
     i = sub.add_parser("info", help="a model's config, parameter counts, memory and FLOPs")
     i.add_argument("model", nargs="?", default=None, help="model folder, hub id or preset name")
     i.add_argument("--batch-size", type=_positive, default=32)

@@ -2,9 +2,12 @@
 pairs, attention). Each question's inputs are the ones checks.py runs the model on."""
 from __future__ import annotations
 
-from ..ui.text import fill_in_turn
+from ...train.specs import PretrainSpec
+from ..ui.text import facts_view, fill_in_turn
 from . import checks as C
 from .lesson import Lesson, TryIt
+
+MASK_RATE = PretrainSpec.mask_rate  # the share pre-training selects
 
 TOKENS = Lesson(
     1, "tokens", "Tokens: what BERT actually reads",
@@ -44,14 +47,32 @@ average surprise at the selected positions $M$ of the corrupted text $\tilde{x}$
 
 $$\mathcal{L}_{\text{MLM}} = -\frac{1}{|M|}\sum_{i \in M} \log p_\theta\left(x_i \mid \tilde{x}\right)$$
 
-The draw is new every time a sentence is seen (*dynamic masking*); a seed makes one draw repeatable.""",
+The draw is new every time a sentence is seen (*dynamic masking*); a seed makes one draw repeatable.
+
+**What the loss teaches.** At a selected position $i$ the model scores every piece $w$ of the vocabulary
+($z_w$), and $p = \operatorname{softmax}(z)$. Since $-\log p_y = \log \sum_w e^{z_w} - z_y$ for the
+original piece $y = x_i$, its slope with respect to each score is
+
+$$\frac{\partial \mathcal{L}_{\text{MLM}}}{\partial z_{i,w}} = \frac{1}{|M|}\left(p_{i,w} - [w = x_i]\right)
+\quad (i \in M), \qquad \frac{\partial \mathcal{L}_{\text{MLM}}}{\partial z_{i,w}} = 0 \quad (i \notin M)$$
+
+Gradient descent therefore raises the original's score ($p_y - 1 < 0$) and lowers every other piece's
+by the probability the model gave it, the wrong favourites most; each row sums to 0. A position that
+was not selected carries the label $-100$, which the loss skips, so it sends nothing back to the output
+layer: only the """ + f"""{MASK_RATE:.0%} selected teach it directly. The study guides' textbook chapter
+turns that into a price: for each position that teaches, a masked-word model reads 1 / {MASK_RATE:.2f} ≈
+{1 / MASK_RATE:.1f} tokens, where a model that predicts every token reads one. The Masking lab's
+*The gradient of the loss* checks the formula against `torch.autograd` on the shipped model.""",
     try_its=(TryIt(f"Open draw #{C.MASK_SEED} of a review sentence", "masking",
                    {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": False, "seed": C.MASK_SEED}),
              TryIt("The same sentence with whole-word masking", "masking",
                    {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": True, "seed": C.MASK_SEED}),
              TryIt("The same sentence with SpanBERT's spans (runs of whole words)", "masking",
                    {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": False, "seed": C.MASK_SEED,
-                    "spans": True})),
+                    "spans": True}),
+             TryIt(f"The gradient of draw #{C.MASK_SEED}'s loss, checked against autograd", "masking",
+                   {"text": C.MASK_TEXT, "rate": C.MASK_RATE, "whole_word": False, "seed": C.MASK_SEED,
+                    "position": 4, "view": "gradient"})),
     expect="""One draw rarely shows 80/10/10 exactly: on one short sentence a handful of pieces
 are selected and each one rolls its own die. The chart below the draw counts many draws, and there the
 shares settle near 15 % and 80/10/10. With whole-word masking, all pieces of a word are chosen
@@ -77,11 +98,16 @@ such as GPT only sees the words before the gap.
 
 Each gap is guessed from the visible words only, never from the other gaps: with two `[MASK]`s side
 by side, each may take its own best word, and the pair need not fit (the tab fills them in one pass
-and one at a time, and says what XLNet changed).""",
+and one at a time, and says what XLNet changed).
+
+""" + f"""The same head can take a quiz, as LAMA (Petroni et al., 2019) quizzed BERT: *What BERT knows*, at the foot
+of the Fill-mask tab, asks {len(facts_view.FACTS)} facts such as *the capital of france is [MASK] .* and
+shows what a model answers when its training text never stated them.""",
     try_its=(TryIt("The gap with the left context only", "fill-mask", {"text": C.FILL_TEXT, "left_only": True}),
              TryIt("The same gap, reading both sides", "fill-mask", {"text": C.FILL_TEXT, "left_only": False}),
              TryIt("Two gaps side by side: one pass or one at a time", "fill-mask",
-                   {"text": fill_in_turn.EXAMPLE, "left_only": False})),
+                   {"text": fill_in_turn.EXAMPLE, "left_only": False}),
+             TryIt("What BERT knows: quiz the model on capitals", "fill-mask", {"relation": "capital"})),
     expect="""With both sides, the words after the gap (*recommend this film*) pull the guesses
 towards adverbs that fit "would … recommend": *highly*, *strongly* (or *not*). With the left context
 only the model sees just "i would …" and guesses verbs that often follow it: the right-hand words were
@@ -122,10 +148,18 @@ follow syntax.
 
 Every token scoring every token costs $T^2$ pairs a head: 16.8 million at 4,096 tokens. Longformer
 and BigBird compute only a window of neighbours, a few global tokens and (BigBird) a few random
-ones; the heads that look nearby lose almost nothing.""",
+ones; the heads that look nearby lose almost nothing.
+
+A batch is one rectangle, so short sentences are filled with `[PAD]`; the attention mask adds a huge
+negative number to the pads' scores before the softmax, so they get weight 0 and each sentence reads
+as if it were alone. Averaging a layer's heads shows what that layer mixes as a whole; rollout chains
+those averages through all layers.""",
     try_its=(TryIt("Open the sentence at layer 2, head 1", "attention", {"text": C.ATTN_TEXT, "layer": 2, "head": 1}),
              TryIt("What Longformer's and BigBird's patterns keep of these heads", "attention",
-                   {"text": C.ATTN_TEXT, "layer": 2, "head": 1, "view": "sparse"})),
+                   {"text": C.ATTN_TEXT, "layer": 2, "head": 1, "view": "sparse"}),
+             TryIt("Layer 4: the average of all its heads, beside head 1", "attention",
+                   {"text": C.ATTN_TEXT, "layer": 4, "head": 1}),
+             TryIt("Pad sentences into one batch: what the attention mask changes", "attention", {"view": "padding"})),
     expect="""Open the **Overview** and **Head statistics** views: the squares labelled *previous*
 are heads that put most of each token's attention on the token just before it — the nearest word is
 the best single clue, and learning to look there is how a model leaves the "bag of words" stage of

@@ -29,6 +29,13 @@ $$\cos(u, v) = \frac{u \cdot v}{\lVert u \rVert\,\lVert v \rVert}$$
 
 1 means the same direction; the lower, the more the contexts changed the word.
 
+**From Word2Vec to ELMo to BERT.** The row $E_{\text{tok}}[w_i]$ is a *static* vector, the kind
+Word2Vec and GloVe learn: one per vocabulary entry, so *bank* by a river and *bank* that lends money
+start from the very same numbers (cosine 1 until their positions are added). ELMo made the vector
+depend on the sentence by running one LSTM left to right and another right to left and joining their
+states; BERT's Transformer lets every layer look both ways at once. The *Static vs contextual* view
+sets the row and its nearest rows in the table beside the word's vectors in two sentences, layer by layer.
+
 The position vector is all that tells BERT where a word stands: attention itself compares words
 regardless of order. BERT learns its position table; the original Transformer fixed it as sines and
 cosines of $p / 10000^{2j/H}$. Switch the table off and shuffle a sentence, and every word comes out
@@ -40,7 +47,9 @@ with the vector it had before, only elsewhere.""",
                    {"view": "positions", "shuffle": C.SHUFFLE_TEXT}),
              TryIt("Try “bank”: river or money?", "embeddings",
                    {"word": "bank", "sentences": "we had a picnic on the river bank .\nthe bank refused to lend "
-                    "them any money .\nthey sat by the bank of the river all day .\nhe robbed a bank in the first scene ."})),
+                    "them any money .\nthey sat by the bank of the river all day .\nhe robbed a bank in the first scene ."}),
+             TryIt("“bank”: one row of the table, then two vectors in two sentences", "embeddings",
+                   {"view": "static", "word": "bank"})),
     expect="""At layer 0 every pair is nearly identical (same word, only the position differs); the
 lines fall as the layers add context. In a model that separates the senses, the pairs with the same
 sense (S1–S2 music, S3–S4 rating) stay highest. A small model that read only movie reviews may not

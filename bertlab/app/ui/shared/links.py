@@ -41,11 +41,13 @@ KEYS = {"Tokenize": "tokenize", "Masking lab": "masking", "Fill-mask": "fill-mas
 # key -> the names of the inputs a link may set, in the order a copied link lists them
 PARAMS = {
     "tokenize": ("text", "pair"),
-    "masking": ("text", "rate", "whole_word", "seed", "n", "spans"),
-    "fill-mask": ("text", "k", "left_only"),
+    # position: the gradient view's selected piece (from 1); view = the sub-tab (score, gradient)
+    "masking": ("text", "rate", "whole_word", "seed", "n", "spans", "position", "view"),
+    "fill-mask": ("text", "k", "left_only", "relation"),  # relation: the "What BERT knows" quiz's, or all
     "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
-    "attention": ("text", "pair", "layer", "head", "hide", "view"),  # layer, head from 1; view=sparse: that sub-tab
-    # layer 0 = embeddings; view = the sub-tab (compare, contexts, positions); shuffle = the positions' sentence
+    "attention": ("text", "pair", "layer", "head", "hide", "view"),  # layer, head from 1; view=sparse or padding
+    # layer 0 = embeddings; view = the sub-tab (compare, static, contexts, positions); shuffle = the positions'
+    # sentence; view=static&word=bank: the static view follows that word (with its example's sentences)
     "embeddings": ("word", "sentences", "layer", "pooling", "special", "view", "shuffle"),
     # the boxes; a preset alone does not fill them (the tab fills them when a student picks one)
     "architecture": ("family", "preset", "layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding",

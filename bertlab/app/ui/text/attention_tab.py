@@ -5,6 +5,7 @@ only draws them. The bertviz pages are built in a second event so the API call s
 """
 from __future__ import annotations
 
+import html
 import math
 
 import gradio as gr
@@ -15,7 +16,7 @@ from ....analysis import attention_views as av
 from ....analysis import bertviz_offline as bv
 from ..shared import links, models, text_notes
 from ..shared.common import config_of, examples, form, load_model, mistakes, notice_html, wire
-from . import attention_finder, attention_mask, attention_math, attention_sparse
+from . import attention_finder, attention_mask, attention_math, attention_padding, attention_sparse
 from .attention_run import checked_run as _run
 
 MAX_TEXT = 20_000  # characters per box: more would only be cut to the model's tokens anyway
@@ -40,6 +41,11 @@ on `[SEP]`, on the previous, next and same token, and the entropy (0 = all on on
 at?*, who found heads for previous/next tokens, heads parked on `[SEP]`, and heads that track syntax.
 Click a column header to sort. Computed on all tokens, [CLS]/[SEP] included."""
 
+AVERAGE_NOTE = """**Average of the layer's heads**: each cell is that cell's mean over all heads of this
+layer, so one head's sharp habit is diluted by the others', and it shows a single layer's step, where
+**Rollout** multiplies such averages through every layer (skip connections included) to reach the final
+vectors. The study guide *BERT and Bidirectional Models* draws this map for the last layer."""
+
 BERTVIZ_NOTE = """Interactive views from **bertviz** (Vig 2019), drawn in your browser with no internet.
 *Head view*: it opens on the layer and head picked above; hover a token to see the lines to what it
 attends to. The numbered squares are the heads: click one to add or remove it, double-click to show only
@@ -59,6 +65,7 @@ STAT_COLUMNS = [("layer", "layer"), ("head", "head"), ("pattern", "pattern"), ("
                 ("entropy", "entropy (nats)"), ("entropy_norm", "entropy / max")]
 GRID_CELLS = 1_200_000  # more numbers than this in one "all heads" figure is too slow to send and draw
 HEATMAP_COLOURS = "Blues"
+VIEWS = ("sparse", "padding")  # sub-tabs a link's ?view= opens
 
 
 def _shown(run, hide_specials: bool):
@@ -195,6 +202,27 @@ def head_figures(run, layer: int, head: int, hide: bool):
     return fig, grid, _caption(run, keep, layer, head, hide, note), keep, labels, m
 
 
+def average_figure(run, keep, labels, layer: int) -> tuple[go.Figure, str]:
+    """The layer's map averaged over its heads (shown as the head map is), and its strongest word pair."""
+    m = av.restrict(av.layer_average(run, layer), keep)  # (T', T')
+    fig = heatmap(m, labels, f"Layer {layer}, mean of {run.num_heads} heads<br><sub>each row still sums to 1</sub>")
+    try:
+        i, j, w = av.strongest_pair(m, [run.special[k] for k in keep])
+        said = (f"Strongest link between two different word pieces here: **{html.escape(labels[i])}** → "
+                f"**{html.escape(labels[j])}**, {w:.2f}.")
+    except ValueError:
+        said = ""
+    return fig, said
+
+
+def average_view(text: str, pair: str, layer, hide_specials: bool, choice: str | None):
+    """After a redraw or a new layer: (the layer's head-averaged map, its caption)."""
+    run, layer, _ = _run(text, pair, choice, layer, 1)
+    keep, labels = _shown(run, bool(hide_specials))
+    fig, said = average_figure(run, keep, labels, layer)
+    return fig, said + "\n\n" + AVERAGE_NOTE
+
+
 def analyse(text: str, pair: str, layer, head, hide_specials: bool, choice: str | None):
     """The API: (head map, layer grid, overview, rollout, stats table, caption, JSON)."""
     run, layer, head = _run(text, pair, choice, layer, head)
@@ -208,7 +236,7 @@ def analyse(text: str, pair: str, layer, head, hide_specials: bool, choice: str 
             "truncated": run.truncated, "hide_specials": hide, "layer": layer, "head": head,
             "num_layers": run.num_layers, "num_heads": run.num_heads, "attention": _r(m),
             "head_stats": [{k: s[k] for k, _ in STAT_COLUMNS} | {"pattern_share": s["pattern_share"]} for s in stats],
-            "rollout": _r(roll)}
+            "rollout": _r(roll), "layer_average": _r(av.restrict(av.layer_average(run, layer), keep))}
     caption += cut_notes(text, pair)
     return fig, grid, overview(stats, run.num_layers, run.num_heads), roll_fig, stats_frame(stats), caption, data
 
@@ -271,7 +299,12 @@ def build(picker: gr.Dropdown) -> None:
     caption = gr.Markdown()
     with gr.Tabs(overflow_behavior="wrap") as views:  # on a phone: rows of tabs, none hidden behind "…"
         with gr.Tab("One head"):
-            head_plot = gr.Plot(label="Attention of one head")
+            with gr.Row():  # side by side on a wide screen, one under the other on a phone
+                with gr.Column(min_width=320):
+                    head_plot = gr.Plot(label="Attention of one head")
+                with gr.Column(min_width=320):
+                    avg_plot = gr.Plot(label="Average of the layer's heads", elem_id="attn-average")
+                    avg_said = gr.Markdown(elem_id="attn-average-said")
         with gr.Tab("All heads of the layer"):
             grid_plot = gr.Plot(label="All heads of the layer")
         with gr.Tab("Overview"):
@@ -297,11 +330,13 @@ def build(picker: gr.Dropdown) -> None:
         with gr.Tab("Sparse patterns", id="sparse"):
             follow.append(attention_sparse.build(text, pair, layer, head, picker))
         follow.append(attention_finder.build(text, pair, picker))  # its own sub-tab
+        with gr.Tab("Padding and the mask", id="padding"):
+            attention_padding.build(picker)  # its own sentences: it does not follow the text above
     with gr.Accordion("JSON (what the API returns)", open=False):
         raw = gr.JSON(label="tokens, attention of the selected head, head_stats, rollout")
-    view = gr.Textbox("", visible=False)  # a link's ?view=sparse opens that sub-tab
+    view = gr.Textbox("", visible=False)  # a link's ?view=sparse (or padding) opens that sub-tab
     links.register("attention", view=view)
-    view.change(lambda v: gr.Tabs(selected=v) if v == "sparse" else gr.skip(), view, views, api_name=False)
+    view.change(lambda v: gr.Tabs(selected=v) if v in VIEWS else gr.skip(), view, views, api_name=False)
 
     inputs = [text, pair, layer, head, hide, picker]
     outputs = [head_plot, grid_plot, overview_plot, rollout_plot, table, caption, raw]
@@ -309,10 +344,13 @@ def build(picker: gr.Dropdown) -> None:
                   [text.submit, pair.submit, hide.change], ex)
     events.append(picker.change(on_model, [picker, layer, head], [layer, head], api_name=False)
                   .success(analyse, inputs, outputs, api_name=False))
+    averaged = [text, pair, layer, hide, picker]
     for event in events:  # the bertviz pages and new token rows follow every full redraw, the page opening too
         event.success(bertviz_views, inputs, [head_view, model_view], api_name=False, show_progress="hidden")
+        event.success(average_view, averaged, [avg_plot, avg_said], api_name=False, show_progress="hidden")
         for fn, ins, outs in follow:  # a dict of inputs: the handler takes them by name
             by_name = {"inputs": None, "inputs_kwargs": ins} if isinstance(ins, dict) else {"inputs": ins}
             event.success(fn, outputs=outs, api_name=False, show_progress="hidden", **by_name)
     gr.on([layer.release, head.release], select_head, inputs, [head_plot, grid_plot, caption], api_name=False
           ).success(bertviz_views, inputs, [head_view, model_view], api_name=False, show_progress="hidden")
+    layer.release(average_view, averaged, [avg_plot, avg_said], api_name=False, show_progress="hidden")

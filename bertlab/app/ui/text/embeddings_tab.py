@@ -7,9 +7,10 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ....analysis import embeddings as E
+from ....analysis import words
 from ..shared import common, links
 from ..shared.common import away_from_neighbours, config_of, load_model, mistakes, user_error, whole_number, wire
-from . import contexts_view, positions_view
+from . import contexts_view, positions_view, static_view
 
 EXPLAIN = """**One word, many meanings.** BERT's first vector for a word (layer 0) is a table lookup:
 the word's row plus a vector for its *position* and one for its segment, so the same word at the same
@@ -206,26 +207,40 @@ def compare(word: str, sentences: str, layer, pooling: str, include_special: boo
     return word_figure(res), matrix_figure(res), pca_figure(res), md, res
 
 
-VIEWS = ("compare", "contexts", "positions")  # the sub-tabs' ids, for links
+VIEWS = ("compare", "static", "contexts", "positions")  # the sub-tabs' ids, for links
+
+
+def example_sentences(view: str, word, sentences):
+    """A link to the static view names only a word: the first sub-tab, which reads the same `word`, gets
+    that word's example sentences if its own lack it (else it would open on an error)."""
+    w = (word or "").strip().lower() if isinstance(word, str) else ""
+    ex = next((e for e in EXAMPLES if e[0] and e[0] == w), None)
+    if view != "static" or ex is None or not isinstance(sentences, str) or \
+            all(words.occurrences(s, w, True) for s in sentences.splitlines() if s.strip()):
+        return gr.skip()
+    return ex[1]
 
 
 def build(picker: gr.Textbox) -> None:
     n = num_layers(picker.value)
+    view = gr.Textbox("", visible=False)  # a link's ?view=positions opens that sub-tab
     with gr.Tabs(overflow_behavior="wrap") as views:  # on a phone: the sub-tabs wrap, none hidden behind '…'
         with gr.Tab("Same word, different sentences", id="compare"):
-            layer = build_compare(picker, n)
+            layer, word, sentences = build_compare(picker, n)
+        with gr.Tab("Static vs contextual", id="static"):
+            static_view.build(picker, word, sentences, view)
         with gr.Tab("Other contexts of a token", id="contexts"):
             ctx_layer = contexts_view.build(picker, n)
         with gr.Tab("Position embeddings", id="positions"):
             positions_view.build(picker)
-    view = gr.Textbox("", visible=False)  # a link's ?view=positions opens that sub-tab
     links.register("embeddings", view=view)
     view.change(lambda v: gr.Tabs(selected=v) if v in VIEWS else gr.skip(), view, views, api_name=False)
+    view.change(example_sentences, [view, word, sentences], sentences, api_name=False)
     picker.change(layer_slider, picker, ctx_layer, api_name=False)
     return layer
 
 
-def build_compare(picker: gr.Textbox, n: int) -> gr.Slider:
+def build_compare(picker: gr.Textbox, n: int) -> tuple[gr.Slider, gr.Textbox, gr.Textbox]:
     with common.form(EXPLAIN) as side:
         word = gr.Textbox(label="Word to follow (leave empty to compare sentences only)",
                           value=EXAMPLES[0][0], max_length=100)
@@ -252,4 +267,4 @@ def build_compare(picker: gr.Textbox, n: int) -> gr.Slider:
     wire(compare, inputs, outputs, go_btn, "embeddings", [word.submit, layer.release, pooling.input, special.input],
          examples, show_progress="minimal")
     picker.change(layer_slider, picker, layer, api_name=False).then(compare, inputs, outputs, api_name=False)
-    return layer
+    return layer, word, sentences

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from ....data import masking_lab
 from ....data.masking import KEPT, MASKED, RANDOM
 from ..shared import common, links, text_notes
-from . import masking_score
+from . import masking_gradient, masking_score
 
 EXPLAIN = """**How BERT makes its own exercises.** Before each batch, about 15 % of the tokens are
 *selected* as things to guess. Of those, 80 % are replaced by `[MASK]`, 10 % by a random token and
@@ -38,6 +38,7 @@ EXAMPLES = [
     ["the screenplay was predictable but the performances were outstanding .", 0.15, True],
 ]
 
+VIEWS = ("score", "gradient")  # the sub-tabs' ids, for links
 RULE_COLOR = {MASKED: "#d62728", RANDOM: "#ff7f0e", KEPT: "#2ca02c"}
 LEGEND = [("selected → [MASK] (80 %)", "background:#d62728;color:#fff"),
           ("selected → random token (10 %)", "background:#ff7f0e;color:#fff"),
@@ -190,4 +191,12 @@ def build(picker: gr.Dropdown) -> None:
                 [text.submit, whole.input, spans.input, rate.release, n.release, picker.change, seed.input, seed.submit,
                  rate.input, n.input], ex, trigger_mode="always_last")
     again.click(resample, inputs, [seed, view, plot, raw], api_name=False)
-    masking_score.build(text, rate, whole, seed, picker, spans)  # the draw scored by the model
+    with gr.Tabs(overflow_behavior="wrap") as views:  # under the draw, the two things the model does with it
+        with gr.Tab("Score a draw", id="score"):
+            masking_score.build(text, rate, whole, seed, picker, spans)  # the loss at every selected position
+        with gr.Tab("The gradient of the loss", id="gradient"):
+            position, grad_ex = masking_gradient.build(text, rate, whole, seed, picker, spans)
+    opens = gr.Textbox("", visible=False)  # a link's ?view=gradient opens that sub-tab
+    links.register("masking", position=position, view=opens)
+    opens.change(lambda v: gr.Tabs(selected=v) if v in VIEWS else gr.skip(), opens, views, api_name=False)
+    grad_ex.load_input_event.then(mask_preview, inputs, [view, plot, raw], api_name=False)  # its text and seed

@@ -3,6 +3,7 @@
 Every view is a stateless function of (model, text), so many students can share one server; the
 model choice is per browser session, and loaded models are cached for everyone.
 """
+import importlib
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -17,12 +18,11 @@ from starlette.middleware import Middleware  # noqa: E402
 
 from bertlab.app import classroom, serving, traffic  # noqa: E402
 from bertlab.app.limits import app_device, device_label, limits  # noqa: E402
-from bertlab.app.ui.labs import architecture_tab, probe_tab, scaling_tab  # noqa: E402
-from bertlab.app.ui.lessons import lessons_tab  # noqa: E402
 from bertlab.app.ui.shared import links, models  # noqa: E402
+from bertlab.app.ui.shared.tabs import TABS as TAB_RECORDS  # noqa: E402
 from bertlab.app.ui.shared.common import MODEL_ERRORS, quiet_gradio_checks, redraw_open_tab_only, said, user_error, warn  # noqa: E402
-from bertlab.app.ui.text import attention_tab, embeddings_tab, fill_mask_tab, masking_tab, nsp_tab, tokenize_tab  # noqa: E402
-from bertlab.app.ui.training import distill_tab, finetune_tab, jobs_ui, pretrain_tab, race_tab  # noqa: E402
+from bertlab.app.ui.text import nsp_tab  # noqa: E402
+from bertlab.app.ui.training import jobs_ui, pretrain_tab  # noqa: E402
 
 INTRO = """# bertlab
 See BERT work on your own sentences. The **Lessons** lead through the tabs from left to right: how
@@ -60,12 +60,7 @@ CSS = """
 }
 """
 
-# Lessons first: a student who opens the app meets the course, which leads through the other tabs
-# (a teacher's link, ?tab=..., opens any other tab directly).
-TABS = [("Lessons", lessons_tab), ("Tokenize", tokenize_tab), ("Masking lab", masking_tab), ("Fill-mask", fill_mask_tab),
-        ("Next sentence", nsp_tab), ("Attention", attention_tab), ("Embeddings", embeddings_tab),
-        ("Architecture", architecture_tab), ("Pre-train", pretrain_tab), ("Fine-tune", finetune_tab),
-        ("Distil", distill_tab), ("Race", race_tab), ("Scaling", scaling_tab), ("Probing", probe_tab)]
+TABS = [(t.title, importlib.import_module(t.module)) for t in TAB_RECORDS]  # (title, module), from the tabs' records
 
 
 def pick(choice: str, current: str):

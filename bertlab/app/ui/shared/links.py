@@ -4,7 +4,7 @@ share exactly what is on the projector.
     ?tab=attention&text=the+cat+sat+.&layer=2&head=3&model=...
     ?lesson=4                    (the Lessons tab, at lesson 4)
 
-`PARAMS` below is the contract: each tab's key and the names of its inputs. A tab registers its
+`PARAMS` (tabs.py, one record per tab) is the contract: each tab's key and the names of its inputs. A tab registers its
 inputs in its build() with one call, `links.register("attention", text=text_box, layer=slider, ...)`,
 and puts a "copy link" button where it wants one with `links.copy_button("attention")`; app.py calls
 `links.install(...)` once. Opening a link then fills the tab's inputs, runs their .change listeners
@@ -31,37 +31,8 @@ import gradio as gr
 from gradio.context import LocalContext
 
 from . import common, models
+from .tabs import KEYS, PARAMS  # noqa: F401  (the tabs' records: keys and link parameters)
 
-# tab title (as in app.py's TABS) -> key in the address
-KEYS = {"Tokenize": "tokenize", "Masking lab": "masking", "Fill-mask": "fill-mask", "Next sentence": "nsp",
-        "Attention": "attention", "Embeddings": "embeddings", "Architecture": "architecture",
-        "Pre-train": "pretrain", "Fine-tune": "finetune", "Distil": "distill", "Race": "race",
-        "Scaling": "scaling", "Probing": "probing", "Lessons": "lessons"}
-
-# key -> the names of the inputs a link may set, in the order a copied link lists them
-PARAMS = {
-    "tokenize": ("text", "pair"),
-    # position: the gradient view's selected piece (from 1); view = the sub-tab (score, gradient)
-    "masking": ("text", "rate", "whole_word", "seed", "n", "spans", "position", "view"),
-    "fill-mask": ("text", "k", "left_only", "relation"),  # relation: the "What BERT knows" quiz's, or all
-    "nsp": ("a", "b"),  # sentence A; candidate sentences B, one per line
-    "attention": ("text", "pair", "layer", "head", "hide", "view"),  # layer, head from 1; view=sparse or padding
-    # layer 0 = embeddings; view = the sub-tab (compare, static, contexts, positions); shuffle = the positions'
-    # sentence; view=static&word=bank: the static view follows that word (with its example's sentences)
-    "embeddings": ("word", "sentences", "layer", "pooling", "special", "view", "shuffle"),
-    # the boxes; a preset alone does not fill them (the tab fills them when a student picks one)
-    "architecture": ("family", "preset", "layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding",
-                     "groups", "batch", "seq_len"),
-    "pretrain": ("recipe", "arch"),  # the recipe fills the rest of the form
-    "finetune": ("task", "method", "epochs", "pooling", "init", "lr"),
-    "distill": ("layers", "steps", "temperature"),
-    "race": ("minutes", "seeds", "recipes"),  # recipes: comma-separated names
-    "scaling": ("model_size", "steps", "batch", "seq_len", "tokens", "accel", "dtype", "util", "count", "flops",
-                "price", "budget"),
-    # filled; probes run on "Run probes" (slow); view=story opens the layer story (run by its own button)
-    "probing": ("task", "feature", "probe", "sample", "layer", "view"),
-    "lessons": ("lesson",),
-}
 ARCH_FIELDS = ("layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding", "groups")  # its boxes, in order
 TRAINING = {"pretrain", "finetune", "distill", "race"}  # filled from a link, never started from one
 MAX_TEXT = 2000  # characters of one value from a link (browsers and servers refuse much longer addresses)

@@ -20,7 +20,7 @@ MODEL_TYPES = family.MODEL_TYPES  # which members there are: family.MEMBERS
 ONLY = {n: m.only for n, m in family.MEMBERS.items() if m.only}
 OWNED = {k for keys in ONLY.values() for k in keys}  # fields some member has and the others must leave alone
 SPECIFIC = {"embedding_size", "num_hidden_groups", "inner_group_num", "pre_ln", "model_type",
-            "bos_token_id", "eos_token_id"}
+            "bos_token_id", "eos_token_id", "is_decoder"}
 
 
 def read_json_config(path: str | os.PathLike) -> dict:
@@ -61,6 +61,9 @@ class BertConfig:
     inner_group_num: int = 1  # ALBERT: layers per group, run one after another at every step
     bos_token_id: int | None = None  # RoBERTa's <s>, ALBERT's [CLS]: written for transformers, unused here
     eos_token_id: int | None = None
+    # A causal (GPT-style) BERT: each token attends to itself and the tokens before it. transformers reads
+    # the same key and applies the same mask (saved as BertLMHeadModel).
+    is_decoder: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -112,6 +115,9 @@ class BertConfig:
             raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}, got {self.model_type!r}")
         if self.pre_ln and self.model_type != "bert":
             raise ValueError("pre_ln is a BERT option (saved as MegatronBert); other model types are post-LN")
+        if self.is_decoder is not False and (self.is_decoder is not True or self.model_type != "bert" or self.pre_ln):
+            raise ValueError(f"is_decoder (left-to-right attention) is a post-LN BERT option, got {self.is_decoder!r} "
+                             f"for {self.model_type}{' pre-LN' if self.pre_ln else ''}")
         for name in ("embedding_size",):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
@@ -156,6 +162,9 @@ class BertConfig:
             d = importlib.import_module(own.config_json).to_config_json(d)
         if self.pre_ln:
             return {"architectures": ["Megatron" + architecture], "model_type": "megatron-bert", **d}
+        if self.is_decoder:  # transformers applies the same mask; a pre-trained one loads as its causal LM
+            d["is_decoder"] = True
+            architecture = "BertLMHeadModel" if architecture in ("BertForPreTraining", "BertForMaskedLM") else architecture
         return {"architectures": [architecture], "model_type": kind, **d}
 
     @classmethod

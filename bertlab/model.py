@@ -330,6 +330,7 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None,
                 output_attentions=False, output_hidden_states=False, causal=False) -> BertOutput:
+        causal = causal or self.config.is_decoder  # a causal BERT always reads left to right
         token_type_ids, attention_mask, prompt, prefix, past = encoder_inputs(
             self, input_ids, token_type_ids, attention_mask, causal)
         x = self.embeddings(input_ids, token_type_ids, prompt, past)  # (B, T, H); T grows by P with a prompt

@@ -290,3 +290,41 @@ def test_what_bert_knows_through_the_api_and_from_lesson_3s_link(server, laptop,
         page.locator("#facts-relation").scroll_into_view_if_needed()
         shot(page, f"text_facts_{'phone' if size == PHONE else 'desktop'}.png")
     page.close()
+
+
+def test_generate_through_the_api_and_one_click_away(server, laptop, client):
+    """issue 44, item 1: /generate gives analysis.generate's steps on the shipped (masked-word) model, says
+    why it fails, and one message for an empty prompt; an example under Fill-mask shows it (on the laptop
+    page, already open), within 1280 and 390 px."""
+    from gradio_client.exceptions import AppError
+
+    import bertlab
+    from bertlab.analysis.generate import generate
+    from bertlab.app.ui.text import generate_view
+    view, _, raw = client.predict(prompt="the plot was", new_tokens=4, how="greedy", k=10, seed=0,
+                                  api_name="/generate")
+    want = generate(*bertlab.load_pretrained(), "the plot was", 4)
+    assert raw["mode"] == "masked" and [s["id"] for s in raw["steps"]] == [s["id"] for s in want["steps"]]
+    assert "masked-word model" in view and "Traceback" not in view
+    with pytest.raises(AppError) as e:
+        client.predict(prompt="  ", new_tokens=4, how="greedy", k=10, seed=0, api_name="/generate")
+    assert "opening is empty" in str(e.value) and "Traceback" not in str(e.value)
+    prompt, n, _ = generate_view.EXAMPLES[2]
+    page = laptop
+    panel = tab(page, "Fill-mask")
+    panel.get_by_text(prompt).first.click()  # the example: sampled, 15 tokens
+    out = panel.locator("#generate-view")
+    out.get_by_text(f"out of {n}").first.wait_for(timeout=WAIT_MS)
+    assert "masked-word model" in out.inner_text()
+    try:
+        for size in (DESKTOP, PHONE):
+            page.set_viewport_size({"width": size[0], "height": size[1]})
+            page.wait_for_timeout(300)
+            assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1, size
+            box = out.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1, (size, box)
+            out.scroll_into_view_if_needed()
+            shot(page, f"text_generate_{'phone' if size == PHONE else 'desktop'}.png")
+            shot(page.locator("#generate-masks"), f"text_generate_masks_{'phone' if size == PHONE else 'desktop'}.png")
+    finally:
+        page.set_viewport_size({"width": DESKTOP[0], "height": DESKTOP[1]})  # the laptop page, as it was

@@ -390,7 +390,7 @@ def test_tabs_build_with_their_api_names():
                 mod.build(picker)
     public = {f.api_name for f in demo.fns.values() if f.api_visibility == "public"}
     assert public == {"tokenize", "mask_preview", "mask_score", "mask_gradient", "fill_mask", "logit_lens", "fill_in_turn",
-                      "facts", "nsp"}
+                      "facts", "generate", "nsp"}
 
 
 def test_two_masks_side_by_side_part_when_filled_in_turn_on_the_shipped_model():

@@ -95,6 +95,23 @@ def all_tokens(model, batch):
     return loss, m
 
 
+def next_token(model, batch):
+    """GPT's objective on BERT's backbone (`--objective causal`): the unmasked text, a causal attention mask
+    (the model's config says is_decoder), and at every position the cross-entropy of the token after it,
+    through the same tied output layer as the masked words. Not a `--loss`: it needs unmasked batches and
+    that mask, so the objective chooses it. Metrics keep the masked words' names so the charts sit beside
+    theirs: here the predicted tokens are every next token."""
+    ids, keep = batch["input_ids"], batch["attention_mask"][:, 1:].bool()  # (B, T), (B, T-1): a real next token
+    out = getattr(model, model.base_model_prefix)(ids, batch["token_type_ids"], batch["attention_mask"], causal=True)
+    h = out.last_hidden_state[:, :-1][keep]  # (N, H): the positions that have a next token
+    targets = ids[:, 1:][keep]  # (N,)
+    logits = model.token_logits(h)  # (N, V)
+    loss = F.cross_entropy(logits.float(), targets)
+    with torch.no_grad():
+        m = {"mlm_loss": loss.detach(), "mlm_acc": (logits.argmax(-1) == targets).float().mean()}
+    return loss, m
+
+
 def get(name: str) -> Objective:
     if name not in REGISTRY:
         raise ValueError(f"no pre-training loss {name!r}: choose one of {', '.join(REGISTRY)}")

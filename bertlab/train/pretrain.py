@@ -37,7 +37,7 @@ from ..data.tasks import TASK_CORPUS, adaptation_texts
 from ..tokenizer import BPETokenizer, SubwordTokenizer, UnigramTokenizer, WordPieceTokenizer
 from . import electra, objectives, runs
 from .loop import Trainer, rank_world
-from .specs import FinetuneSpec, PretrainSpec
+from .specs import CAUSAL, FinetuneSpec, PretrainSpec
 
 # a member record's `tokenizer` -> the class that trains it and its name in the run's log
 TOKENIZERS = {"wordpiece": (WordPieceTokenizer, "WordPiece"), "byte-level-bpe": (BPETokenizer, "byte-level BPE"),
@@ -68,7 +68,8 @@ def cache_dir(spec: PretrainSpec) -> Path | None:
     corpus = Path(spec.corpus)
     if spec.init_from or (corpus.exists() and not corpus.is_file()):
         return None
-    stamp = [spec.corpus, spec.text_column, spec.max_docs, spec.vocab_size, spec.max_len, spec.objective,
+    stamp = [spec.corpus, spec.text_column, spec.max_docs, spec.vocab_size, spec.max_len,
+             "mlm" if spec.objective == CAUSAL else spec.objective,  # causal reads MLM's examples
              spec.heldout, spec.seed, *((corpus.resolve().as_posix(), corpus.stat().st_size, corpus.stat().st_mtime)
                                    if corpus.is_file() else ())]
     if (kind := family.MEMBERS[spec.arch].tokenizer) != "wordpiece":  # another tokenizer; WordPiece's members
@@ -249,33 +250,45 @@ class Evaluator:
     the same masks, per-layer attention diagnostics, and the probe sentences' top guesses."""
 
     def __init__(self, batcher: Batcher, examples: list[Example], n_batches: int, unigram: list[int],
-                 tok: SubwordTokenizer, run_dir: Path | None = None):
+                 tok: SubwordTokenizer, run_dir: Path | None = None, causal: bool = False):
         bs = batcher.batch_size
         chunks = [examples[i:i + bs] for i in range(0, min(len(examples), n_batches * bs), bs)]
         self.batches = [batcher.make_batch(c, torch.Generator().manual_seed(1234 + k)) for k, c in enumerate(chunks)]
         self.top_unigram = int(torch.tensor(unigram).argmax())
-        self.tok, self.run_dir = tok, run_dir
+        self.tok, self.run_dir, self.causal = tok, run_dir, causal  # causal: next-token scores, no fill-in probes
 
     @torch.no_grad()
     def __call__(self, model) -> dict[str, float]:
         if isinstance(model, electra.ElectraPair):
             res = electra.evaluate_pair(model, self.batches, self.top_unigram)
         else:
-            res = self._mlm(model)
+            res = self._next(model) if self.causal else self._mlm(model)
         dev = next(model.parameters()).device
         b = {k: v.to(dev) for k, v in self.batches[0].items()}
         att = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], output_attentions=True).attentions
         for k, per_layer in layer_diagnostics(att, b["attention_mask"]).items():
             res[k] = sum(per_layer) / len(per_layer)
             res.update({f"{k}_L{i}": v for i, v in enumerate(per_layer)})
-        if self.run_dir is not None:
+        if self.run_dir is not None and not self.causal:
             self._probe(getattr(model, "generator", model))  # ELECTRA: the generator fills in blanks
         return res
 
     @torch.no_grad()
     def mlm(self, model) -> dict[str, float]:
         """Only the masked-word scores (mlm_loss, mlm_acc, unigram_acc; nsp_acc where the model has NSP)."""
-        return self._mlm(model)
+        return self._next(model) if self.causal else self._mlm(model)
+
+    def _next(self, model) -> dict[str, float]:
+        """A causal run's held-out next-token loss and accuracy (under the masked words' names, as its
+        training rows), and the most frequent token's accuracy as the baseline."""
+        n = loss = correct = uni = 0.0
+        for b in self.batches:
+            b = {k: v.to(next(model.parameters()).device) for k, v in b.items()}
+            _, m = objectives.next_token(model, b)
+            y = b["input_ids"][:, 1:][b["attention_mask"][:, 1:].bool()]  # (N,): every next token
+            loss, correct = loss + float(m["mlm_loss"]) * len(y), correct + float(m["mlm_acc"]) * len(y)
+            uni, n = uni + float((y == self.top_unigram).sum()), n + len(y)
+        return {"mlm_loss": loss / n, "mlm_acc": correct / n, "unigram_acc": uni / n}
 
     def _mlm(self, model) -> dict[str, float]:
         dev = next(model.parameters()).device
@@ -316,8 +329,8 @@ def make_batcher(spec: PretrainSpec, tok: SubwordTokenizer, train: list[Example]
     if spec.whole_word or spec.span_masking:  # SpanBERT's spans are runs of whole words
         cont = word_continuation(tok)  # '##ing' continues a word; 'Ġfilm' and '▁film' start one
     mask_frac, random_frac = family.MASK_RULES[spec.mask_rule]  # [MASK], random; kept
-    return Batcher.from_tokenizer(train, spec.batch_size, tok, rate=spec.mask_rate, seed=spec.seed, rank=rank,
-                                  world_size=world, is_continuation=cont, drop_last=True,
+    return Batcher.from_tokenizer(train, spec.batch_size, tok, mask=spec.objective != CAUSAL,  # causal: plain text
+                                  rate=spec.mask_rate, seed=spec.seed, rank=rank, world_size=world, is_continuation=cont, drop_last=True,
                                   static_masks=spec.static_masks, mask_frac=mask_frac, random_frac=random_frac,
                                   spans=spec.span_masking)
 
@@ -361,9 +374,11 @@ def pretrain(run_dir: str | os.PathLike, spec: PretrainSpec, resume: bool = Fals
     torch.manual_seed(spec.seed)  # the same initial weights on every rank
     model = build_model(spec, tok)
     batcher = make_batcher(spec, tok, train, rank, world)
-    evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None)
+    evaluate = Evaluator(batcher, held, spec.eval_batches, unigram, tok, run.path if rank == 0 else None,
+                         causal=spec.objective == CAUSAL)
+    loss = objectives.next_token if spec.objective == CAUSAL else objectives.get(spec.loss).fn
     pair = isinstance(model, electra.ElectraPair)
-    trainer = Trainer(model, batcher, spec, run.path, electra.compute_loss if pair else objectives.get(spec.loss).fn, evaluate,
+    trainer = Trainer(model, batcher, spec, run.path, electra.compute_loss if pair else loss, evaluate,
                       on_save=lambda m, folder: (electra.save_pair if pair else write_model_files)(folder, m, tok),
                       on_load=electra.load_pair if pair else None, log_fn=log, stop_event=stop_event,
                       find_unused_parameters=spec.objective not in ("nsp", "sop"), callbacks=callbacks)

@@ -151,9 +151,10 @@ def _finetune_part(out: Path, race: RaceSpec, name: str, seed: int, threads: int
     folder = out / "finetune" / f"{name}-seed{seed}"
     shutil.rmtree(folder, ignore_errors=True)  # a fine-tune cut short starts over: it takes a minute
     torch.set_num_threads(threads)
+    causal = RECIPES[name][1].get("objective") == "causal"  # its [CLS] sees only itself: read every token's mean
     res = finetune(folder, FinetuneSpec(model=str(out / "runs" / name / runs.MODEL), task=race.task,
                                         epochs=race.epochs, seed=seed, threads=threads, device=race.device,
-                                        layer_decay=race.layer_decay),
+                                        layer_decay=race.layer_decay, pooling="mean" if causal else "auto"),
                    log=lambda *_: None, stop_event=stop)
     if res["state"] != "finished":
         raise InterruptedError(f"stopped while fine-tuning {name} (seed {seed})")
@@ -263,6 +264,8 @@ def table_md(res: dict) -> str:
         params = f"{r['params'] / 1e6:.2f} M" + (f" (+{r['generator_params'] / 1e6:.2f} M generator)"
                                                  if r.get("generator_params") else "")
         mlm = "–" if r["mlm_acc"] is None else f"{r['mlm_acc']:.1%}" + (" (generator)" if r.get("generator_params") is not None else "")
+        if r["mlm_acc"] is not None and RECIPES.get(r["recipe"], ("", {}))[1].get("objective") == "causal":
+            mlm += " (next token)"  # a causal run scores the token after each position, not masked ones
         acc = f"{r['finetune_mean']:.1%}" + (f" ± {r['finetune_spread']:.1%}" if res["seeds"] > 1 else "")
         step_ms = r["minutes"] * 60_000 / max(1, r["steps"])
         lines.append(f"| {r['recipe']}: {r['label']} | {params} | {r['minutes']:.1f} min | {r['steps']:,} | "

@@ -22,6 +22,7 @@ PRESET_CHOICES = ("tiny", "mini", "small", "medium", "base", "large")
 # the members that own an option (their records), as the help names them
 _OWN_E, _OWN_GROUPS = (" and ".join(m.name for m in family.owners(k)) for k in ("embedding_size", "num_hidden_groups"))
 _OWN_GENERATOR = " and ".join(m.name for m in family.RECORDS if m.generator)
+CAUSAL = "causal"  # GPT's objective on BERT's backbone: next token, left to right (objectives.next_token)
 
 
 @dataclass
@@ -78,8 +79,10 @@ class PretrainSpec(TrainArgs):
     objective: str | None = opt(None, "the pair task besides MLM: nsp | sop | mlm (none) (default: the "
                                       "architecture's own: nsp for bert, mlm for roberta, sop for albert); "
                                       + "; ".join(f"{m.trainer_objective} for {m.name}: {m.pretrain_note}"
-                                                  for m in family.RECORDS if m.trainer_objective),
-                                choices=OBJECTIVES + family.PAIR_OBJECTIVES, label='Objective')
+                                                  for m in family.RECORDS if m.trainer_objective)
+                                      + "; causal for bert: no masks, no pair task, each token sees only those "
+                                        "before it and predicts the next (GPT's objective)",
+                                choices=OBJECTIVES + family.PAIR_OBJECTIVES + (CAUSAL,), label='Objective')
     loss: str = opt("mlm", "the masked-word loss, a function registered in bertlab/train/objectives.py: mlm = "
                            "BERT's (the picked tokens) | all-tokens = every token teaches, the rest by copying "
                            "(ELECTRA's All-Tokens MLM ablation)",
@@ -121,6 +124,13 @@ class PretrainSpec(TrainArgs):
             self.objective = self.DEFAULT_OBJECTIVE[self.arch]
         if self.hidden and self.heads and self.hidden % self.heads:
             raise ValueError(f"hidden_size ({self.hidden}) must be divisible by num_attention_heads ({self.heads})")
+        if self.objective == CAUSAL and (wrong := [k for k, v in (
+                ("arch " + self.arch, self.arch != "bert"), ("pre_ln", self.pre_ln), (f"loss {self.loss}", self.loss != "mlm"),
+                ("whole_word", self.whole_word), ("span_masking", self.span_masking),
+                ("static_masks", self.static_masks)) if v]):
+            raise ValueError(f"objective causal predicts each next token of the unmasked text, left to right, on "
+                             f"a post-LN bert: it has no masks, no other loss and no pair task to set; drop "
+                             f"{', '.join(wrong)}")
         pair = own.pair(self.objective)  # trains a generator and a discriminator
         if self.objective in family.PAIR_OBJECTIVES and self.objective != own.trainer_objective:
             raise ValueError(f"objective {self.objective} is "
@@ -167,6 +177,8 @@ class PretrainSpec(TrainArgs):
                                                              c.get("hidden_size", p.hidden_size))
         if "num_hidden_groups" in own.only and self.init_from is None:
             c["num_hidden_groups"] = self.layer_groups
+        if self.objective == CAUSAL:  # the model reads left to right (a continued causal model stays so)
+            c["is_decoder"] = True
         return c
 
     def _overrides(self) -> dict:
@@ -335,6 +347,8 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "span": ("BERT MLM only, spans of whole words (SpanBERT's masking)", dict(arch="bert", objective="mlm",
                                                                           span_masking=True)),
     "sinusoidal": ("BERT MLM only, fixed sinusoidal positions", dict(arch="bert", objective="mlm", positions="sinusoidal")),
+    "causal": ("BERT's shape trained as GPT: next token, left to right (fine-tuned on its tokens' mean: its "
+               "[CLS] sees only itself)", dict(arch="bert", objective=CAUSAL)),
 }
 RECIPES |= {name: (label, dict(arch=n, **fields)) for n, m in family.MEMBERS.items()  # the records' own
             for name, (label, fields, _) in m.recipes.items()}

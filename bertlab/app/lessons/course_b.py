@@ -75,14 +75,22 @@ Pre-training need not start from scratch: a trained model can go on reading text
 fine-tuned from that run; `examples/domain_adaptation.py` does both and prints the gain with its standard
 error. Expect little here: the shipped model already read film reviews, the task's own domain. And the
 loss is yours to choose: BERT learns only from the hidden 15 %; *all-tokens* makes every word a target
-(the rest only need copying). A loss is one registered function in `bertlab/train/objectives.py`; `examples/custom_objective.py` writes one and trains it beside BERT's.""",
+(the rest only need copying). A loss is one registered function in `bertlab/train/objectives.py`; `examples/custom_objective.py` writes one and trains it beside BERT's.
+
+The same backbone can also learn as GPT does (objective *causal*). A masked position learns from the
+words on both sides of its gap; a causal position sees only itself and the words to its left, and learns
+to predict the next one. That is why BERT cannot write: at the end of a text there is no right-hand side
+for it to read, so it has no next word to give. And a decoder pays the other way: a word's vector never
+hears what follows it, so *bank* before *of the river* cannot know which bank it is.""",
     try_its=(TryIt("Open the “tiny and fast” recipe (nothing starts until you press Start)", "pretrain",
                    {"recipe": C.PRETRAIN_RECIPE}),
              TryIt("Size the same model in the Architecture tab", "architecture", sized("bert", "tiny")),
              TryIt("Adapt the shipped model to the sentiment task (TAPT), then fine-tune from the run", "pretrain",
                    {"recipe": C.TAPT_RECIPE}),
              TryIt("Race BERT's loss against all-tokens for the same minutes", "race",
-                   {"recipes": "mlm,loss-all-tokens"})),
+                   {"recipes": "mlm,loss-all-tokens"}),
+             TryIt("Ask the shipped BERT to continue a sentence (Generate, under Fill-mask)", "fill-mask",
+                   {"opening": "the acting was", "tokens": 10, "sample": "greedy"})),
     expect="""The form shows the model's parameters and training memory before anything runs. If you
 start it, the curves begin on the unigram line and, after a few hundred steps, the accuracy leaves it
 at the same moment as the attention to neighbouring tokens rises. The *Watch it learn* rows show the
@@ -194,6 +202,9 @@ $$V E + E H \quad\text{instead of}\quad V H$$
 **DeBERTa** keeps a word's content and its position apart: each layer scores content against the
 *relative* distance between two words as well as content against content, which costs parameters for
 the distances and compute at every layer (the note under the Architecture tab's table counts both).
+BERT is one of three wirings: GPT-2 is a *decoder* (each token sees only its left, so it can write) and T5
+an *encoder-decoder* (it reads both ways, then writes the hidden spans), and the Architecture tab's
+*Encoder, decoder, encoder-decoder* table counts their parameters by part against their published sizes.
 
 Scaling laws then say what size to train: compute is about $C \approx 6ND$ FLOPs for $N$ parameters
 and $D$ tokens, and Chinchilla's optimum is about $D \approx 20N$. A **mixture of experts** breaks the

@@ -22,11 +22,14 @@ TABS = (
     # position: the gradient view's selected piece (from 1); view = the sub-tab (score, gradient)
     Tab("Masking lab", "masking", "bertlab.app.ui.text.masking_tab",
         ("text", "rate", "whole_word", "seed", "n", "spans", "position", "view")),
-    # relation: the "What BERT knows" quiz's, or all
-    Tab("Fill-mask", "fill-mask", "bertlab.app.ui.text.fill_mask_tab", ("text", "k", "left_only", "relation")),
+    # relation: the "What BERT knows" quiz's, or all; Generate's opening (the words to continue), tokens,
+    # sample (greedy or sample), sample_k, seed
+    Tab("Fill-mask", "fill-mask", "bertlab.app.ui.text.fill_mask_tab",
+        ("text", "k", "left_only", "relation", "opening", "tokens", "sample", "sample_k", "seed")),
     Tab("Next sentence", "nsp", "bertlab.app.ui.text.nsp_tab", ("a", "b")),  # sentence A; candidates B, one a line
     # layer, head from 1; view = sparse or padding: that sub-tab
-    Tab("Attention", "attention", "bertlab.app.ui.text.attention_tab", ("text", "pair", "layer", "head", "hide", "view")),
+    Tab("Attention", "attention", "bertlab.app.ui.text.attention_tab",
+        ("text", "pair", "layer", "head", "hide", "view")),
     # layer 0 = embeddings; view = the sub-tab (compare, static, contexts, positions); shuffle = the positions'
     # sentence; view=static&word=bank: the static view follows that word (with its example's sentences)
     Tab("Embeddings", "embeddings", "bertlab.app.ui.text.embeddings_tab",

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from .... import family
 from ....analysis.predict import MASK_RE, MAX_MASKS, fill_mask, with_masks
 from ..shared import common, links, text_notes
-from . import facts_view, fill_in_turn, logit_lens, replaced_view
+from . import facts_view, fill_in_turn, generate_view, logit_lens, replaced_view
 
 EXPLAIN = """**Fill in the blank.** BERT was pre-trained by hiding words and guessing them back from
 the words on *both* sides. Write `[MASK]` where a word should go (or pick a word to hide): the bars
@@ -172,6 +172,7 @@ def build(picker: gr.Dropdown) -> None:
     lens = logit_lens.build(text, k, causal, picker, events)
     turn = fill_in_turn.build(text, causal, picker, events)
     facts_view.build(picker)  # its own form: what the model knows, on prompts shipped with bertlab
+    generate_view.build(picker)  # its own form: continuing a prompt, encoder against decoder
     text.change(update_words, text, pick, api_name=False, show_progress="hidden")
     masked = pick.input(mask_word, [text, pick], text, api_name=False).success(api_name=False, **args)
     masked.success(api_name=False, **lens)

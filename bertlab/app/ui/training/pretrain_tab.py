@@ -90,7 +90,8 @@ CORPORA = {"IMDB movie reviews (shipped)": "imdb",
 OBJECTIVES = {"MLM + next sentence (BERT)": "nsp", "MLM + sentence order (ALBERT)": "sop",
               "MLM only (RoBERTa; ELECTRA's generator)": "mlm",
               **{f"Replaced-token detection ({', '.join(m.label for m in family.RECORDS if m.trainer_objective == o)})": o
-                 for o in family.PAIR_OBJECTIVES}}  # a record's own pair of generator and discriminator
+                 for o in family.PAIR_OBJECTIVES},  # a record's own pair of generator and discriminator
+              "Next token, left to right (GPT)": "causal"}
 # The members pre-training trains here, as their records say (distillation is another job).
 ARCHS = {m.label + (f" ({m.pretrain_note})" if m.pretrain_note else ""): n
          for n, m in family.MEMBERS.items() if n in PretrainSpec.ARCHS}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout: bertlab sits beside examples/
 import bertlab  # noqa: E402
-from bertlab.analysis import compute, sizing  # noqa: E402
+from bertlab.analysis import compute, shapes, sizing  # noqa: E402
 
 SEQ = 128  # tokens per sequence for memory and FLOPs
 
@@ -57,3 +57,19 @@ print("\nKaplan et al. 2020, L(N) = (N_c / N)^0.076 (nats a token, their GPT-sty
 for name in ("shipped default (mini)", "BERT-base", "BERT-large"):
     n = compute.non_embedding_params(configs[name])
     print(f"  {name:<24} N = {sizing.humanize(n):>6}  L = {compute.kaplan_loss_n(n)['loss']:.3f}")
+
+# 5. Encoder, decoder, encoder-decoder: BERT beside GPT-2 (sees the left only) and T5 (an encoder, then a
+# decoder that also attends to it), by part, on T5's pre-training lengths (512 tokens in, its target out).
+pair = shapes.pretraining_pair(512)
+print(f"\nBy part (FLOPs a token: BERT, GPT-2 at 512 tokens; T5 at {pair['inputs']} in, {pair['targets']} out):")
+print(f"{'model':<13} {'kind':<16} {'embed':>6} {'attn':>6} {'cross':>6} {'FFN':>6} {'total':>7} {'published':>10} "
+      f"{'FLOPs/token':>11}")
+for r in shapes.shapes(512, pair["targets"]):
+    p = r["params"]
+    print(f"{r['name']:<13} {r['kind']:<16} " + " ".join(f"{sizing.humanize(p[k]):>6}" for k in
+          ("embeddings", "attention", "cross_attention", "feed_forward"))
+          + f" {sizing.humanize(p['total']):>7} {sizing.humanize(r['published'][0]['params']):>10} "
+          f"{sizing.humanize(r['flops_per_token']['total'], 'FLOP'):>11}")
+gap = shapes.gpt2_gap()["models"]["GPT-2 small"]
+print(f"GPT-2 small: the paper's {sizing.humanize(gap['paper'])} is its layers with GPT-1's vocabulary and "
+      f"{shapes.GPT1['n_positions']} positions ({sizing.humanize(gap['with_gpt1_tables'])}); the released weights hold {gap['released']:,}.")

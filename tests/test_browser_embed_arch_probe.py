@@ -217,6 +217,31 @@ def test_the_shuffle_from_a_link(server, size):
     assert not errors, errors
 
 
+def shapes_section_states_the_librarys_numbers(page, size) -> None:
+    """"Encoder, decoder, encoder-decoder": the example lesson 10's link names (T5's pre-training lengths) fills
+    the section; the summary and the table state the library's numbers, and the page keeps the screen's width."""
+    from bertlab.analysis import shapes, sizing
+    from bertlab.app.lessons import course_b
+    from bertlab.app.ui.labs.architecture_shapes import EXAMPLE_LABELS, EXAMPLES, SENTENCE, SPANS, millions
+    link = next(t for t in course_b.VARIANTS.try_its if "T5" in t.label)
+    S, T = link.params["shapes_len"], link.params["shapes_target"]
+    assert [S, T] in EXAMPLES  # the link opens what this example shows (tests/test_links.py reads the link)
+    page.locator("#arch-shapes").scroll_into_view_if_needed()
+    page.get_by_role("button", name=EXAMPLE_LABELS[EXAMPLES.index([S, T])]).click()
+    said = page.locator("#arch-shapes-said")
+    said.get_by_text(f"{S} tokens in and {T} out").wait_for(timeout=WAIT_MS)
+    rows = {r["name"]: r for r in shapes.shapes(S, T)}
+    assert sizing.humanize(rows["T5-base"]["flops_per_token"]["total"], "FLOPs") in said.inner_text()
+    table = page.locator("#arch-shapes-table")
+    table.scroll_into_view_if_needed()
+    text = table.inner_text()
+    assert all(name in text and millions(r["params"]["total"]) in text for name, r in rows.items()), text
+    target = shapes.corrupt(SENTENCE.split(), SPANS)[1]
+    assert page.get_by_text(target, exact=True).count() == 1  # the sentinels show as text, not as tags
+    assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
+    shot(page, f"architecture_shapes_{'desktop' if size == DESKTOP else 'phone'}.png", full_page=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_mixture_of_experts_under_the_architecture(server, size):
@@ -241,5 +266,6 @@ def test_mixture_of_experts_under_the_architecture(server, size):
         page.wait_for_timeout(800)
         assert page.evaluate("document.documentElement.scrollWidth") <= size[0] + 1
         shot(page.locator("#arch-moe"), f"architecture_moe_{'desktop' if size == DESKTOP else 'phone'}.png")
+        shapes_section_states_the_librarys_numbers(page, size)
     assert not outside, outside[:5]
     assert not errors, errors

@@ -312,6 +312,14 @@ def check_lesson10(r, model, tok):
     assert re.search(rf"^shipped default \(mini\)\s+.*\s{re.escape(sizing.humanize(mine))}\s", r["out"], re.M)
     rule = compute.worked_example("bert-base")["chinchilla_rule"]
     assert f"N = {rule['n'] / 1e6:.0f}M parameters on D = {rule['d']:.3g} tokens" in r["out"]
+    from bertlab.analysis import shapes
+    pair = shapes.pretraining_pair(512)
+    assert f"T5 at {pair['inputs']} in, {pair['targets']} out" in r["out"]
+    for x in shapes.shapes(512, pair["targets"]):  # each row's total and FLOPs a token, the library's
+        total, f = sizing.humanize(x["params"]["total"]), sizing.humanize(x["flops_per_token"]["total"], "FLOP")
+        assert re.search(rf"^{re.escape(x['name'])}\s+{x['kind']}\s.*\s{re.escape(total)}\s.*\s{re.escape(f)}$",
+                         r["out"], re.M), x["name"]
+    assert f"the released weights hold {shapes.gpt2_params(*shapes.GPT2['GPT-2 small'])['total']:,}." in r["out"]
 
 
 def check_lesson11(r, model, tok):

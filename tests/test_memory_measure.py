@@ -113,3 +113,87 @@ def test_ui_section_bounds_estimates_and_measures():
     (row,) = rows
     assert row["checkpointing"] and abs(row["ratio"] - 1) < 0.10 and "estimated" in fig.data[0].x[0]
     assert f"{row['measured'] / 1e6:.1f} MB" in table and "| – |" not in table
+
+
+def test_inference_speed_runs_to_its_end_on_the_cpu():
+    """The timing loop whose forward reads the model from the enclosing frame (ruff's F821 there was
+    a false alarm: the model is read before the frame lets it go)."""
+    from bertlab.analysis import memory_measure as mm
+    r = mm.inference_speed(preset("tiny", vocab_size=300), 8, device="cpu", max_batch=2, reps=1)
+    assert r["error"] is None and sorted(r["seq_per_s"]) == [1, 2] and r["latency_ms"] > 0
+    assert r["best_seq_per_s"] == max(r["seq_per_s"].values())
+
+
+def test_largest_batch_doubles_until_out_of_memory(monkeypatch):
+    """The GPU search's loop without a GPU: the step is a stand-in that runs out of memory at 8."""
+    from bertlab.analysis import memory_measure as mm
+    ran = []
+
+    def fake_trainer(config, device, dtype, checkpointing=False, **kw):
+        def step(b, seq_len, mark=None):
+            if b >= 8:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            if b == bad:
+                raise ValueError("not a memory error")
+            ran.append((b, seq_len))
+        return object(), types.SimpleNamespace(zero_grad=lambda set_to_none: None), step
+    for name, fake in (("_trainer", fake_trainer), ("sync", lambda d: None), ("_free", lambda d: None)):
+        monkeypatch.setattr(mm, name, fake)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: 1000 * ran[-1][0])
+    c, bad = preset("tiny", vocab_size=300), None
+    r = mm.largest_batch(c, 16, device="cuda")
+    assert r["batch"] == 4 and r["oom_at"] == 8 and r["peak"] == 4000
+    assert r["tried"] == [[1, True], [2, True], [4, True], [8, False]] and ran == [(1, 16), (2, 16), (4, 16)]
+    assert mm.largest_batch(c, 16, device="cuda", cap=2)["oom_at"] is None
+    bad = 2
+    with pytest.raises(ValueError, match="not a memory error"):  # only running out of memory ends the search
+        mm.largest_batch(c, 16, device="cuda")
+    assert mm.largest_batch(c, 16, device="cpu")["batch"] is None
+
+
+def test_the_guides_figure_against_the_measured_line():
+    """The recorded BERT-base peaks (bench/ESTIMATES.md) sit on sizing's estimate; the paragraph and
+    lesson 10 state the code's own numbers; the attention maps are counted again here by hand."""
+    from bertlab.analysis import memory_measure as mm
+    from bertlab.app.lessons import course_b
+    g = mm.guides_gap()
+    c, _ = memory_cli.recipe_config("base", None, None, 512)
+    for b, peak in mm.BASE_512_MEASURED.items():
+        est = sizing.memory(c, b, 512, training=True, sparse_mlm=True, mask_bytes=mm.CPU_MASK_BYTES)["total"]
+        assert abs(est / peak - 1) < 0.02, (b, est, peak)
+    e, G = g["estimate"], 1e9
+    assert abs(g["measured"] / e["cpu"] - 1) < 0.03 and g["measured"] > 1.9 * g["guide"]["total"]
+    assert e["attention_maps"] == 32 * 12 * 512 * 512 * 12 * (4 + 4 + 1)
+    assert abs(e["gpu"] / g["guide"]["total"] - 1) < 0.15 and abs(e["bf16"] / g["guide"]["total"] - 1) < 0.15  # "near"
+    gpu = sizing.memory(c, 32, 512, training=True, sparse_mlm=True, fused_attention=True, mask_bytes=mm.CUDA_MASK_BYTES)
+    assert e["gpu"] == gpu["total"]  # what measure_step_cuda sets beside a GPU's peak
+    assert e["gpu"] < e["cpu"] < e["all_logits"] and e["fixed"] == 16 * sizing.param_counts(c)["total"]
+    assert round(e["fixed"] / G, 2) == g["guide"]["fixed"] / G  # the guides' 1.76 GB: the same 16 bytes a weight
+    text = scaling_memory.guides_md(g)
+    for v in (g["guide"]["total"], g["measured"], e["cpu"], e["attention_maps"], e["gpu"], e["bf16"], e["all_logits"]):
+        assert f"{v / G:.1f} GB" in text
+    assert f"adds {g['per_sequence'] / 1e6:,.0f} MB" in text
+    lesson = course_b.VARIANTS.expect
+    assert all(f"{v / G:.1f} GB" in lesson for v in (g["guide"]["total"], g["measured"], e["attention_maps"], e["gpu"]))
+
+
+def test_one_base_layer_with_attention_dropout_measures_as_estimated():
+    """One layer of BERT-base (30,522 words, dropout 0.1, so the CPU keeps the attention maps) at half
+    the guides' length, measured now: the estimate BASE_512_MEASURED was checked against still holds."""
+    c, _ = memory_cli.recipe_config("base", None, None, 256)
+    r = measure_step(c.replace(num_hidden_layers=1), 6, 256, split=False)  # 6: past the optimizer step's peak
+    assert abs(r["ratio"] - 1) < 0.03 and r["measured"]["phase"] == "backward", (r["measured"], r["estimate"])
+
+
+def test_info_says_where_its_logits_differ_from_pretrain(capsys):
+    """`info` counts the logits at every position; its line says so, and the section it and lesson 10
+    point students to is there by that name."""
+    import inspect
+    from bertlab.app.lessons import course_b
+    assert cli.main(["info", "base", "--batch-size", "32", "--seq-len", "512"]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.split()[:1] == ["logits"])
+    dense = sizing.memory(preset("base"), 32, 512, training=True)["logits"]
+    assert line.split()[1:3] == sizing.humanize(dense, "B").split() and "masked 15 %" in line
+    assert "## Memory, measured" in inspect.getsource(scaling_memory.build)
+    assert "*Memory, measured*" in course_b.VARIANTS.expect

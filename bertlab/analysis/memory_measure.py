@@ -18,6 +18,7 @@ profiled step and the timings (no search for the largest batch: the CPU would sw
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 import statistics
@@ -259,7 +260,7 @@ def largest_batch(config: BertConfig, seq_len: int, dtype: str = "fp32", device:
     best, oom_at, tried, peak, b = None, None, [], None, start
     while b <= cap:
         torch.cuda.reset_peak_memory_stats(dev)
-        ok = _try(lambda: step(b, seq_len), dev)
+        ok = _try(functools.partial(step, b, seq_len), dev)  # not a lambda: `step` is deleted below
         if ok is not True:
             opt.zero_grad(set_to_none=True)
             _free(dev)
@@ -345,8 +346,7 @@ def inference_speed(config: BertConfig, seq_len: int, dtype: str = "fp32", devic
             latency = t
         rates[b] = b / t
         b *= 2
-    del model
-    _free(dev)
+    _free(dev)  # the model goes with this frame: fwd reads it, so no `del model` here
     best = max(rates, key=rates.get) if rates else None
     return {"latency_ms": None if latency is None else latency * 1000, "seq_per_s": rates, "best_batch": best,
             "best_seq_per_s": rates.get(best), "error": err}
@@ -481,3 +481,29 @@ def chapter_tables(result: dict, name: str) -> str:
                else (s.get("error") or "–"))
         lines.append(f"| {f['dtype']} | {f['seq_len']} | {fit} | {f.get('oom_at') or '–'} | {lat} | {thr} |")
     return "\n".join(lines)
+
+
+# ---- the guides' 13.8 GB against measured BERT-base steps -------------------------------------------
+# Peak bytes of BERT-base's training step (30,522 words, dropout 0.1, fp32, AdamW) at 512 tokens, by
+# micro-batch, measured by measure_step on a 2-core AMD EPYC, torch 2.13 (bench/ESTIMATES.md):
+# `python bench/bench_memory.py --guides`. A CPU this size cannot hold 32 × 512, so the line is drawn out.
+BASE_512_MEASURED = {1: 2232422148, 2: 3033885444, 4: 4647747524, 8: 7934576988}
+
+
+def per_sequence(peaks: dict[int, int]) -> tuple[float, float]:
+    """(bytes at no sequence, bytes per sequence): the least-squares line of the peaks against the
+    micro-batch at one length; activations grow linearly in it, the weights and AdamW do not."""
+    slope, fixed = statistics.linear_regression(list(peaks), list(peaks.values()))
+    return fixed, slope
+
+
+def guides_gap(peaks: dict[int, int] | None = None) -> dict:
+    """The guides' BERT-base figure beside the measured line drawn out to their 32 × 512 and beside
+    sizing's estimate under each assumption (sizing.memory_assumptions)."""
+    g = sizing.GUIDE_BASE_TRAINING
+    B, T = g["batch_size"], g["seq_len"]
+    fixed, slope = per_sequence(peaks or BASE_512_MEASURED)
+    c = recipe_config("base", vocab_size=None, dropout=None, seq_len=T)[0]
+    return {"guide": g, "batches": sorted(peaks or BASE_512_MEASURED), "fixed": fixed, "per_sequence": slope,
+            "measured": fixed + slope * B, "estimate": sizing.memory_assumptions(c, B, T),
+            "heads": c.num_attention_heads, "layers": sizing.layers_run(c)}

@@ -281,6 +281,28 @@ def memory(c: BertConfig, batch_size: int = 1, seq_len: int = 128, dtype: str = 
     return d
 
 
+# The guides' figure (guide 004, the textbook chapter): BERT-base trained at 32 × 512 in fp32 with AdamW
+# takes about 13.8 GB, of which about 12 GB are activations and 1.76 GB weights, gradients and moments.
+GUIDE_BASE_TRAINING = {"batch_size": 32, "seq_len": 512, "total": 13.8e9, "activations": 12e9, "fixed": 1.76e9}
+
+
+def memory_assumptions(c: BertConfig, batch_size: int = 32, seq_len: int = 512) -> dict[str, int]:
+    """The fp32 AdamW training peak under each assumption that moves it, so that two published figures
+    can be told apart. "cpu": the step bertlab trains and measures on a CPU (masked-LM logits at the
+    masked 15 % only; with attention dropout, PyTorch's CPU attention keeps the T × T maps, and its
+    dropout masks are floats); "gpu": the same step on a GPU, whose fused attention keeps no maps (bool
+    masks); "all_logits": the vocabulary logits at every position, maps kept (what `info` and the
+    Architecture tab assume); "bf16": autocast, maps kept. `attention_maps`: those maps' bytes over all
+    layers (fp32 probabilities, their dropped-out copy, a bool mask); `fixed`: weights, gradients, AdamW."""
+    def peak(**kw):
+        return memory(c, batch_size, seq_len, training=True, **kw)["total"]
+    p = c.attention_probs_dropout_prob > 0
+    maps = batch_size * c.num_attention_heads * seq_len ** 2 * layers_run(c) * ((1 + p) * 4 + p * MASK_BYTES)
+    return {"cpu": peak(sparse_mlm=True, mask_bytes=4), "gpu": peak(sparse_mlm=True, fused_attention=True),
+            "all_logits": peak(), "bf16": peak(sparse_mlm=True, dtype="bf16", fused_attention=False),
+            "attention_maps": maps, "fixed": (4 + 4 + OPTIMIZER_BYTES["adamw"]) * param_counts(c)["total"]}
+
+
 # ---- FLOPs --------------------------------------------------------------------------------------
 def flops(c: BertConfig, seq_len: int = 128, training: bool = False, heads: bool = True,
           architecture: str | None = None) -> dict[str, int]:

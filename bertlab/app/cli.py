@@ -93,6 +93,8 @@ def info_note(key: str, value: int, phases: dict) -> str:
         return "  (half-precision copies of the weights: none in fp32)"
     if key == "activations_per_layer":
         return "  (one layer's, for comparison: not added to the total)"
+    if key == "logits" and value:
+        return "  (at every position; `pretrain` computes them at the masked 15 % only)"
     return ""
 
 

@@ -2,6 +2,8 @@
 fine-tuning, probing, the family and its scaling). Each question's inputs are checks.py's."""
 from __future__ import annotations
 
+from ...analysis import shapes
+from ...analysis.memory_measure import guides_gap
 from ...config import preset
 from ...train.specs import PretrainSpec
 from ..ui.labs import architecture_tab
@@ -10,6 +12,7 @@ from . import checks as C
 from .lesson import Lesson, TryIt
 
 MASK_RATE = PretrainSpec.mask_rate  # the share BERT's masked-word loss learns from
+SPAN_TARGET = shapes.pretraining_pair(512)["targets"]  # T5's output for its 512-token inputs
 
 
 def sized(family: str, name: str) -> dict:
@@ -187,6 +190,8 @@ sentiment curve should climb in the top layers.""",
              "linear probe, first piece of each word)?",
     placeholder="a layer number (0 = embeddings)")
 
+GAP = guides_gap()  # the guides' BERT-base training memory beside a measured step (Scaling, memory)
+
 VARIANTS = Lesson(
     10, "variants", "The family and its scaling",
     explain=r"""BERT's descendants change one thing each. **RoBERTa**: more data, no next-sentence task,
@@ -214,11 +219,19 @@ experts*).""",
     try_its=(TryIt("Size ALBERT base", "architecture", sized(*C.VARIANT)),
              TryIt("Size BERT base beside it (then open Mixture of experts under the charts)", "architecture",
                    sized("bert", "base")),
-             TryIt("What pre-training BERT base cost", "scaling", {"model_size": "base"})),
+             TryIt("What pre-training BERT base cost", "scaling", {"model_size": "base"}),
+             TryIt("BERT beside GPT-2 and T5 (scroll to Encoder, decoder, encoder-decoder)", "architecture",
+                   {"shapes_len": 512, "shapes_target": SPAN_TARGET})),
     expect="""ALBERT base runs exactly as many layers as BERT base (the same compute per sentence) but
 stores about a tenth of the weights: one layer's weights, and a thin word table. The table under the
 charts puts every published model beside a BERT of the same shape. The Scaling tab turns a size and
-a number of tokens into FLOPs, hours and a price.""",
+a number of tokens into FLOPs, hours and a price. The guides put training BERT base at """
+    f"{GAP['guide']['batch_size']} × {GAP['guide']['seq_len']} tokens in fp32 at about "
+    f"{GAP['guide']['total'] / 1e9:.1f} GB; a step measured on a CPU, drawn out to that size, takes "
+    f"{GAP['measured'] / 1e9:.1f} GB, because there every layer keeps its attention maps "
+    f"({GAP['estimate']['attention_maps'] / 1e9:.1f} GB in all), which bertlab's fused attention on a GPU does "
+    f"not ({GAP['estimate']['gpu'] / 1e9:.1f} GB estimated): the Scaling tab's *Memory, measured* section names "
+    "the assumptions that differ.",
     question="How many parameters does **ALBERT base** have without its pre-training heads?",
     placeholder="a number, e.g. 12.3M")
 

@@ -19,7 +19,7 @@ from ....config import MODEL_TYPES, BertConfig, preset, preset_names
 from ....family import MEMBERS, NAMES
 from ..shared import common, forms, links, models
 from ..shared.common import MODEL_ERRORS, load_model, mistakes, wire
-from . import architecture_moe, architecture_variants
+from . import architecture_moe, architecture_shapes, architecture_variants
 
 EXPLAIN = """**How big is a BERT?** A BERT is a stack of identical layers; four numbers fix its size:
 the number of layers, the hidden width, the attention heads and the feed-forward width (usually
@@ -437,7 +437,10 @@ def build(picker: gr.Textbox) -> None:
         with gr.Column(scale=4, min_width=320):
             mem_plot = gr.Plot(label="Memory")
             gr.Markdown("*Training* = AdamW, at the step's peak: often the output layer's backward, before any "
-                        "weight has a gradient. *bf16* training is mixed precision (fp32 master weights).")
+                        "weight has a gradient. *bf16* training is mixed precision (fp32 master weights). It "
+                        "counts the word logits at every position and, with attention dropout, the attention "
+                        "maps: the Scaling tab's *Memory, measured* section sets it beside a measured step and "
+                        "the guides' figure.")
         with gr.Column(scale=5, min_width=320):
             gr.Markdown(family_note() + "\n\n" + KNOWN_NOTE + gaps_note() + "\n\n" + deberta_note())
     # the table has the page's width: beside the chart it hid "published" and "diff" on a laptop
@@ -452,6 +455,7 @@ def build(picker: gr.Textbox) -> None:
     architecture_moe.build(lambda family="bert", **shape: make_config(family, **shape),
                            {**dict(zip(SHAPE, boxes)), "family": family})  # the form's model, as experts
     architecture_variants.build()  # every family member at every preset, side by side
+    architecture_shapes.build()  # BERT beside a decoder (GPT-2) and an encoder-decoder (T5)
     links.register("architecture", family=family, preset=name, batch=batch, seq_len=seq_len, **dict(zip(links.ARCH_FIELDS, boxes)))
     by_name = dict(zip(INPUTS, (*boxes[:6], batch, seq_len, picker, family, *boxes[6:])))
     outputs = [summary, params_plot, mem_plot, flops_plot, table, picked, raw]

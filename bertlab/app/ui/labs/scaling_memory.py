@@ -52,6 +52,30 @@ it files a recomputed layer as temporaries). Neither counts the Python process i
 fragmentation, or what torch's kernels take outside its allocator; on a GPU the caching allocator rounds
 each block up too. Models are BERT presets as `pretrain` builds them (8192 words, dropout 0)."""
 
+
+def guides_md(gap: dict | None = None) -> str:
+    """The guides' 13.8 GB for BERT-base beside a measured step drawn out to 32 × 512, and which
+    assumptions separate them (memory_measure.guides_gap)."""
+    g = gap or memory_measure.guides_gap()
+    e, G, guide = g["estimate"], 1e9, g["guide"]
+    B, T = guide["batch_size"], guide["seq_len"]
+    return (f"**The guides' figure.** The guides (004, the textbook chapter) put training BERT-base at "
+            f"{B} × {T} tokens in fp32 at about {guide['total'] / G:.1f} GB, {guide['activations'] / G:.0f} GB "
+            f"of it activations. Measured on a 2-core CPU at {', '.join(map(str, g['batches'][:-1]))} and "
+            f"{g['batches'][-1]} × {T} (bench/ESTIMATES.md), each extra sequence adds "
+            f"{g['per_sequence'] / MB:,.0f} MB; drawn out to {B} sequences that is **{g['measured'] / G:.1f} GB**, "
+            f"and the estimate for the same step is {e['cpu'] / G:.1f} GB. The guides describe a different step. "
+            f"With attention dropout on, PyTorch's CPU attention keeps, for each sequence, every layer's "
+            f"{g['heads']} × {T} × {T} probabilities, their dropped-out copy and the mask: "
+            f"{e['attention_maps'] / G:.1f} GB for {B} sequences and {g['layers']} layers (and its dropout masks "
+            f"are floats). On a GPU bertlab's attention is one fused kernel that keeps none of them: the estimate "
+            f"is then {e['gpu'] / G:.1f} GB, near the guides' total, and so is an attention that keeps the maps in "
+            f"bf16 ({e['bf16'] / G:.1f} GB). The guides also count every gradient, which does not exist yet at "
+            f"this peak (backward's start). The Architecture tab and `info` count the maps and the vocabulary "
+            f"logits at every position ({e['all_logits'] / G:.1f} GB); `pretrain` computes logits at the masked "
+            f"15 % only.")
+
+
 SIZES = ("tiny", "mini", "small")  # at most small: 1 GB and about a minute at the caps
 MAX_BATCH, LENGTHS, MAX_TOKENS = 32, (32, 64, 128, 256), 4096  # a micro-batch of at most 32 × 128 tokens
 MODES = {"off": (False,), "on": (True,), "both": (False, True)}
@@ -280,6 +304,7 @@ def build() -> None:
     table = gr.Markdown(elem_id="memory-table")
     plot = gr.Plot(label="Estimated and measured peak", elem_id="memory-plot")
     gr.Markdown(NOTES)
+    gr.Markdown(guides_md(), elem_id="memory-guides")
     with gr.Accordion("Numbers (JSON)", open=False):
         raw = gr.JSON(label="every byte")
     inputs, outputs = [size, batch, seq_len, mode, accum], [summary, table, plot, raw]

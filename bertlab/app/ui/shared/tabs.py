@@ -34,11 +34,12 @@ TABS = (
     # sentence; view=static&word=bank: the static view follows that word (with its example's sentences)
     Tab("Embeddings", "embeddings", "bertlab.app.ui.text.embeddings_tab",
         ("word", "sentences", "layer", "pooling", "special", "view", "shuffle")),
-    # the boxes; a preset alone does not fill them (the tab fills them when a student picks one)
+    # the boxes; a preset alone does not fill them (the tab fills them when a student picks one); shapes_len,
+    # shapes_target: the encoder / decoder / encoder-decoder section's tokens in and out
     Tab("Architecture", "architecture", "bertlab.app.ui.labs.architecture_tab",
         ("family", "preset", "layers", "hidden", "heads", "ffn", "vocab", "positions", "embedding", "groups", "batch",
-         "seq_len")),
-    Tab("Pre-train", "pretrain", "bertlab.app.ui.training.pretrain_tab", ("recipe", "arch")),  # the recipe fills the rest
+         "seq_len", "shapes_len", "shapes_target")),
+    Tab("Pre-train", "pretrain", "bertlab.app.ui.training.pretrain_tab", ("recipe", "arch")),  # the recipe: the rest
     Tab("Fine-tune", "finetune", "bertlab.app.ui.training.finetune_tab",
         ("task", "method", "epochs", "pooling", "init", "lr")),
     Tab("Distil", "distill", "bertlab.app.ui.training.distill_tab", ("layers", "steps", "temperature")),

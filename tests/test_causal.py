@@ -23,12 +23,7 @@ TINY = dict(objective="causal", preset="tiny", vocab_size=300, max_len=32, batch
             save_every=10, eval_early=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("single_thread")  # conftest's: tiny models, one thread
 
 
 def tiny_model(is_decoder: bool) -> BertForPreTraining:

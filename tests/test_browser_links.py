@@ -110,7 +110,8 @@ def test_links_reproduce_views_and_survive_strangers(server):
         page.close()
         page = _new_page(browser, DESKTOP, errors)
         page.goto(copied)
-        linked = _figures(page, "Layer 3, head 2")
+        _figures(page, "Layer 3, head 2")
+        linked = _figures(page, "Layer 3, mean of")  # the layer's head average is drawn after the head
         assert linked == att_by_hand
         assert "10 bored" in json.dumps(linked[0]["data"][0]["x"])
         assert page.get_by_role("tab", name="Attention", selected=True).count() == 1
